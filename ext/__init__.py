@@ -1,0 +1,1 @@
+"""pircd extensions. Each subpackage has ``setup(api)`` and imports only ``ircd.api`` and ``ircd.proto``."""

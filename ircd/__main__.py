@@ -1,0 +1,3 @@
+from ircd.cli import main
+
+main()

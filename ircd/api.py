@@ -1,0 +1,248 @@
+"""The extension API: the only ``ircd`` module (with ``ircd.proto``) that ``ext/`` imports.
+
+An extension is a package ``ext.<name>`` with ``setup(api: ExtensionAPI)``.
+Everything it may do is a method here: declare verbs and capabilities, add
+visibility filters and checks, subscribe to events, advertise ISUPPORT
+tokens, read its config section, reach the database, and deliver lines to
+accounts. Clients and channels it receives are the server's own objects;
+extensions treat them as read-only and change state only through this API.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from ircd import caps as _caps
+from ircd.caps import Capability
+from ircd.channel import Channel
+from ircd.client import Client
+from ircd.config import ConfigError
+from ircd.dispatch import CommandContext, make_spec
+from ircd.events import (
+    AwayChanged,
+    ChannelDestroyed,
+    ChannelMessage,
+    ChannelModeChanged,
+    DirectMessage,
+    Joined,
+    Kicked,
+    LoggedIn,
+    LoggedOut,
+    NickChanged,
+    Parted,
+    Quit,
+    Registered,
+    Rehashed,
+    TopicChanged,
+)
+from ircd.proto.lines import Message, format_line
+from ircd.replies import Relay, ReplyBuffer
+
+if TYPE_CHECKING:
+    from ircd.server import Server
+
+__all__ = [
+    "ExtensionAPI",
+    "load_extensions",
+    "Capability",
+    "CommandContext",
+    "ReplyBuffer",
+    "Relay",
+    "Message",
+    "Client",
+    "Channel",
+    "ConfigError",
+    "caps",
+    # events
+    "AwayChanged",
+    "ChannelDestroyed",
+    "ChannelMessage",
+    "ChannelModeChanged",
+    "DirectMessage",
+    "Joined",
+    "Kicked",
+    "LoggedIn",
+    "LoggedOut",
+    "NickChanged",
+    "Parted",
+    "Quit",
+    "Registered",
+    "Rehashed",
+    "TopicChanged",
+]
+
+caps = _caps
+log = logging.getLogger("pircd")
+M = TypeVar("M", bound=BaseModel)
+
+
+class ExtensionAPI:
+    def __init__(self, server: "Server", name: str) -> None:
+        self._server = server
+        self.name = name
+        self.log = logging.getLogger(f"pircd.{name}")
+
+    # declarations ------------------------------------------------------
+
+    def command(
+        self,
+        verb: str,
+        handler: Callable[[CommandContext, Message], "None | Awaitable[None]"],
+        *,
+        min_params: int = 0,
+        pre_registration: bool = False,
+        requires_cap: Capability | None = None,
+        oper: bool = False,
+        syntax: str | None = None,
+        help: str | None = None,
+    ) -> None:
+        kwargs: dict[str, Any] = {
+            "min_params": min_params,
+            "pre_registration": pre_registration,
+            "oper": oper,
+            "requires_cap": requires_cap.bit if requires_cap is not None else 0,
+            "extension": self.name,
+        }
+        if syntax is not None:
+            kwargs["syntax"] = syntax
+        if help is not None:
+            kwargs["help"] = help
+        self._server.commands.add(make_spec(verb.upper(), handler, **kwargs))
+
+    def capability(self, cap: Capability) -> Capability:
+        return self._server.caps.add(cap)
+
+    def isupport(self, token: str, value: str | int | None = None) -> None:
+        self._server.isupport_extra[token] = None if value is None else str(value)
+        self._server.invalidate_isupport()
+
+    def help_topic(self, topic: str, lines: list[str]) -> None:
+        self._server.help_topics[topic.upper()] = lines
+
+    def help_footer(self, line: str) -> None:
+        self._server.help_topics_footer.append(line)
+
+    def subscribe(self, event_type: type, listener: Callable[[Any], None]) -> None:
+        self._server.events.subscribe(event_type, listener)
+
+    def visibility_filter(self, fn: Callable[[Client, Channel], bool]) -> None:
+        """``fn(viewer, channel)`` False hides the channel's existence from the viewer."""
+        self._server.visibility.add_filter(fn)
+
+    def join_check(self, fn: Callable[[Client, str, Channel | None], tuple[str, str] | None]) -> None:
+        self._server.join_checks.append(fn)
+
+    def invite_check(self, fn: Callable[[Client, Client, Channel], tuple[str, str] | None]) -> None:
+        self._server.invite_checks.append(fn)
+
+    def invite_hook(self, fn: Callable[[Client, Client, Channel], None]) -> None:
+        self._server.invite_hooks.append(fn)
+
+    def message_check(self, fn: Callable[[CommandContext, Client | None, Channel | None], bool]) -> None:
+        self._server.message_checks.append(fn)
+
+    def nick_check(self, fn: Callable[[Client, str, str], tuple[str, str] | None]) -> None:
+        self._server.nick_checks.append(fn)
+
+    def registration_check(self, fn: Callable[[Client], str | None]) -> None:
+        self._server.registration_checks.append(fn)
+
+    def whois_hook(self, fn: Callable[[Client, Client, ReplyBuffer], None]) -> None:
+        self._server.whois_hooks.append(fn)
+
+    def on_startup(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self._server.on_startup.append(fn)
+
+    def on_shutdown(self, fn: Callable[[], Awaitable[None]]) -> None:
+        self._server.on_shutdown.append(fn)
+
+    def config(self, model: type[M]) -> M:
+        """This extension's config section (``[<name>]``), validated by ``model``."""
+        data = self._server.config.extension_section(self.name)
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            problems = [
+                (".".join([self.name, *map(str, err["loc"])]), err["msg"]) for err in exc.errors()
+            ]
+            raise ConfigError(problems) from None
+
+    # state ---------------------------------------------------------------
+
+    @property
+    def server_name(self) -> str:
+        return self._server.name
+
+    @property
+    def database(self) -> Any:
+        """The shared store (``ircd.store.Store``); None when the server runs without one."""
+        return self._server.store
+
+    def now(self) -> float:
+        return self._server.clock()
+
+    def server_time(self) -> str:
+        return self._server.server_time()
+
+    def new_id(self) -> int:
+        return self._server.ids.next_int()
+
+    def casefold(self, name: str) -> str:
+        return self._server.casefold(name)
+
+    def find_nick(self, nick: str) -> Client | None:
+        return self._server.registry.find_nick(nick)
+
+    def find_channel(self, name: str) -> Channel | None:
+        return self._server.registry.find_channel(name)
+
+    def channels(self) -> Iterable[Channel]:
+        return self._server.registry.channels.values()
+
+    def clients_for_account(self, account_folded: str) -> list[Client]:
+        return [c for c in self._server.clients if c.registered and c.account_folded == account_folded]
+
+    def reply_buffer(self, client: Client, label: str | None = None) -> ReplyBuffer:
+        return ReplyBuffer(self._server, client, label)
+
+    # output --------------------------------------------------------------
+
+    def send(self, client: Client, command: str, *params: str, source: str | None = None,
+             tags: dict[str, str] | None = None) -> None:
+        """One line to one client, stamped per its capabilities."""
+        reply = ReplyBuffer(self._server, client)
+        reply.send(command, *params, source=source, tags=tags)
+        reply.flush()
+
+    def deliver(self, account_or_nick: str, command: str, *params: str, source: str | None = None) -> int:
+        """Send a line to every connection of an account (or to a nick); returns how many got it."""
+        folded = self._server.casefold(account_or_nick)
+        targets = self.clients_for_account(folded)
+        if not targets:
+            client = self._server.registry.nicks.get(folded)
+            targets = [client] if client is not None and client.registered else []
+        for client in targets:
+            self.send(client, command, *params, source=source)
+        return len(targets)
+
+    def flush(self) -> None:
+        self._server.flush_all()
+
+    def format_line(self, command: str, *params: str, source: str | None = None) -> bytes:
+        return format_line(command, params, source)
+
+
+def load_extensions(server: "Server") -> list[ExtensionAPI]:
+    apis = []
+    for name in server.config.server.extensions:
+        module = importlib.import_module(f"ext.{name}")
+        api = ExtensionAPI(server, name)
+        module.setup(api)
+        server.extensions.append(module)
+        apis.append(api)
+        log.info("extension loaded name=%s", name)
+    return apis

@@ -1,0 +1,138 @@
+"""Capabilities as data.
+
+Each capability gets one bit; a client's enabled set is an int, so a check on
+the hot path is one ``&``. Extensions add capabilities through the api and get
+the next free bit. CAP LS/LIST formatting (302 values, continuation lines) is
+here; the CAP command itself is in ``commands/cap.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from ircd.server import Server
+
+__all__ = ["Capability", "CapRegistry"]
+
+# Bits of the core capabilities, fixed so the hot path can use constants.
+ACCOUNT_NOTIFY = 1 << 0
+ACCOUNT_TAG = 1 << 1
+AWAY_NOTIFY = 1 << 2
+BATCH = 1 << 3
+CAP_NOTIFY = 1 << 4
+CHGHOST = 1 << 5
+ECHO_MESSAGE = 1 << 6
+EXTENDED_JOIN = 1 << 7
+INVITE_NOTIFY = 1 << 8
+LABELED_RESPONSE = 1 << 9
+MESSAGE_TAGS = 1 << 10
+MULTI_PREFIX = 1 << 11
+SERVER_TIME = 1 << 12
+SETNAME = 1 << 13
+USERHOST_IN_NAMES = 1 << 14
+STANDARD_REPLIES = 1 << 15
+NO_IMPLICIT_NAMES = 1 << 16
+SASL = 1 << 17
+CHATHISTORY = 1 << 18
+EVENT_PLAYBACK = 1 << 19
+MULTILINE = 1 << 20
+READ_MARKER = 1 << 21
+ACCOUNT_REGISTRATION = 1 << 22
+EXTENDED_MONITOR = 1 << 23
+_FIRST_FREE_BIT = 32
+
+# Bits that change how a relayed line is tagged; fan-out formats once per
+# distinct combination of these.
+TAG_PROFILE = SERVER_TIME | MESSAGE_TAGS | ACCOUNT_TAG
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """A capability. ``value`` is shown in CAP LS 302 (a callable is asked each time)."""
+
+    name: str
+    value: str | Callable[["Server"], str | None] | None = None
+    bit: int = 0
+    # A callable saying whether the capability is offered right now (config-dependent).
+    available: Callable[["Server"], bool] | None = None
+
+
+CORE_CAPS = [
+    Capability("account-notify", bit=ACCOUNT_NOTIFY),
+    Capability("account-tag", bit=ACCOUNT_TAG),
+    Capability("away-notify", bit=AWAY_NOTIFY),
+    Capability("batch", bit=BATCH),
+    Capability("cap-notify", bit=CAP_NOTIFY),
+    Capability("chghost", bit=CHGHOST),
+    Capability("echo-message", bit=ECHO_MESSAGE),
+    Capability("extended-join", bit=EXTENDED_JOIN),
+    Capability("invite-notify", bit=INVITE_NOTIFY),
+    Capability("labeled-response", bit=LABELED_RESPONSE),
+    Capability("message-tags", bit=MESSAGE_TAGS),
+    Capability("multi-prefix", bit=MULTI_PREFIX),
+    Capability("server-time", bit=SERVER_TIME),
+    Capability("setname", bit=SETNAME),
+    Capability("userhost-in-names", bit=USERHOST_IN_NAMES),
+    Capability("standard-replies", bit=STANDARD_REPLIES),
+    Capability("draft/no-implicit-names", bit=NO_IMPLICIT_NAMES),
+    Capability("extended-monitor", bit=EXTENDED_MONITOR),
+]
+
+
+class CapRegistry:
+    def __init__(self) -> None:
+        self._by_name: dict[str, Capability] = {}
+        self._next_bit = _FIRST_FREE_BIT
+        for cap in CORE_CAPS:
+            self.add(cap)
+
+    def add(self, cap: Capability) -> Capability:
+        if cap.name in self._by_name:
+            raise ValueError(f"capability {cap.name} registered twice")
+        if not cap.bit:
+            cap = Capability(cap.name, cap.value, self._next_bit, cap.available)
+            self._next_bit <<= 1
+        self._by_name[cap.name] = cap
+        return cap
+
+    def get(self, name: str, server: "Server") -> Capability | None:
+        cap = self._by_name.get(name)
+        if cap is None or (cap.available is not None and not cap.available(server)):
+            return None
+        return cap
+
+    def offered(self, server: "Server") -> list[Capability]:
+        return [
+            cap
+            for cap in self._by_name.values()
+            if cap.available is None or cap.available(server)
+        ]
+
+    def names(self, mask: int) -> list[str]:
+        return [cap.name for cap in self._by_name.values() if cap.bit & mask]
+
+    def ls_tokens(self, server: "Server", version: int) -> list[str]:
+        tokens = []
+        for cap in self.offered(server):
+            value = cap.value(server) if callable(cap.value) else cap.value
+            if version >= 302 and value:
+                tokens.append(f"{cap.name}={value}")
+            else:
+                tokens.append(cap.name)
+        return tokens
+
+
+def chunk_tokens(tokens: list[str], limit: int = 400) -> list[str]:
+    """Split a cap list into space-joined chunks that fit a line."""
+    chunks: list[str] = []
+    current = ""
+    for tok in tokens:
+        if current and len(current) + 1 + len(tok) > limit:
+            chunks.append(current)
+            current = tok
+        else:
+            current = f"{current} {tok}" if current else tok
+    chunks.append(current)
+    return chunks

@@ -1,0 +1,182 @@
+"""Channel state. Methods change state and return results; they never send.
+
+Member prefix modes are kept per member as a string in rank order (``"qov"``
+subset), so ``NAMES`` with multi-prefix is a join and without it the first
+character.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ircd.proto.lines import mask_to_regex
+
+if TYPE_CHECKING:
+    from ircd.client import Client
+
+__all__ = ["Channel", "ListEntry", "PREFIX_MODES", "PREFIX_CHARS", "prefix_of"]
+
+# Prefix modes in rank order and their NAMES/WHO symbols.
+PREFIX_MODES = "qov"
+PREFIX_CHARS = {"q": "~", "o": "@", "v": "+"}
+CHANNEL_TYPES = "#"
+LIST_MODES = "beI"
+
+
+def prefix_of(member_modes: str, multi: bool = False) -> str:
+    if not member_modes:
+        return ""
+    if multi:
+        return "".join(PREFIX_CHARS[m] for m in member_modes)
+    return PREFIX_CHARS[member_modes[0]]
+
+
+def sort_prefix_modes(modes: str) -> str:
+    return "".join(m for m in PREFIX_MODES if m in modes)
+
+
+@dataclass(slots=True)
+class ListEntry:
+    mask: str
+    set_by: str
+    set_at: int
+    _regex: re.Pattern[str] | None = field(default=None, repr=False)
+
+    def matches(self, candidates: tuple[str, ...], casefold: Callable[[str], str]) -> bool:
+        if self._regex is None:
+            self._regex = mask_to_regex(self.mask, casefold)
+        return any(self._regex.fullmatch(c) for c in candidates)
+
+
+class Channel:
+    __slots__ = (
+        "name",
+        "folded",
+        "members",
+        "modes",
+        "key",
+        "limit",
+        "topic",
+        "topic_setter",
+        "topic_time",
+        "created",
+        "lists",
+        "invited",
+        "owner_account",
+        "ext",
+    )
+
+    def __init__(self, name: str, folded: str, created: int) -> None:
+        self.name = name
+        self.folded = folded
+        self.members: dict["Client", str] = {}
+        self.modes: set[str] = set()
+        self.key: str | None = None
+        self.limit: int | None = None
+        self.topic = ""
+        self.topic_setter = ""
+        self.topic_time = 0
+        self.created = created
+        self.lists: dict[str, list[ListEntry]] = {"b": [], "e": [], "I": []}
+        self.invited: set[str] = set()  # folded nicks invited while +i
+        self.owner_account: str | None = None
+        self.ext: dict[str, object] | None = None
+
+    def __repr__(self) -> str:
+        return f"<Channel {self.name} {len(self.members)}>"
+
+    # membership ----------------------------------------------------------
+
+    def add_member(self, client: "Client", modes: str = "") -> None:
+        self.members[client] = modes
+        client.channels[self.folded] = self
+
+    def remove_member(self, client: "Client") -> None:
+        self.members.pop(client, None)
+        client.channels.pop(self.folded, None)
+
+    def member_modes(self, client: "Client") -> str | None:
+        return self.members.get(client)
+
+    def is_op(self, client: "Client") -> bool:
+        modes = self.members.get(client)
+        return bool(modes) and ("o" in modes or "q" in modes)  # type: ignore[operator]
+
+    def set_prefix(self, client: "Client", mode: str, adding: bool) -> bool:
+        """Give or take a prefix mode; returns whether anything changed."""
+        current = self.members.get(client)
+        if current is None:
+            return False
+        if adding:
+            if mode in current:
+                return False
+            self.members[client] = sort_prefix_modes(current + mode)
+        else:
+            if mode not in current:
+                return False
+            self.members[client] = current.replace(mode, "")
+        return True
+
+    def iter_members(self) -> Iterator["Client"]:
+        return iter(self.members)
+
+    # access --------------------------------------------------------------
+
+    def _matches_list(self, which: str, client: "Client", casefold: Callable[[str], str]) -> bool:
+        entries = self.lists[which]
+        if not entries:
+            return False
+        candidates = (
+            casefold(client.prefix),
+            casefold(f"{client.nick}!{client.user}@{client.ip}"),
+        )
+        for entry in entries:
+            mask = entry.mask
+            if mask.startswith("$a:"):
+                if client.account_folded and mask_to_regex(mask[3:], casefold).fullmatch(
+                    client.account_folded
+                ):
+                    return True
+                continue
+            if entry.matches(candidates, casefold):
+                return True
+        return False
+
+    def is_banned(self, client: "Client", casefold: Callable[[str], str]) -> bool:
+        return self._matches_list("b", client, casefold) and not self._matches_list(
+            "e", client, casefold
+        )
+
+    def is_invex(self, client: "Client", casefold: Callable[[str], str]) -> bool:
+        return self._matches_list("I", client, casefold)
+
+    def add_list_entry(self, which: str, mask: str, set_by: str, now: int, casefold) -> bool:
+        folded = casefold(mask)
+        for entry in self.lists[which]:
+            if casefold(entry.mask) == folded:
+                return False
+        self.lists[which].append(ListEntry(mask, set_by, now))
+        return True
+
+    def remove_list_entry(self, which: str, mask: str, casefold) -> str | None:
+        folded = casefold(mask)
+        entries = self.lists[which]
+        for i, entry in enumerate(entries):
+            if casefold(entry.mask) == folded:
+                del entries[i]
+                return entry.mask
+        return None
+
+    def mode_string(self, show_key: bool) -> tuple[str, list[str]]:
+        flags = "".join(sorted(m for m in self.modes))
+        params: list[str] = []
+        if self.key is not None:
+            flags += "k"
+            if show_key:
+                params.append(self.key)
+        if self.limit is not None:
+            flags += "l"
+            params.append(str(self.limit))
+        return "+" + flags, params

@@ -1,0 +1,143 @@
+"""The ``pircd`` command line: serve, init, check-config, hash-password."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ircd import __version__
+from ircd.config import Config, ConfigError, load, with_overrides
+
+
+def _load_config(path: str | None) -> Config:
+    if path is None:
+        return Config()
+    return load(path)
+
+
+def _fail_config(exc: ConfigError) -> None:
+    click.echo("configuration is not valid:", err=True)
+    for key, message in exc.problems:
+        click.echo(f"  {key}: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="pircd")
+def main() -> None:
+    """pircd: an IRC server for networks where AI agents and people talk."""
+
+
+def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...],
+                 db: str | None, name: str | None) -> Config:
+    config = _load_config(config_path)
+    overrides: dict[str, object] = {}
+    if listen:
+        overrides["listen"] = list(listen)
+    if tls_listen:
+        overrides["tls_listen"] = list(tls_listen)
+    if db:
+        overrides["db"] = db
+    if name:
+        overrides["name"] = name
+    if overrides:
+        config = with_overrides(config, server=overrides)
+    return config
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML configuration file.")
+@click.option("--listen", multiple=True, metavar="HOST:PORT", help="Plain listener (repeatable).")
+@click.option("--tls-listen", multiple=True, metavar="HOST:PORT", help="TLS listener (repeatable).")
+@click.option("--db", metavar="PATH", help="SQLite database file.")
+@click.option("--name", metavar="SERVERNAME", help="Server name, e.g. irc.example.org.")
+@click.option("--no-uvloop", is_flag=True, help="Use the plain asyncio event loop even if uvloop is installed.")
+def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...], db: str | None,
+          name: str | None, no_uvloop: bool) -> None:
+    """Run the server in the foreground (defaults: 127.0.0.1:6667, ./pircd.db)."""
+    from ircd.app import build_server
+    from ircd.log import setup_logging
+    from ircd.net.runner import serve as run
+
+    try:
+        config = build_config(config_path, listen, tls_listen, db, name)
+    except ConfigError as exc:
+        _fail_config(exc)
+        return
+    setup_logging(config.log.format, config.log.level)
+
+    def reload() -> Config:
+        return build_config(config_path, listen, tls_listen, db, name)
+
+    try:
+        server = build_server(config, config_path=config_path, reload=reload if config_path else None)
+    except ConfigError as exc:
+        _fail_config(exc)
+        return
+    run(server, use_uvloop=not no_uvloop)
+
+
+@main.command("check-config")
+@click.argument("path", type=click.Path(dir_okay=False))
+def check_config(path: str) -> None:
+    """Validate a configuration file and say what is wrong, key by key."""
+    from ircd.app import check_extensions
+
+    try:
+        config = load(path)
+        check_extensions(config)
+    except ConfigError as exc:
+        _fail_config(exc)
+        return
+    click.echo(f"{path}: configuration is valid")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--name", default="irc.pircd.local", show_default=True, help="Server name.")
+@click.option("--force", is_flag=True, help="Overwrite existing files.")
+def init(directory: str, name: str, force: bool) -> None:
+    """Write a commented config and a self-signed TLS certificate into DIRECTORY."""
+    from ircd.tlsgen import write_self_signed
+
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    config_file = target / "pircd.toml"
+    cert, key = target / "tls" / "cert.pem", target / "tls" / "key.pem"
+    for path in (config_file, cert, key):
+        if path.exists() and not force:
+            click.echo(f"{path} exists; use --force to overwrite", err=True)
+            sys.exit(1)
+    template = (Path(__file__).parent / "data" / "pircd.toml").read_text(encoding="utf-8")
+    template = template.replace('name = "irc.pircd.local"', f'name = "{name}"', 1)
+    template = template.replace('tls_listen = []', 'tls_listen = ["127.0.0.1:6697"]', 1)
+    template = template.replace('# tls_cert = "tls/cert.pem"', f'tls_cert = "{cert.resolve()}"', 1)
+    template = template.replace('# tls_key = "tls/key.pem"', f'tls_key = "{key.resolve()}"', 1)
+    template = template.replace('db = "pircd.db"', f'db = "{(target / "pircd.db").resolve()}"', 1)
+    config_file.write_text(template, encoding="utf-8")
+    write_self_signed(cert, key, name)
+    click.echo(f"wrote {config_file}")
+    click.echo(f"wrote {cert} and {key} (self-signed for {name})")
+    click.echo(f"start with: pircd serve --config {config_file}")
+
+
+@main.command("hash-password")
+@click.option("--stdin", "from_stdin", is_flag=True, help="Read the password from standard input.")
+def hash_password(from_stdin: bool) -> None:
+    """Print an argon2id hash for an [[opers]] block or server.password."""
+    from ircd.passwords import hash_sync
+
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        click.echo("empty password", err=True)
+        sys.exit(1)
+    click.echo(hash_sync(password))
+
+
+if __name__ == "__main__":
+    main()

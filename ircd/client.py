@@ -1,0 +1,171 @@
+"""One connected client: its identity, its capabilities and its outbox.
+
+pircd keeps one object per connection (no bouncer-style sharing of one nick
+by several connections); several connections may be logged in to the same
+account, which is what PIRCAN's "visible" means.
+
+Output is appended to ``outbuf`` and written by the network layer once per
+event-loop pass (write coalescing): a channel message to 1,000 members is 1,000
+``bytearray`` appends, not 1,000 system calls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ircd.channel import Channel
+    from ircd.server import Server
+
+__all__ = ["Client", "Conn"]
+
+
+class Conn(Protocol):
+    """What a client needs from its connection (``ircd.net`` or a test double)."""
+
+    def write(self, data: bytes) -> None: ...
+    def buffered(self) -> int: ...
+    def close(self) -> None: ...
+
+
+class Client:
+    __slots__ = (
+        "server",
+        "conn",
+        "id",
+        "nick",
+        "nick_folded",
+        "user",
+        "realname",
+        "host",
+        "ip",
+        "prefix",
+        "account",
+        "account_folded",
+        "account_kind",
+        "modes",
+        "channels",
+        "caps",
+        "cap_version",
+        "cap_negotiating",
+        "registered",
+        "password_ok",
+        "away",
+        "signon",
+        "last_active",
+        "last_read",
+        "ping_sent",
+        "outbuf",
+        "dirty",
+        "closing",
+        "monitoring",
+        "tls",
+        "certfp",
+        "oper_name",
+        "flood_tokens",
+        "flood_time",
+        "batch_seq",
+        "ext",
+        "sasl",
+        "port",
+    )
+
+    def __init__(self, server: "Server", conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> None:
+        self.server = server
+        self.conn = conn
+        self.id = server.next_client_id()
+        self.nick = "*"
+        self.nick_folded = ""
+        self.user = ""
+        self.realname = ""
+        self.ip = ip
+        self.host = ip if ":" not in ip or ip[0] != ":" else "0" + ip
+        self.prefix = "*"
+        self.account: str | None = None
+        self.account_folded: str | None = None
+        self.account_kind: str | None = None
+        self.modes: set[str] = set()
+        self.channels: dict[str, "Channel"] = {}
+        self.caps = 0
+        self.cap_version = 0
+        self.cap_negotiating = False
+        self.registered = False
+        self.password_ok = False
+        self.away: str | None = None
+        now = server.now()
+        self.signon = now
+        self.last_active = now
+        self.last_read = now
+        self.ping_sent = 0.0
+        self.outbuf = bytearray()
+        self.dirty = False
+        self.closing = False
+        self.monitoring: set[str] | None = None
+        self.tls = tls
+        self.certfp: str | None = None
+        self.oper_name: str | None = None
+        self.flood_tokens = float(server.config.flood.burst)
+        self.flood_time = now
+        self.batch_seq = 0
+        self.ext: dict[str, Any] | None = None
+        self.sasl: Any = None
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"<Client {self.id} {self.nick}>"
+
+    # identity -----------------------------------------------------------
+
+    def update_prefix(self) -> None:
+        self.prefix = f"{self.nick}!{self.user}@{self.host}"
+
+    def has_cap(self, bit: int) -> bool:
+        return bool(self.caps & bit)
+
+    @property
+    def is_oper(self) -> bool:
+        return "o" in self.modes
+
+    @property
+    def is_bot(self) -> bool:
+        return "B" in self.modes
+
+    def ext_state(self, name: str) -> Any:
+        return None if self.ext is None else self.ext.get(name)
+
+    def set_ext_state(self, name: str, value: Any) -> None:
+        if self.ext is None:
+            self.ext = {}
+        if value is None:
+            self.ext.pop(name, None)
+        else:
+            self.ext[name] = value
+
+    def next_batch_id(self) -> str:
+        self.batch_seq += 1
+        return "%x%d" % (self.id, self.batch_seq)
+
+    # output --------------------------------------------------------------
+
+    def send(self, data: bytes) -> None:
+        """Queue bytes for this client; a full SendQ disconnects it."""
+        if self.closing:
+            return
+        buf = self.outbuf
+        buf += data
+        if not self.dirty:
+            self.dirty = True
+            self.server.mark_dirty(self)
+        if len(buf) > self.server.sendq_limit:
+            self.server.sendq_exceeded(self)
+
+    def flush(self) -> None:
+        self.dirty = False
+        if self.closing or not self.outbuf:
+            return
+        if self.conn.buffered() + len(self.outbuf) > self.server.sendq_limit:
+            self.server.sendq_exceeded(self)
+            return
+        data = self.outbuf
+        self.outbuf = bytearray()
+        self.conn.write(data)

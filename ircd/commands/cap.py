@@ -1,0 +1,80 @@
+"""CAP: capability negotiation (IRCv3 capability-negotiation, CAP 302, cap-notify)."""
+
+from __future__ import annotations
+
+from ircd import caps as C
+from ircd.caps import chunk_tokens
+from ircd.commands.registration import try_register
+from ircd.dispatch import CommandContext, command
+from ircd.proto import numerics as N
+from ircd.proto.lines import Message
+
+# Capabilities a client cannot switch off once CAP LS 302 enabled them.
+_STICKY_302 = C.CAP_NOTIFY
+
+
+def _send_list(ctx: CommandContext, sub: str, tokens: list[str]) -> None:
+    chunks = chunk_tokens(tokens)
+    nick = ctx.client.nick
+    for i, chunk in enumerate(chunks):
+        if i < len(chunks) - 1 and ctx.client.cap_version >= 302:
+            ctx.reply.send("CAP", nick, sub, "*", chunk)
+        else:
+            ctx.reply.send("CAP", nick, sub, chunk)
+
+
+@command("CAP", min_params=1, pre_registration=True)
+def handle_cap(ctx: CommandContext, msg: Message) -> None:
+    """CAP <LS [302] | LIST | REQ :<caps> | END>
+    Negotiates IRCv3 capabilities. Registration waits for CAP END once you have sent CAP LS or REQ."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    sub = msg.params[0].upper()
+    if sub == "LS":
+        if not client.registered:
+            client.cap_negotiating = True
+        version = 0
+        if len(msg.params) > 1:
+            try:
+                version = int(msg.params[1])
+            except ValueError:
+                version = 0
+        if version > client.cap_version:
+            client.cap_version = version
+        if client.cap_version >= 302:
+            client.caps |= C.CAP_NOTIFY
+        _send_list(ctx, "LS", server.caps.ls_tokens(server, client.cap_version))
+    elif sub == "LIST":
+        _send_list(ctx, "LIST", server.caps.names(client.caps))
+    elif sub == "REQ":
+        if not client.registered:
+            client.cap_negotiating = True
+        requested = msg.params[1] if len(msg.params) > 1 else ""
+        add = 0
+        remove = 0
+        ok = bool(requested.strip())
+        for token in requested.split():
+            name = token[1:] if token[:1] == "-" else token
+            cap = server.caps.get(name, server)
+            if cap is None:
+                ok = False
+                break
+            if token[:1] == "-":
+                if cap.bit & _STICKY_302 and client.cap_version >= 302:
+                    ok = False
+                    break
+                remove |= cap.bit
+            else:
+                add |= cap.bit
+        if not ok:
+            reply.send("CAP", client.nick, "NAK", requested)
+            return
+        client.caps = (client.caps | add) & ~remove
+        reply.send("CAP", client.nick, "ACK", requested)
+        for hook in server.cap_change_hooks:
+            hook(client, add, remove)
+    elif sub == "END":
+        if not client.registered:
+            client.cap_negotiating = False
+            try_register(ctx)
+    else:
+        reply.numeric(N.ERR_INVALIDCAPCMD, msg.params[0], "Invalid CAP command")

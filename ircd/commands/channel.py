@@ -1,0 +1,388 @@
+"""Channel membership and state: JOIN, PART, TOPIC, NAMES, LIST, INVITE, KICK."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ircd import caps as C
+from ircd.channel import CHANNEL_TYPES, Channel, prefix_of
+from ircd.dispatch import CommandContext, command
+from ircd.events import Joined, Kicked, Parted, TopicChanged
+from ircd.proto import numerics as N
+from ircd.proto.lines import Message
+from ircd.replies import Relay, ReplyBuffer
+
+if TYPE_CHECKING:
+    from ircd.client import Client
+    from ircd.server import Server
+
+_BAD_CHANNEL_CHARS = frozenset(" ,\x07\x00\r\n")
+
+
+def valid_channel_name(server: "Server", name: str) -> bool:
+    return (
+        1 < len(name) <= server.config.limits.channellen
+        and name[0] in CHANNEL_TYPES
+        and not _BAD_CHANNEL_CHARS.intersection(name)
+    )
+
+
+def no_such_channel(reply: ReplyBuffer, name: str) -> None:
+    reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
+
+
+# JOIN ----------------------------------------------------------------------
+
+
+def join_relays(server: "Server", client: "Client", channel: Channel) -> tuple[Relay, Relay]:
+    """The plain and the extended-join form of a JOIN line."""
+    plain = server.relay_from(client, "JOIN", channel.name)
+    extended = Relay(
+        client.prefix,
+        "JOIN",
+        [channel.name, client.account or "*", client.realname],
+        time=plain.time,
+        account=client.account,
+    )
+    return plain, extended
+
+
+def broadcast_join(ctx: CommandContext, client: "Client", channel: Channel, echo: bool) -> None:
+    """Send the JOIN line to the channel (to the joiner through its reply buffer when ``echo``)."""
+    server = ctx.server
+    plain, extended = join_relays(server, client, channel)
+    plain_to, extended_to, away_to = [], [], []
+    for member in channel.members:
+        if member is client:
+            continue
+        (extended_to if member.caps & C.EXTENDED_JOIN else plain_to).append(member)
+        if client.away is not None and member.caps & C.AWAY_NOTIFY:
+            away_to.append(member)
+    server.relay(plain_to, plain)
+    server.relay(extended_to, extended)
+    if away_to:
+        server.relay(away_to, server.relay_from(client, "AWAY", client.away or ""))
+    if echo:
+        ctx.reply.relay(extended if client.caps & C.EXTENDED_JOIN else plain)
+    else:
+        client.send((extended if client.caps & C.EXTENDED_JOIN else plain).for_client(client))
+
+
+def join_refusal(server: "Server", client: "Client", channel: Channel, key: str | None) -> tuple[str, str] | None:
+    """Why ``client`` may not join an existing channel, as (numeric, text), or None."""
+    cf = server.casefold
+    invited = client.nick_folded in channel.invited
+    if channel.limit is not None and len(channel.members) >= channel.limit and not invited:
+        return N.ERR_CHANNELISFULL, "Cannot join channel (+l)"
+    if "i" in channel.modes and not invited and not channel.is_invex(client, cf):
+        return N.ERR_INVITEONLYCHAN, "Cannot join channel (+i)"
+    if channel.key is not None and key != channel.key and not invited:
+        return N.ERR_BADCHANNELKEY, "Cannot join channel (+k)"
+    if channel.is_banned(client, cf) and not invited:
+        return N.ERR_BANNEDFROMCHAN, "Cannot join channel (+b)"
+    return None
+
+
+def send_topic(reply: ReplyBuffer, channel: Channel, *, empty_reply: bool) -> None:
+    if channel.topic:
+        reply.numeric(N.RPL_TOPIC, channel.name, channel.topic)
+        reply.numeric(N.RPL_TOPICWHOTIME, channel.name, channel.topic_setter, str(channel.topic_time))
+    elif empty_reply:
+        reply.numeric(N.RPL_NOTOPIC, channel.name, "No topic is set")
+
+
+def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    if not valid_channel_name(server, name):
+        no_such_channel(reply, name)
+        return
+    channel = server.find_channel(name, client)
+    if channel is not None and client in channel.members:
+        return
+    for check in server.join_checks:
+        refusal = check(client, name, channel)
+        if refusal is not None:
+            reply.numeric(refusal[0], name, refusal[1])
+            return
+    if len(client.channels) >= server.config.limits.channels_per_client:
+        reply.numeric(N.ERR_TOOMANYCHANNELS, name, "You have joined too many channels")
+        return
+    created = channel is None
+    if channel is None:
+        if server.registry.channels.get(server.casefold(name)) is not None:
+            # exists but hidden from this client: refuse exactly like an unknown name would be
+            no_such_channel(reply, name)
+            return
+        channel = server.create_channel(name)
+        channel.modes.update("nt")
+        channel.add_member(client, "o")
+    else:
+        refusal = join_refusal(server, client, channel, key)
+        if refusal is not None:
+            reply.numeric(refusal[0], channel.name, refusal[1])
+            return
+        channel.invited.discard(client.nick_folded)
+        channel.add_member(client, "")
+    broadcast_join(ctx, client, channel, echo=True)
+    server.events.publish(Joined(client, channel, created))
+    send_topic(reply, channel, empty_reply=False)
+    if not client.caps & C.NO_IMPLICIT_NAMES:
+        send_names(server, client, reply, channel)
+
+
+@command("JOIN", min_params=1)
+def handle_join(ctx: CommandContext, msg: Message) -> None:
+    """JOIN <channel>{,<channel>} [<key>{,<key>}]
+    Joins channels, creating them if they do not exist. JOIN 0 leaves every channel."""
+    if msg.params[0] == "0":
+        for channel in list(ctx.client.channels.values()):
+            part_channel(ctx, channel, "")
+        return
+    names = msg.params[0].split(",")
+    keys = msg.params[1].split(",") if len(msg.params) > 1 else []
+    for i, name in enumerate(names):
+        if name:
+            join_channel(ctx, name, keys[i] if i < len(keys) else None)
+
+
+# PART ----------------------------------------------------------------------
+
+
+def part_channel(ctx: CommandContext, channel: Channel, reason: str) -> None:
+    server, client = ctx.server, ctx.client
+    params = [channel.name, reason] if reason else [channel.name]
+    relay = server.relay_from(client, "PART", *params)
+    ctx.reply.relay(relay)
+    server.relay(channel.members, relay, exclude=client)
+    channel.remove_member(client)
+    server.events.publish(Parted(client, channel, reason))
+    server.drop_channel_if_empty(channel)
+
+
+@command("PART", min_params=1)
+def handle_part(ctx: CommandContext, msg: Message) -> None:
+    """PART <channel>{,<channel>} [:<reason>]
+    Leaves channels."""
+    reason = msg.params[1][: ctx.server.config.limits.kicklen] if len(msg.params) > 1 else ""
+    for name in msg.params[0].split(","):
+        if not name:
+            continue
+        channel = ctx.server.find_channel(name, ctx.client)
+        if channel is None:
+            no_such_channel(ctx.reply, name)
+        elif ctx.client not in channel.members:
+            ctx.reply.numeric(N.ERR_NOTONCHANNEL, channel.name, "You're not on that channel")
+        else:
+            part_channel(ctx, channel, reason)
+
+
+# TOPIC ---------------------------------------------------------------------
+
+
+@command("TOPIC", min_params=1)
+def handle_topic(ctx: CommandContext, msg: Message) -> None:
+    """TOPIC <channel> [:<topic>]
+    Shows the topic, or sets it (an empty topic clears it). With +t only operators may set it."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    channel = server.find_channel(msg.params[0], client)
+    if channel is None:
+        no_such_channel(reply, msg.params[0])
+        return
+    is_member = client in channel.members
+    if len(msg.params) < 2:
+        if not is_member and not server.visibility.channel_listed_for(client, channel):
+            reply.numeric(N.ERR_NOTONCHANNEL, channel.name, "You're not on that channel")
+            return
+        send_topic(reply, channel, empty_reply=True)
+        return
+    if not is_member:
+        reply.numeric(N.ERR_NOTONCHANNEL, channel.name, "You're not on that channel")
+        return
+    if "t" in channel.modes and not channel.is_op(client):
+        reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
+        return
+    topic = msg.params[1][: server.config.limits.topiclen]
+    channel.topic = topic
+    channel.topic_setter = client.prefix
+    channel.topic_time = int(server.clock())
+    relay = server.relay_from(client, "TOPIC", channel.name, topic, msgid=True)
+    reply.relay(relay)
+    server.relay(channel.members, relay, exclude=client)
+    server.events.publish(TopicChanged(client, channel))
+
+
+# NAMES ---------------------------------------------------------------------
+
+
+def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: Channel) -> None:
+    multi = bool(client.caps & C.MULTI_PREFIX)
+    full = bool(client.caps & C.USERHOST_IN_NAMES)
+    member = client in channel.members
+    symbol = "@" if "s" in channel.modes else "*" if "p" in channel.modes else "="
+    names = []
+    for other, modes in channel.members.items():
+        if not member and "i" in other.modes:
+            continue
+        names.append(prefix_of(modes, multi) + (other.prefix if full else other.nick))
+    # keep each 353 within the line limit
+    budget = 400 - len(server.name) - len(client.nick) - len(channel.name)
+    chunk: list[str] = []
+    size = 0
+    for name in names:
+        if chunk and size + len(name) + 1 > budget:
+            reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, " ".join(chunk))
+            chunk, size = [], 0
+        chunk.append(name)
+        size += len(name) + 1
+    if chunk:
+        reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, " ".join(chunk))
+    reply.numeric(N.RPL_ENDOFNAMES, channel.name, "End of /NAMES list")
+
+
+@command("NAMES")
+def handle_names(ctx: CommandContext, msg: Message) -> None:
+    """NAMES [<channel>{,<channel>}]
+    Lists the members of channels, with their prefixes (~ owner, @ operator, + voice)."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    if not msg.params or not msg.params[0]:
+        reply.numeric(N.RPL_ENDOFNAMES, "*", "End of /NAMES list")
+        return
+    for name in msg.params[0].split(","):
+        channel = server.find_channel(name, client)
+        if channel is not None and server.visibility.channel_listed_for(client, channel):
+            send_names(server, client, reply, channel)
+        else:
+            reply.numeric(N.RPL_ENDOFNAMES, name, "End of /NAMES list")
+
+
+# LIST ----------------------------------------------------------------------
+
+
+def _list_filter(params: list[str]):
+    """ELIST U conditions (``>n``, ``<n``); returns a predicate on the member count."""
+    low, high = -1, None
+    for cond in params:
+        try:
+            if cond.startswith(">"):
+                low = max(low, int(cond[1:]))
+            elif cond.startswith("<"):
+                value = int(cond[1:])
+                high = value if high is None else min(high, value)
+        except ValueError:
+            continue
+    return lambda n: n > low and (high is None or n < high)
+
+
+@command("LIST")
+def handle_list(ctx: CommandContext, msg: Message) -> None:
+    """LIST [<channel>{,<channel>} | <condition>{,<condition>}]
+    Lists channels with their member counts and topics. Conditions: >N and <N (members)."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    reply.numeric(N.RPL_LISTSTART, "Channel", "Users  Name")
+    params = msg.params[0].split(",") if msg.params and msg.params[0] else []
+    if params and all(p[:1] in "<>" for p in params):
+        count_ok = _list_filter(params)
+        channels = [ch for ch in server.registry.channels.values() if count_ok(len(ch.members))]
+    elif params:
+        channels = []
+        for name in params:
+            channel = server.find_channel(name, client)
+            if channel is not None:
+                channels.append(channel)
+    else:
+        channels = list(server.registry.channels.values())
+    for channel in channels:
+        if not server.visibility.channel_listed_for(client, channel):
+            continue
+        count = sum(1 for m in channel.members if "i" not in m.modes or client in channel.members or m is client)
+        reply.numeric(N.RPL_LIST, channel.name, str(count), channel.topic)
+    reply.numeric(N.RPL_LISTEND, "End of /LIST")
+
+
+# INVITE --------------------------------------------------------------------
+
+
+@command("INVITE", min_params=2)
+def handle_invite(ctx: CommandContext, msg: Message) -> None:
+    """INVITE <nick> <channel>
+    Invites someone to a channel; needed to join a +i channel. On +i channels only operators may invite."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    nick, name = msg.params[0], msg.params[1]
+    target = server.registry.find_nick(nick)
+    if target is None or not target.registered:
+        reply.numeric(N.ERR_NOSUCHNICK, nick, "No such nick/channel")
+        return
+    channel = server.find_channel(name, client)
+    if channel is None:
+        no_such_channel(reply, name)
+        return
+    if client not in channel.members:
+        reply.numeric(N.ERR_NOTONCHANNEL, channel.name, "You're not on that channel")
+        return
+    for check in server.invite_checks:
+        refusal = check(client, target, channel)
+        if refusal is not None:
+            reply.numeric(refusal[0], channel.name, refusal[1])
+            return
+    if "i" in channel.modes and not channel.is_op(client):
+        reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
+        return
+    if target in channel.members:
+        reply.numeric(N.ERR_USERONCHANNEL, target.nick, channel.name, "is already on channel")
+        return
+    channel.invited.add(target.nick_folded)
+    reply.numeric(N.RPL_INVITING, target.nick, channel.name)
+    if target.away is not None:
+        reply.numeric(N.RPL_AWAY, target.nick, target.away)
+    relay = server.relay_from(client, "INVITE", target.nick, channel.name)
+    target.send(relay.for_client(target))
+    notify = [
+        m for m in channel.members
+        if m.caps & C.INVITE_NOTIFY and m is not client and m is not target and channel.is_op(m)
+    ]
+    server.relay(notify, relay)
+    for hook in server.invite_hooks:
+        hook(client, target, channel)
+
+
+# KICK ----------------------------------------------------------------------
+
+
+@command("KICK", min_params=2)
+def handle_kick(ctx: CommandContext, msg: Message) -> None:
+    """KICK <channel> <nick>{,<nick>} [:<reason>]
+    Removes members from a channel. Needs channel operator status."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    channel = server.find_channel(msg.params[0], client)
+    if channel is None:
+        no_such_channel(reply, msg.params[0])
+        return
+    if client not in channel.members:
+        reply.numeric(N.ERR_NOTONCHANNEL, channel.name, "You're not on that channel")
+        return
+    reason = msg.params[2] if len(msg.params) > 2 and msg.params[2] else client.nick
+    reason = reason[: server.config.limits.kicklen]
+    for nick in msg.params[1].split(","):
+        if not nick:
+            continue
+        if not channel.is_op(client):
+            reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
+            return
+        target = server.registry.find_nick(nick)
+        if target is None or target not in channel.members:
+            reply.numeric(N.ERR_USERNOTINCHANNEL, nick, channel.name, "They aren't on that channel")
+            continue
+        if "q" in (channel.members.get(target) or "") and "q" not in (channel.members.get(client) or ""):
+            reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You cannot kick the channel owner")
+            continue
+        kick_member(ctx, channel, target, reason)
+
+
+def kick_member(ctx: CommandContext, channel: Channel, target: "Client", reason: str) -> None:
+    server, client = ctx.server, ctx.client
+    relay = server.relay_from(client, "KICK", channel.name, target.nick, reason)
+    ctx.reply.relay(relay)
+    server.relay(channel.members, relay, exclude=client)
+    channel.remove_member(target)
+    server.events.publish(Kicked(client, channel, target, reason))
+    server.drop_channel_if_empty(channel)

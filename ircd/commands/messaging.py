@@ -1,0 +1,179 @@
+"""PRIVMSG, NOTICE and TAGMSG to nicks and channels.
+
+NOTICE never produces an error reply (RFC 2812 section 3.3.2: automatic
+replies must never be sent in response to a NOTICE). TAGMSG carries only
+tags and reaches only clients that enabled message-tags.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ircd import caps as C
+from ircd.channel import PREFIX_CHARS, PREFIX_MODES
+from ircd.dispatch import CommandContext, command
+from ircd.events import ChannelMessage, DirectMessage
+from ircd.proto import numerics as N
+from ircd.proto.lines import Message
+from ircd.replies import Relay
+
+if TYPE_CHECKING:
+    from ircd.channel import Channel
+    from ircd.client import Client
+
+_STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
+
+
+def _client_tags(client: "Client", msg: Message) -> dict[str, str] | None:
+    tags = None
+    if msg.tags:
+        tags = {k: v for k, v in msg.tags.items() if k[:1] == "+"} or None
+    if "B" in client.modes:
+        tags = dict(tags or ())
+        tags["bot"] = ""
+    return tags
+
+
+def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
+    """Why ``client`` may not speak in ``channel``, or None."""
+    modes = channel.members.get(client)
+    if modes is None:
+        if "n" in channel.modes:
+            return "Cannot send to channel (+n)"
+        if "m" in channel.modes:
+            return "Cannot send to channel (+m)"
+        if channel.is_banned(client, casefold):
+            return "Cannot send to channel (+b)"
+        return None
+    if modes:  # voice or better speaks through +m and bans
+        return None
+    if "m" in channel.modes:
+        return "Cannot send to channel (+m)"
+    if channel.lists["b"] and channel.is_banned(client, casefold):
+        return "Cannot send to channel (+b)"
+    return None
+
+
+def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tags) -> None:
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    command = msg.command
+    quiet = command == "NOTICE"
+    name = target_name
+    i = 0
+    while i < len(name) - 1 and name[i] in _STATUS_RANK:
+        i += 1
+    status = ""
+    if i and name[i] == "#":  # STATUSMSG: @#chan reaches operators only
+        status, name = name[:i], name[i:]
+    if name[:1] == "#":
+        channel = server.find_channel(name, client)
+        if channel is None:
+            if not quiet:
+                reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
+            return
+        why = cannot_send(channel, client, server.casefold)
+        if why is not None:
+            if not quiet:
+                reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)
+            return
+        for check in server.message_checks:
+            if check(ctx, None, channel):
+                return
+        params = [target_name if status else channel.name] if command == "TAGMSG" else [
+            target_name if status else channel.name,
+            text,
+        ]
+        relay = Relay(client.prefix, command, params, msgid=server.ids.next(), time=server.server_time(),
+                  account=client.account,                       client_tags=tags)
+        if status:
+            rank = min(_STATUS_RANK[s] for s in status)
+            recipients = [
+                m for m, modes in channel.members.items()
+                if modes and PREFIX_MODES.index(modes[0]) <= rank
+            ]
+        else:
+            recipients = channel.members
+        if command == "TAGMSG":
+            recipients = [m for m in recipients if m.caps & C.MESSAGE_TAGS]
+        server.relay(recipients, relay, exclude=client)
+        if client.caps & C.ECHO_MESSAGE:
+            reply.relay(relay)
+        if not status and server.events.wants(ChannelMessage):
+            server.events.publish(
+                ChannelMessage(client, channel, command, text, relay.msgid or "", server.clock(), tags)
+            )
+        return
+    target = server.registry.find_nick(name)
+    if target is None or not target.registered:
+        if not quiet:
+            reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
+        return
+    for check in server.message_checks:
+        if check(ctx, target, None):
+            return
+    params = [target.nick] if command == "TAGMSG" else [target.nick, text]
+    relay = Relay(client.prefix, command, params, msgid=server.ids.next(), time=server.server_time(),
+                  account=client.account,                   client_tags=tags)
+    echo = client.caps & C.ECHO_MESSAGE
+    if command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
+        if not (target is client and echo):
+            target.send(relay.for_client(target))
+    if echo:
+        reply.relay(relay)
+    if command == "PRIVMSG" and target.away is not None:
+        reply.numeric(N.RPL_AWAY, target.nick, target.away)
+    if server.events.wants(DirectMessage):
+        server.events.publish(DirectMessage(client, target, command, text, relay.msgid or "", server.clock(), tags))
+
+
+def _message(ctx: CommandContext, msg: Message) -> None:
+    reply = ctx.reply
+    command = msg.command
+    quiet = command == "NOTICE"
+    if not msg.params or not msg.params[0]:
+        if not quiet:
+            reply.numeric(N.ERR_NORECIPIENT, f"No recipient given ({command})")
+        return
+    if command == "TAGMSG":
+        text = ""
+    elif len(msg.params) < 2 or not msg.params[1]:
+        if not quiet:
+            reply.numeric(N.ERR_NOTEXTTOSEND, "No text to send")
+        return
+    else:
+        text = msg.params[1]
+    tags = _client_tags(ctx.client, msg)
+    targets = [t for t in msg.params[0].split(",") if t]
+    limit = ctx.server.config.limits.targets
+    if len(targets) > limit:
+        if not quiet:
+            reply.numeric(N.ERR_TOOMANYTARGETS, msg.params[0], f"Too many targets (at most {limit})")
+        targets = targets[:limit] if quiet else []
+    seen: set[str] = set()
+    for target in targets:
+        folded = ctx.server.casefold(target)
+        if folded in seen:
+            continue
+        seen.add(folded)
+        _deliver(ctx, msg, target, text, tags)
+
+
+@command("PRIVMSG")
+def handle_privmsg(ctx: CommandContext, msg: Message) -> None:
+    """PRIVMSG <target>{,<target>} :<text>
+    Sends a message to nicks or channels. Prefix a channel with @ or + to reach only its operators or voiced members."""
+    _message(ctx, msg)
+
+
+@command("NOTICE")
+def handle_notice(ctx: CommandContext, msg: Message) -> None:
+    """NOTICE <target>{,<target>} :<text>
+    Like PRIVMSG, but never answered automatically (no error replies either)."""
+    _message(ctx, msg)
+
+
+@command("TAGMSG")
+def handle_tagmsg(ctx: CommandContext, msg: Message) -> None:
+    """TAGMSG <target>{,<target>}
+    Sends only message tags (reactions, typing notices) to clients that enabled message-tags."""
+    _message(ctx, msg)

@@ -1,0 +1,299 @@
+"""Connection registration: PASS, NICK, USER, PING, PONG, QUIT; the welcome burst."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from typing import TYPE_CHECKING
+
+from ircd import __version__, passwords
+from ircd import caps as C
+from ircd.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
+from ircd.dispatch import CommandContext, command
+from ircd.events import NickChanged, Registered
+from ircd.proto import numerics as N
+from ircd.proto.isupport import format_token, split_tokens
+from ircd.proto.lines import Message
+from ircd.replies import ReplyBuffer
+
+if TYPE_CHECKING:
+    from ircd.client import Client
+    from ircd.server import Server
+
+log = logging.getLogger("pircd")
+
+USER_MODES = "BiorwZ"
+CHANNEL_MODES = "beIiklmnoqstv"
+CHANNEL_MODES_WITH_PARAM = "beIkloqv"
+VERSION = f"pircd-{__version__}"
+
+_NICK_RE = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]*$")
+_USER_RE = re.compile(r"^[^\s@!:\x00-\x1f]+$")
+# Names that would confuse clients or impersonate the server's own services.
+RESERVED_NICKS = frozenset({"nickserv", "chanserv", "pircan", "saslserv", "*"})
+
+
+def valid_nick(server: "Server", nick: str) -> bool:
+    return (
+        0 < len(nick) <= server.config.limits.nicklen
+        and _NICK_RE.match(nick) is not None
+        and server.casefold(nick) not in RESERVED_NICKS
+    )
+
+
+def build_isupport(server: "Server") -> list[str]:
+    cfg = server.config
+    lim = cfg.limits
+    prefix = "(" + PREFIX_MODES + ")" + "".join(PREFIX_CHARS[m] for m in PREFIX_MODES)
+    targmax = (
+        f"PRIVMSG:{lim.targets},NOTICE:{lim.targets},TAGMSG:{lim.targets},JOIN:,PART:,"
+        "KICK:1,NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,USERHOST:5"
+    )
+    tokens: dict[str, str | int | None] = {
+        "AWAYLEN": lim.awaylen,
+        "BOT": "B",
+        "CASEMAPPING": cfg.server.casemapping,
+        "CHANLIMIT": f"#:{lim.channels_per_client}",
+        "CHANMODES": "beI,k,l,imnst",
+        "CHANNELLEN": lim.channellen,
+        "CHANTYPES": CHANNEL_TYPES,
+        "ELIST": "U",
+        "EXCEPTS": "e",
+        "HOSTLEN": 64,
+        "INVEX": "I",
+        "KICKLEN": lim.kicklen,
+        "MAXLIST": f"beI:{lim.list_entries}",
+        "MAXTARGETS": lim.targets,
+        "MODES": lim.modes_per_line,
+        "MONITOR": lim.monitor,
+        "NETWORK": cfg.server.network,
+        "NICKLEN": lim.nicklen,
+        "PREFIX": prefix,
+        "SAFELIST": None,
+        "STATUSMSG": "".join(PREFIX_CHARS[m] for m in PREFIX_MODES),
+        "TARGMAX": targmax,
+        "TOPICLEN": lim.topiclen,
+        "USERLEN": lim.userlen,
+        "WHOX": None,
+    }
+    if cfg.server.utf8only:
+        tokens["UTF8ONLY"] = None
+    tokens.update(server.isupport_extra)
+    return [format_token(name, tokens[name]) for name in sorted(tokens)]
+
+
+def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
+    for group in split_tokens(server.isupport_tokens()):
+        reply.numeric(N.RPL_ISUPPORT, *group, "are supported by this server")
+
+
+def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
+    registered = [c for c in server.clients if c.registered]
+    invisible = sum(1 for c in registered if "i" in c.modes)
+    unknown = len(server.clients) - len(registered)
+    total = len(registered)
+    server.max_clients_seen = max(server.max_clients_seen, total)
+    channels = sum(1 for ch in server.registry.channels.values() if ch.members or ch.owner_account)
+    reply.numeric(
+        N.RPL_LUSERCLIENT,
+        f"There are {total - invisible} users and {invisible} invisible on 1 servers",
+    )
+    reply.numeric(N.RPL_LUSEROP, str(server.oper_count), "IRC Operators online")
+    reply.numeric(N.RPL_LUSERUNKNOWN, str(unknown), "unknown connection(s)")
+    reply.numeric(N.RPL_LUSERCHANNELS, str(channels), "channels formed")
+    reply.numeric(N.RPL_LUSERME, f"I have {total} clients and 0 servers")
+    top = str(server.max_clients_seen)
+    reply.numeric(N.RPL_LOCALUSERS, str(total), top, f"Current local users {total}, max {top}")
+    reply.numeric(N.RPL_GLOBALUSERS, str(total), top, f"Current global users {total}, max {top}")
+
+
+def motd_lines(server: "Server") -> list[str] | None:
+    cfg = server.config.server
+    if cfg.motd_file:
+        try:
+            with open(cfg.motd_file, encoding="utf-8") as fh:
+                return fh.read().splitlines()
+        except OSError:
+            return None
+    return cfg.motd.splitlines() if cfg.motd else None
+
+
+def send_motd(server: "Server", reply: ReplyBuffer) -> None:
+    lines = motd_lines(server)
+    if not lines:
+        reply.numeric(N.ERR_NOMOTD, "MOTD File is missing")
+        return
+    reply.numeric(N.RPL_MOTDSTART, f"- {server.name} Message of the day - ")
+    for line in lines:
+        reply.numeric(N.RPL_MOTD, f"- {line}")
+    reply.numeric(N.RPL_ENDOFMOTD, "End of /MOTD command")
+
+
+def try_register(ctx: CommandContext) -> None:
+    """Complete registration once NICK, USER and CAP END (if negotiating) are in."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    if client.registered or client.closing or not client.user or client.nick == "*":
+        return
+    if client.cap_negotiating or (client.sasl is not None and client.sasl.in_progress()):
+        return
+    if server.config.server.password is not None and not client.password_ok:
+        reply.numeric(N.ERR_PASSWDMISMATCH, "Password incorrect")
+        reply.flush()
+        server.disconnect(client, "Bad password")
+        return
+    for check in server.registration_checks:
+        refusal = check(client)
+        if refusal:
+            reply.flush()
+            server.disconnect(client, refusal)
+            return
+    client.registered = True
+    client.update_prefix()
+    for mode in server.config.server.default_user_modes:
+        if mode in "iwB":
+            client.modes.add(mode)
+    log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
+    cfg = server.config
+    reply.numeric(N.RPL_WELCOME, f"Welcome to the {cfg.server.network} IRC Network {client.prefix}")
+    reply.numeric(N.RPL_YOURHOST, f"Your host is {server.name}, running version {VERSION}")
+    reply.numeric(N.RPL_CREATED, f"This server was created {server.created_str}")
+    reply.numeric(N.RPL_MYINFO, server.name, VERSION, USER_MODES, CHANNEL_MODES, CHANNEL_MODES_WITH_PARAM)
+    send_isupport(server, reply)
+    send_lusers(server, reply)
+    send_motd(server, reply)
+    if client.modes:
+        reply.send("MODE", client.nick, "+" + "".join(sorted(client.modes)), source=client.nick)
+    server.notify_monitors(client, online=True)
+    server.events.publish(Registered(client))
+
+
+@command("PASS", min_params=1, pre_registration=True)
+async def handle_pass(ctx: CommandContext, msg: Message) -> None:
+    """PASS <password>
+    Gives the server password, if the server has one. Must come before NICK and USER."""
+    if ctx.client.registered:
+        ctx.reply.numeric(N.ERR_ALREADYREGISTERED, "You may not reregister")
+        return
+    expected = ctx.server.config.server.password
+    if expected is None:
+        return
+    given = msg.params[0]
+    if expected.startswith("$argon2"):
+        ctx.client.password_ok = await passwords.verify(expected, given)
+    else:
+        ctx.client.password_ok = hmac.compare_digest(expected.encode(), given.encode())
+
+
+@command("NICK", pre_registration=True)
+def handle_nick(ctx: CommandContext, msg: Message) -> None:
+    """NICK <nickname>
+    Sets your nickname, or changes it after registration."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    if not msg.params or not msg.params[0]:
+        reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
+        return
+    nick = msg.params[0]
+    if not valid_nick(server, nick):
+        reply.numeric(N.ERR_ERRONEUSNICKNAME, nick, "Erroneous nickname")
+        return
+    folded = server.casefold(nick)
+    holder = server.registry.nicks.get(folded)
+    if holder is not None and holder is not client:
+        reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
+        return
+    if nick == client.nick:
+        return
+    for check in server.nick_checks:
+        refusal = check(client, nick, folded)
+        if refusal is not None:
+            code, text = refusal
+            reply.numeric(code, nick, text)
+            return
+    set_nick(ctx, nick, folded)
+    if not client.registered:
+        try_register(ctx)
+
+
+def set_nick(ctx: CommandContext, nick: str, folded: str) -> None:
+    server, client = ctx.server, ctx.client
+    old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
+    server.registry.remove_nick(client)
+    client.nick = nick
+    client.nick_folded = folded
+    server.registry.add_nick(client)
+    if not client.registered:
+        return
+    client.update_prefix()
+    relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
+    ctx.reply.relay(relay)
+    server.relay(server.common_peers(client), relay)
+    if old_folded != folded:
+        server.registry.remember_nick(old_nick, client, int(server.clock()))
+        server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
+        server.notify_monitors(client, online=True)
+    server.events.publish(NickChanged(client, old_nick))
+
+
+@command("USER", min_params=4, pre_registration=True)
+def handle_user(ctx: CommandContext, msg: Message) -> None:
+    """USER <username> <mode> <unused> :<realname>
+    Sets your username and real name during registration."""
+    client, reply = ctx.client, ctx.reply
+    if client.registered:
+        reply.numeric(N.ERR_ALREADYREGISTERED, "You may not reregister")
+        return
+    username, realname = msg.params[0], msg.params[3]
+    if not username or not realname:
+        reply.numeric(N.ERR_NEEDMOREPARAMS, "USER", "Not enough parameters")
+        return
+    username = username[: ctx.server.config.limits.userlen]
+    if not _USER_RE.match(username):
+        reply.numeric(N.ERR_INVALIDUSERNAME, username, "Your username is not valid")
+        return
+    client.user = username
+    client.realname = realname[: ctx.server.config.limits.realnamelen]
+    try_register(ctx)
+
+
+@command("PING", pre_registration=True)
+def handle_ping(ctx: CommandContext, msg: Message) -> None:
+    """PING <token>
+    The server answers PONG with the same token."""
+    if not msg.params or not msg.params[0]:
+        ctx.reply.numeric(N.ERR_NOORIGIN, "No origin specified")
+        return
+    ctx.reply.send("PONG", ctx.server.name, msg.params[0])
+
+
+@command("PONG", pre_registration=True, flood_cost=0)
+def handle_pong(ctx: CommandContext, msg: Message) -> None:
+    """PONG <token>
+    Answers a PING from the server."""
+
+
+@command("QUIT", pre_registration=True, flood_cost=0)
+def handle_quit(ctx: CommandContext, msg: Message) -> None:
+    """QUIT [:<reason>]
+    Leaves the server; your channels see the reason."""
+    reason = msg.params[0] if msg.params else ""
+    text = f"Quit: {reason}" if reason else "Quit:"
+    ctx.reply.flush()
+    ctx.server.disconnect(ctx.client, text)
+
+
+@command("LUSERS")
+def handle_lusers(ctx: CommandContext, msg: Message) -> None:
+    """LUSERS
+    Shows how many users, operators and channels the server has."""
+    send_lusers(ctx.server, ctx.reply)
+
+
+@command("MOTD")
+def handle_motd(ctx: CommandContext, msg: Message) -> None:
+    """MOTD [<server>]
+    Shows the message of the day."""
+    if msg.params and ctx.server.casefold(msg.params[0]) != ctx.server.casefold(ctx.server.name):
+        ctx.reply.numeric(N.ERR_NOSUCHSERVER, msg.params[0], "No such server")
+        return
+    send_motd(ctx.server, ctx.reply)

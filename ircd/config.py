@@ -1,0 +1,192 @@
+"""Configuration: frozen pydantic models loaded from TOML.
+
+A config is one immutable object; REHASH builds a new one and swaps it in
+whole. Every key is documented in ``conf/pircd.toml`` and
+``docs/configuration.md``. Tables that are not core sections belong to
+extensions (``[pircan]``) and are validated by the extension's own model.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = ["Config", "ConfigError", "load", "parse_hostport"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def parse_hostport(text: str) -> tuple[str, int]:
+    """``127.0.0.1:6667``, ``[::1]:6667`` or ``:6667`` (all interfaces)."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    host = host.strip("[]")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"{text!r}: port {port!r} is not a number") from None
+    if not 0 <= number <= 65535:
+        raise ValueError(f"{text!r}: port out of range")
+    return host, number
+
+
+class ServerSection(_Section):
+    name: str = "irc.pircd.local"
+    network: str = "pircd"
+    description: str = "pircd IRC server"
+    listen: list[str] = ["127.0.0.1:6667"]
+    tls_listen: list[str] = []
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    db: str = "pircd.db"
+    password: str | None = None
+    casemapping: Literal["ascii", "rfc1459"] = "rfc1459"
+    motd: str = "Welcome to pircd."
+    motd_file: str | None = None
+    extensions: list[str] = []
+    default_user_modes: str = ""
+    utf8only: bool = True
+
+    @field_validator("listen", "tls_listen")
+    @classmethod
+    def _check_addresses(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parse_hostport(item)
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not value or " " in value or "." not in value:
+            raise ValueError("server name must contain a dot and no spaces")
+        return value
+
+
+class AdminSection(_Section):
+    location1: str = "A pircd server"
+    location2: str = "Self-hosted"
+    email: str = "admin@localhost"
+
+
+class LimitsSection(_Section):
+    nicklen: int = Field(32, ge=9, le=64)
+    channellen: int = Field(64, ge=10, le=200)
+    topiclen: int = Field(390, ge=1, le=390)
+    kicklen: int = Field(390, ge=1, le=390)
+    awaylen: int = Field(390, ge=1, le=390)
+    userlen: int = Field(18, ge=1, le=64)
+    realnamelen: int = Field(150, ge=1, le=390)
+    channels_per_client: int = Field(100, ge=1)
+    list_entries: int = Field(100, ge=1, description="entries per ban/exception/invite list")
+    monitor: int = Field(100, ge=0)
+    targets: int = Field(4, ge=1, description="targets per PRIVMSG/NOTICE/TAGMSG")
+    modes_per_line: int = Field(6, ge=1)
+    whowas: int = Field(100, ge=0)
+    sendq: int = Field(262144, ge=4096, description="bytes queued for one client before it is dropped")
+
+
+class TimeoutsSection(_Section):
+    registration: float = Field(60.0, gt=0)
+    ping_interval: float = Field(120.0, gt=0, description="idle seconds before the server sends PING")
+    ping_timeout: float = Field(60.0, gt=0, description="seconds to answer that PING")
+
+
+class FloodSection(_Section):
+    enabled: bool = True
+    burst: int = Field(16, ge=1, description="commands a client may send at once")
+    per_second: float = Field(4.0, gt=0, description="sustained commands per second after the burst")
+    exempt_opers: bool = True
+
+
+class ConnectionsSection(_Section):
+    max_per_ip: int = Field(16, ge=1)
+    throttle_count: int = Field(32, ge=1, description="new connections per IP per window")
+    throttle_window: float = Field(60.0, gt=0)
+    exempt_loopback: bool = True
+    max_clients: int = Field(100000, ge=1)
+
+
+class LogSection(_Section):
+    format: Literal["plain", "json"] = "plain"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class OperBlock(_Section):
+    name: str
+    password: str = Field(description="an argon2 hash made with `pircd hash-password`")
+    hostmask: str = "*"
+
+
+def _core_sections() -> set[str]:
+    return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers"}
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: ServerSection = ServerSection()
+    admin: AdminSection = AdminSection()
+    limits: LimitsSection = LimitsSection()
+    timeouts: TimeoutsSection = TimeoutsSection()
+    flood: FloodSection = FloodSection()
+    connections: ConnectionsSection = ConnectionsSection()
+    log: LogSection = LogSection()
+    opers: list[OperBlock] = []
+    extensions: dict[str, dict[str, Any]] = {}
+
+    def extension_section(self, name: str) -> dict[str, Any]:
+        return self.extensions.get(name, {})
+
+
+class ConfigError(Exception):
+    """A config that cannot be used; ``problems`` lists (key, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{k}: {m}" for k, m in problems))
+        self.problems = problems
+
+
+def from_dict(data: dict[str, Any]) -> Config:
+    core = {k: v for k, v in data.items() if k in _core_sections()}
+    extra = {k: v for k, v in data.items() if k not in _core_sections()}
+    for key, value in extra.items():
+        if not isinstance(value, dict):
+            raise ConfigError([(key, "unknown key (extension sections must be tables)")])
+    core["extensions"] = extra
+    try:
+        return Config.model_validate(core)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc)) from None
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    return [(".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
+
+
+def load(path: str | Path) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([(str(path), f"cannot read: {exc.strerror}")]) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([(str(path), f"not valid TOML: {exc}")]) from None
+    return from_dict(data)
+
+
+def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
+    """A copy of ``config`` with some keys of some sections replaced (CLI flags)."""
+    data = config.model_dump()
+    for section, values in sections.items():
+        data[section].update(values)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc)) from None

@@ -1,0 +1,162 @@
+"""Events published after a state change has happened.
+
+Listeners (extensions, the history writer) subscribe by event type. Events
+are frozen: a listener cannot change what happened, only react to it.
+Publishing is synchronous and in order; a listener that needs I/O starts it
+itself. Hot paths ask ``wants(EventType)`` first so that no event object is
+built when nobody listens.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from ircd.channel import Channel
+    from ircd.client import Client
+
+__all__ = [
+    "EventBus",
+    "Registered",
+    "Quit",
+    "NickChanged",
+    "Joined",
+    "Parted",
+    "Kicked",
+    "ChannelMessage",
+    "DirectMessage",
+    "TopicChanged",
+    "ChannelModeChanged",
+    "LoggedIn",
+    "LoggedOut",
+    "AwayChanged",
+    "ChannelDestroyed",
+    "Rehashed",
+]
+
+log = logging.getLogger("pircd.events")
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    client: "Client"
+
+
+@dataclass(frozen=True, slots=True)
+class Quit:
+    client: "Client"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NickChanged:
+    client: "Client"
+    old_nick: str
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    client: "Client"
+    channel: "Channel"
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Parted:
+    client: "Client"
+    channel: "Channel"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Kicked:
+    client: "Client"
+    channel: "Channel"
+    target: "Client"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelMessage:
+    """A PRIVMSG/NOTICE/TAGMSG delivered to a channel."""
+
+    client: "Client"
+    channel: "Channel"
+    command: str
+    text: str
+    msgid: str
+    time: float
+    tags: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DirectMessage:
+    client: "Client"
+    target: "Client"
+    command: str
+    text: str
+    msgid: str
+    time: float
+    tags: dict[str, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChanged:
+    client: "Client | None"
+    channel: "Channel"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelModeChanged:
+    client: "Client | None"
+    channel: "Channel"
+    modes: str
+    params: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelDestroyed:
+    channel: "Channel"
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedIn:
+    client: "Client"
+    account: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedOut:
+    client: "Client"
+    account: str
+
+
+@dataclass(frozen=True, slots=True)
+class AwayChanged:
+    client: "Client"
+
+
+@dataclass(frozen=True, slots=True)
+class Rehashed:
+    config: Any
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._listeners: dict[type, list[Callable[[Any], None]]] = defaultdict(list)
+
+    def subscribe(self, event_type: type, listener: Callable[[Any], None]) -> None:
+        self._listeners[event_type].append(listener)
+
+    def wants(self, event_type: type) -> bool:
+        return bool(self._listeners.get(event_type))
+
+    def publish(self, event: object) -> None:
+        for listener in self._listeners.get(type(event), ()):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("event listener failed for %s", type(event).__name__)

@@ -1,0 +1,1 @@
+"""The only package with sockets, TLS and timers."""

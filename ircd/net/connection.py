@@ -1,0 +1,161 @@
+"""One TCP (or TLS) connection: framing, ordered line handling, writes.
+
+An asyncio Protocol rather than a task per connection: an idle client costs
+a transport and two small objects, and a received chunk with many lines is
+handled in one callback. Lines are cut at ``\\n`` (a trailing ``\\r`` is
+dropped). A line whose message part passes 512 bytes, or whose tags pass
+8191 bytes, is answered with 417 and skipped.
+
+Ordering: while a line's async handler runs, or while flood control holds
+the connection back, later lines wait in the input buffer; past
+``_PAUSE_AT`` buffered bytes the socket stops being read (TCP backpressure
+on a flooding client, no one else is affected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import TYPE_CHECKING
+
+from ircd.proto.lines import MAX_LINE, MAX_TAGS
+
+if TYPE_CHECKING:
+    from ircd.client import Client
+    from ircd.server import Server
+
+log = logging.getLogger("pircd")
+
+_MAX_RAW = MAX_TAGS + MAX_LINE
+_PAUSE_AT = 65536
+_CLOSE_GRACE = 10.0  # seconds a closing socket may take to drain before it is aborted
+
+
+class Connection(asyncio.Protocol):
+    __slots__ = ("server", "transport", "client", "inbuf", "blocked", "skipping", "paused", "port")
+
+    def __init__(self, server: "Server", port: int = 0) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.client: "Client | None" = None
+        self.inbuf = bytearray()
+        self.blocked = False
+        self.skipping = False
+        self.paused = False
+        self.port = port
+
+    # asyncio.Protocol ----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        ip = peer[0] if isinstance(peer, tuple) and peer else "unix"
+        if ip.startswith("::ffff:"):
+            ip = ip[7:]
+        ssl_object = transport.get_extra_info("ssl_object")
+        client = self.server.connect(self, ip, tls=ssl_object is not None, port=self.port)
+        self.client = client
+        if client is not None and ssl_object is not None:
+            cert = ssl_object.getpeercert(binary_form=True)
+            if cert:
+                client.certfp = hashlib.sha256(cert).hexdigest()
+        self.server.flush_all()
+
+    def data_received(self, data: bytes) -> None:
+        client = self.client
+        if client is None or client.closing:
+            return
+        self.inbuf += data
+        if self.blocked:
+            if len(self.inbuf) > _PAUSE_AT and not self.paused:
+                self.paused = True
+                self.transport.pause_reading()  # type: ignore[union-attr]
+            return
+        self._process()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        client = self.client
+        if client is not None:
+            self.server.connection_lost(client)
+            self.server.flush_all()
+        self.client = None
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport
+
+    # Conn (what Client needs) --------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
+    def buffered(self) -> int:
+        transport = self.transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
+    def close(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        transport.close()
+        asyncio.get_running_loop().call_later(_CLOSE_GRACE, transport.abort)
+
+    # line handling -------------------------------------------------------
+
+    def _process(self) -> None:
+        client = self.client
+        buf = self.inbuf
+        server = self.server
+        pos = 0
+        while not self.blocked and client is not None and not client.closing:
+            end = buf.find(b"\n", pos)
+            if end < 0:
+                if len(buf) - pos > _MAX_RAW:
+                    # no line end in sight: answer once, then drop up to the next newline
+                    if not self.skipping:
+                        server.input_too_long(client)
+                        self.skipping = True
+                    pos = len(buf)
+                break
+            start = pos
+            pos = end + 1
+            if self.skipping:
+                self.skipping = False
+                continue
+            stop = end - 1 if end > start and buf[end - 1] == 13 else end
+            line = bytes(buf[start:stop])
+            if len(line) > MAX_LINE - 2 and _too_long(line):
+                server.input_too_long(client)
+                continue
+            result = server.handle_line(client, line)
+            if result is None:
+                continue
+            self.blocked = True
+            if isinstance(result, float):
+                pos = start  # retry this very line when flood control allows
+                asyncio.get_running_loop().call_later(result, self._resume)
+            else:
+                task = asyncio.ensure_future(result)
+                task.add_done_callback(self._resume)
+        del buf[:pos]
+
+    def _resume(self, _task: object = None) -> None:
+        self.blocked = False
+        if self.paused and self.transport is not None:
+            self.paused = False
+            self.transport.resume_reading()
+        if self.client is not None and not self.client.closing:
+            self._process()
+            self.server.flush_all()
+
+
+def _too_long(line: bytes) -> bool:
+    """Whether a line (without CR LF) passes 510 bytes of message or 8190 of tags."""
+    if line[:1] == b"@":
+        space = line.find(b" ")
+        if space < 0:
+            return len(line) > MAX_TAGS - 1
+        return len(line) - space - 1 > MAX_LINE - 2
+    return len(line) > MAX_LINE - 2

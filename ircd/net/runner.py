@@ -1,0 +1,95 @@
+"""Run a server: listeners, ticker, signals, and a clean shutdown.
+
+SIGTERM and SIGINT close the listeners, send every client ``ERROR`` (and its
+peers QUIT), run the shutdown hooks (storage flush and close), give sockets a
+moment to drain, and return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from typing import Callable
+
+from ircd.config import Config
+from ircd.net.listener import start_listeners
+from ircd.net.timers import Ticker
+from ircd.server import Server
+
+log = logging.getLogger("pircd")
+
+
+async def run_server(
+    server: Server,
+    *,
+    ready: Callable[[list[tuple[str, int]]], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread
+            pass
+    for start in server.on_startup:
+        await start()
+    listeners = await start_listeners(server)
+    ticker = Ticker(server)
+    ticker.start()
+    addresses = [sock.getsockname()[:2] for srv in listeners for sock in srv.sockets]
+    log.info("server %s ready", server.name)
+    if ready is not None:
+        ready(addresses)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        ticker.stop()
+        for srv in listeners:
+            srv.close()
+        conns = [c.conn for c in server.clients]
+        server.shutdown_clients("Server shutting down")
+        for hook in reversed(server.on_shutdown):
+            try:
+                await hook()
+            except Exception:
+                log.exception("shutdown hook failed")
+        await _drain(conns)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+        log.info("stopped")
+
+
+async def _drain(conns: list, timeout: float = 2.0) -> None:
+    """Give closing sockets a moment to send their last lines."""
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline and any(conn.buffered() for conn in conns):
+        await asyncio.sleep(0.05)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed (a faster event loop), plain asyncio otherwise."""
+    try:
+        import uvloop
+
+        return uvloop.new_event_loop()
+    except ImportError:
+        return asyncio.new_event_loop()
+
+
+def serve(server: Server, *, use_uvloop: bool = True) -> None:
+    loop = new_event_loop() if use_uvloop else asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(run_server(server))
+    finally:
+        loop.close()
+
+
+__all__ = ["run_server", "serve", "new_event_loop", "Config"]

@@ -1,0 +1,38 @@
+"""Case mapping of nicks and channel names.
+
+Every name is stored under its folded form and shown under its display form.
+The whole server uses one ``casefold`` chosen from the config at start-up, so
+``Alice`` and ``alice`` (and, under rfc1459, ``[a]`` and ``{a}``) are one name.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+__all__ = ["CASEMAPPINGS", "casefold_ascii", "casefold_rfc1459", "get_casefold"]
+
+_ASCII = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_RFC1459 = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZ[]\\~", "abcdefghijklmnopqrstuvwxyz{}|^"
+)
+
+
+def casefold_ascii(name: str) -> str:
+    return name.translate(_ASCII)
+
+
+def casefold_rfc1459(name: str) -> str:
+    return name.translate(_RFC1459)
+
+
+CASEMAPPINGS: dict[str, Callable[[str], str]] = {
+    "ascii": casefold_ascii,
+    "rfc1459": casefold_rfc1459,
+}
+
+
+def get_casefold(name: str) -> Callable[[str], str]:
+    try:
+        return CASEMAPPINGS[name]
+    except KeyError:
+        raise ValueError(f"unknown casemapping {name!r}") from None

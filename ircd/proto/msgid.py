@@ -1,0 +1,76 @@
+"""Time-ordered 64-bit ids.
+
+Layout (as in PIRCAN.md): milliseconds since 2015-01-01T00:00:00Z shifted left
+by 22 bits, OR a 22-bit sequence. Written as 16 lowercase hex digits, so the
+text form sorts like the number. One generator per server: ids never repeat
+and never go backwards, even when the wall clock does.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+__all__ = ["EPOCH_MS", "IdGenerator", "id_time_ms", "format_id", "parse_id"]
+
+EPOCH_MS = 1420070400000  # 2015-01-01T00:00:00Z
+_SEQ_BITS = 22
+_SEQ_MASK = (1 << _SEQ_BITS) - 1
+
+
+class IdGenerator:
+    __slots__ = ("_last_ms", "_seq", "_clock")
+
+    def __init__(self, clock=time.time) -> None:
+        self._last_ms = 0
+        self._seq = 0
+        self._clock = clock
+
+    def next_int(self) -> int:
+        ms = int(self._clock() * 1000) - EPOCH_MS
+        if ms > self._last_ms:
+            self._last_ms = ms
+            self._seq = 0
+        else:
+            self._seq += 1
+            if self._seq > _SEQ_MASK:  # 4M ids in one millisecond: borrow the next one
+                self._last_ms += 1
+                self._seq = 0
+        return (self._last_ms << _SEQ_BITS) | self._seq
+
+    def next(self) -> str:
+        return "%016x" % self.next_int()
+
+    def observe(self, ident: int) -> None:
+        """Never hand out an id at or below one already stored (after a restart)."""
+        ms = ident >> _SEQ_BITS
+        if ms > self._last_ms or (ms == self._last_ms and (ident & _SEQ_MASK) > self._seq):
+            self._last_ms = ms
+            self._seq = ident & _SEQ_MASK
+
+
+def format_id(ident: int) -> str:
+    return "%016x" % ident
+
+
+def parse_id(text: str) -> int | None:
+    """The integer of a 16-hex-digit id, or None when ``text`` is not one."""
+    if len(text) != 16:
+        return None
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
+
+
+def id_time_ms(ident: int) -> int:
+    """Unix time in milliseconds at which ``ident`` was made."""
+    return (ident >> _SEQ_BITS) + EPOCH_MS
+
+
+def server_time(ts: float | None = None) -> str:
+    """``2026-11-30T10:00:00.000Z``: the IRCv3 server-time format."""
+    if ts is None:
+        ts = time.time()
+    dt = datetime.fromtimestamp(ts, timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (dt.microsecond // 1000)

@@ -1,0 +1,197 @@
+"""Replies to the client that sent a command, and lines relayed to many clients.
+
+``ReplyBuffer`` collects every line a command produces for its sender and
+flushes them at the end, applying the sender's capabilities in one place:
+``server-time`` stamps, ``batch`` tags (or no batches without the cap) and
+``labeled-response`` (``ACK`` for no lines, the label on a single line, a
+``labeled-response`` batch around several).
+
+``Relay`` is a line for many recipients: it is formatted once per distinct
+tag profile (server-time, message-tags, account-tag) and the same bytes are
+appended to every recipient's outbox.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ircd import caps as C
+from ircd.proto.lines import format_line, format_tags
+from ircd.proto.msgid import server_time
+
+if TYPE_CHECKING:
+    from ircd.client import Client
+    from ircd.server import Server
+
+__all__ = ["ReplyBuffer", "Relay"]
+
+
+class Relay:
+    """One line for many clients; tags depend on each client's capabilities."""
+
+    __slots__ = ("source", "command", "params", "msgid", "time", "account", "client_tags", "body", "cache")
+
+    def __init__(
+        self,
+        source: str,
+        command: str,
+        params: list[str],
+        *,
+        msgid: str | None = None,
+        time: str | None = None,
+        account: str | None = None,
+        client_tags: dict[str, str] | None = None,
+    ) -> None:
+        self.source = source
+        self.command = command
+        self.params = params
+        self.msgid = msgid
+        self.time = time if time is not None else server_time()
+        self.account = account
+        self.client_tags = client_tags
+        self.body = format_line(command, params, source)
+        self.cache: dict[int, bytes] = {}
+
+    def tags_for(self, profile: int) -> dict[str, str]:
+        tags: dict[str, str] = {}
+        if profile & C.MESSAGE_TAGS:
+            if self.client_tags:
+                tags.update(self.client_tags)
+            if self.msgid:
+                tags["msgid"] = self.msgid
+        if profile & C.SERVER_TIME:
+            tags["time"] = self.time
+        if profile & C.ACCOUNT_TAG and self.account:
+            tags["account"] = self.account
+        return tags
+
+    def for_client(self, client: "Client") -> bytes:
+        profile = client.caps & C.TAG_PROFILE
+        data = self.cache.get(profile)
+        if data is None:
+            tags = self.tags_for(profile)
+            data = b"@" + format_tags(tags).encode() + b" " + self.body if tags else self.body
+            self.cache[profile] = data
+        return data
+
+
+class _Line:
+    __slots__ = ("tags", "source", "command", "params", "batch")
+
+    def __init__(self, tags, source, command, params, batch) -> None:
+        self.tags = tags
+        self.source = source
+        self.command = command
+        self.params = params
+        self.batch = batch
+
+
+class ReplyBuffer:
+    """Lines for the client that sent the current command."""
+
+    __slots__ = ("server", "client", "label", "lines", "_open")
+
+    def __init__(self, server: "Server", client: "Client", label: str | None = None) -> None:
+        self.server = server
+        self.client = client
+        self.label = label
+        self.lines: list[_Line] = []
+        self._open: list[str] = []  # stack of open batch refs
+
+    # building -----------------------------------------------------------
+
+    def numeric(self, code: str, *params: str) -> None:
+        """A numeric from the server: ``:server CODE <nick> params...``."""
+        self.lines.append(
+            _Line(None, self.server.name, code, [self.client.nick, *params], self._current())
+        )
+
+    def send(
+        self,
+        command: str,
+        *params: str,
+        source: str | None = None,
+        tags: dict[str, str] | None = None,
+    ) -> None:
+        """Any line; the source defaults to the server."""
+        self.lines.append(
+            _Line(tags, source or self.server.name, command, list(params), self._current())
+        )
+
+    def relay(self, relay: Relay) -> None:
+        """A relayed line (echo-message), tagged for this client's profile."""
+        tags = relay.tags_for(self.client.caps & C.TAG_PROFILE)
+        self.lines.append(_Line(tags or None, relay.source, relay.command, relay.params, self._current()))
+
+    def fail(self, command: str, code: str, *context: str) -> None:
+        """``FAIL <command> <code> [<context>...] :<description>``; the last arg is the description."""
+        self.send("FAIL", command, code, *context)
+
+    def warn(self, command: str, code: str, *context: str) -> None:
+        self.send("WARN", command, code, *context)
+
+    def note(self, command: str, code: str, *context: str) -> None:
+        self.send("NOTE", command, code, *context)
+
+    def start_batch(self, kind: str, *params: str) -> str:
+        ref = self.client.next_batch_id()
+        self.lines.append(_Line(None, self.server.name, "BATCH", ["+" + ref, kind, *params], self._current()))
+        self._open.append(ref)
+        return ref
+
+    def end_batch(self, ref: str) -> None:
+        self._open.remove(ref)
+        self.lines.append(_Line(None, self.server.name, "BATCH", ["-" + ref], self._current()))
+
+    def _current(self) -> str | None:
+        return self._open[-1] if self._open else None
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    # output -------------------------------------------------------------
+
+    def flush(self) -> None:
+        client = self.client
+        lines = self.lines
+        caps = client.caps
+        label = self.label if caps & C.LABELED_RESPONSE else None
+        if not lines and label is None:
+            return
+        self.lines = []
+        has_batch = caps & C.BATCH
+        stamp = self.server.server_time() if caps & C.SERVER_TIME else None
+        if not has_batch:
+            lines = [ln for ln in lines if ln.command != "BATCH"]
+        send = client.send
+        if label is not None:
+            if not lines:
+                tags = {"label": label}
+                if stamp:
+                    tags["time"] = stamp
+                send(format_line("ACK", (), self.server.name, tags))
+                return
+            if len(lines) == 1:
+                line = lines[0]
+                line.tags = dict(line.tags or ())
+                line.tags["label"] = label
+                line.batch = None
+            elif has_batch:
+                outer = client.next_batch_id()
+                tags = {"label": label}
+                if stamp:
+                    tags["time"] = stamp
+                send(format_line("BATCH", ("+" + outer, "labeled-response"), self.server.name, tags))
+                for line in lines:
+                    if line.batch is None:
+                        line.batch = outer
+                lines.append(_Line(None, self.server.name, "BATCH", ["-" + outer], None))
+        for line in lines:
+            tags = line.tags
+            if stamp or (line.batch and has_batch):
+                tags = dict(tags or ())
+                if stamp and "time" not in tags:
+                    tags["time"] = stamp
+                if line.batch and has_batch:
+                    tags["batch"] = line.batch
+            send(format_line(line.command, line.params, line.source, tags))

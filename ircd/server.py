@@ -1,0 +1,512 @@
+"""ServerState: the registries, the config and the extensions, driven by lines.
+
+The network layer calls four things: ``connect`` when a socket is accepted,
+``handle_line`` for each received line, ``disconnect`` when a socket goes
+away and ``tick`` once a second. Everything else is reached from command
+handlers. No I/O happens here: output goes to client outboxes, and the
+network layer writes them out (``flush_all``) once per event-loop pass.
+
+``handle_line`` returns None when the line is done, a float when flood
+control wants the line retried after that many seconds, or an awaitable when
+an async handler is still running; the caller must not feed that connection
+another line until the awaitable is done, so a connection's lines are always
+handled in order.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+
+from ircd import caps as C
+from ircd.caps import CapRegistry
+from ircd.channel import Channel
+from ircd.client import Client, Conn
+from ircd.config import Config
+from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandTable
+from ircd.events import EventBus, Quit
+from ircd.proto import numerics as N
+from ircd.proto.casemap import get_casefold
+from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, format_line, parse_line
+from ircd.proto.msgid import IdGenerator, server_time
+from ircd.registry import Registry
+from ircd.replies import Relay, ReplyBuffer
+from ircd.visibility import Visibility
+
+if TYPE_CHECKING:
+    from ircd.store import Store
+
+__all__ = ["Server"]
+
+log = logging.getLogger("pircd")
+
+
+def _is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return ip in ("", "unix")
+
+
+class Server:
+    def __init__(self, config: Config, *, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.config = config
+        self.casefold = get_casefold(config.server.casemapping)
+        self.registry = Registry(self.casefold, config.limits.whowas)
+        self.caps = CapRegistry()
+        self.commands = CommandTable()
+        self.events = EventBus()
+        self.visibility = Visibility()
+        self.ids = IdGenerator(clock)
+        self.clients: set[Client] = set()
+        self.monitors: dict[str, set[Client]] = {}
+        self.ip_counts: dict[str, int] = {}
+        self.throttle: dict[str, deque[float]] = {}
+        self.isupport_extra: dict[str, str | None] = {}
+        self.extensions: list[Any] = []
+        self.store: "Store | None" = None
+        self.created_at = clock()
+        self.created_str = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.created_at))
+        self.max_clients_seen = 0
+        self.oper_count = 0
+        self._client_seq = 0
+        self._dirty: list[Client] = []
+        self._time_ms = -1
+        self._time_str = ""
+        self._flush_pending = False
+        self.schedule: Callable[[Callable[[], None]], Any] = lambda fn: None
+        self.on_startup: list[Callable[[], Awaitable[None]]] = []
+        self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
+        # Hooks for accounts and extensions: a registration check returns a
+        # refusal text (the client is disconnected with it) or None; a nick
+        # check returns (numeric, text) to refuse a nick, or None.
+        self.registration_checks: list[Callable[[Client], str | None]] = []
+        self.nick_checks: list[Callable[[Client, str, str], tuple[str, str] | None]] = []
+        self.cap_change_hooks: list[Callable[[Client, int, int], None]] = []
+        # join/invite checks return (numeric, text) to refuse; invite hooks observe.
+        self.join_checks: list[Callable[[Client, str, Channel | None], tuple[str, str] | None]] = []
+        self.invite_checks: list[Callable[[Client, Client, Channel], tuple[str, str] | None]] = []
+        self.invite_hooks: list[Callable[[Client, Client, Channel], None]] = []
+        # message checks see (ctx, target client or None, channel or None) and
+        # return True when they refused the message (having replied themselves).
+        self.config_path: str | None = None
+        self.reload_config: Callable[[], None] | None = None
+        self.help_topics: dict[str, list[str]] = {}
+        self.help_topics_footer: list[str] = []
+        self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
+        self.message_checks: list[Callable[[CommandContext, Client | None, Channel | None], bool]] = []
+        self._apply_config(config)
+        from ircd import commands
+
+        commands.load()
+        for spec in CORE_COMMANDS:
+            self.commands.add(spec)
+
+    # configuration -------------------------------------------------------
+
+    def _apply_config(self, config: Config) -> None:
+        self.config = config
+        self.name = config.server.name
+        self.sendq_limit = config.limits.sendq
+        self.registry.whowas_limit = config.limits.whowas
+        self._isupport_cache: list[str] | None = None
+
+    def rehash(self, config: Config) -> None:
+        if config.server.casemapping != self.config.server.casemapping:
+            raise ValueError("server.casemapping cannot change while the server runs")
+        self._apply_config(config)
+
+    def now(self) -> float:
+        return self.clock()
+
+    def next_client_id(self) -> int:
+        self._client_seq += 1
+        return self._client_seq
+
+    def isupport_tokens(self) -> list[str]:
+        if self._isupport_cache is None:
+            from ircd.commands.registration import build_isupport
+
+            self._isupport_cache = build_isupport(self)
+        return self._isupport_cache
+
+    def invalidate_isupport(self) -> None:
+        self._isupport_cache = None
+
+    # connections ---------------------------------------------------------
+
+    def connect(self, conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> Client | None:
+        """A new connection. Returns None (after telling it why) when limits refuse it."""
+        limits = self.config.connections
+        exempt = limits.exempt_loopback and _is_loopback(ip)
+        refusal = None
+        if len(self.clients) >= limits.max_clients:
+            refusal = "Server is full"
+        elif not exempt:
+            if self.ip_counts.get(ip, 0) >= limits.max_per_ip:
+                refusal = "Too many connections from your IP address"
+            else:
+                now = self.now()
+                times = self.throttle.setdefault(ip, deque())
+                while times and times[0] <= now - limits.throttle_window:
+                    times.popleft()
+                if len(times) >= limits.throttle_count:
+                    refusal = "Too many connections too quickly; try again later"
+                else:
+                    times.append(now)
+        if refusal is not None:
+            log.info("connection refused ip=%s reason=%r", ip, refusal)
+            conn.write(format_line("ERROR", [f"Closing link: {ip} ({refusal})"]))
+            conn.close()
+            return None
+        client = Client(self, conn, ip, tls=tls, port=port)
+        self.clients.add(client)
+        self.ip_counts[ip] = self.ip_counts.get(ip, 0) + 1
+        log.info("connect id=%d ip=%s tls=%s", client.id, ip, tls)
+        return client
+
+    def handle_line(self, client: Client, raw: bytes) -> None | float | Awaitable[None]:
+        if client.closing:
+            return None
+        now = self.clock()
+        client.last_read = now
+        client.ping_sent = 0.0
+        try:
+            msg = parse_line(raw, utf8only=self.config.server.utf8only)
+        except LineError as exc:
+            self._line_error(client, raw, exc)
+            return None
+        if msg is None:
+            return None
+        spec = self.commands.get(msg.command)
+        if spec is not None and spec.flood_cost and self.config.flood.enabled:
+            delay = self._flood_delay(client, now)
+            if delay > 0:
+                return delay
+        label = None
+        tags = msg.tags
+        if tags is not None:
+            if client.caps & C.LABELED_RESPONSE:
+                label = tags.get("label")
+            client_tag_bytes = sum(len(k) + len(v) + 2 for k, v in tags.items() if k[:1] == "+")
+            if client_tag_bytes > MAX_CLIENT_TAGS:
+                self._reply_now(client, N.ERR_INPUTTOOLONG, "Input line was too long")
+                return None
+        reply = ReplyBuffer(self, client, label)
+        if spec is None:
+            reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")
+            reply.flush()
+            return None
+        if not client.registered and not spec.pre_registration:
+            reply.numeric(N.ERR_NOTREGISTERED, "You have not registered")
+            reply.flush()
+            return None
+        if spec.oper and not client.is_oper:
+            reply.numeric(N.ERR_NOPRIVILEGES, "Permission Denied- You're not an IRC operator")
+            reply.flush()
+            return None
+        if len(msg.params) < spec.min_params:
+            reply.numeric(N.ERR_NEEDMOREPARAMS, msg.command, "Not enough parameters")
+            reply.flush()
+            return None
+        if spec.requires_cap and not client.caps & spec.requires_cap:
+            reply.fail(msg.command, "NEED_CAPABILITY", "This command needs a capability you have not enabled")
+            reply.flush()
+            return None
+        if client.registered:
+            client.last_active = now if msg.command in ("PRIVMSG", "NOTICE", "TAGMSG") else client.last_active
+        ctx = CommandContext(self, client, reply, msg)
+        try:
+            result = spec.handler(ctx, msg)
+        except Exception:
+            self._handler_failed(ctx, raw)
+            return None
+        if spec.is_async:
+            return self._finish_async(ctx, result, raw)  # type: ignore[arg-type]
+        if not ctx.detached:
+            reply.flush()
+        return None
+
+    async def _finish_async(self, ctx: CommandContext, coro: Awaitable[None], raw: bytes) -> None:
+        try:
+            await coro
+        except Exception:
+            self._handler_failed(ctx, raw)
+            return
+        if not ctx.detached:
+            ctx.reply.flush()
+        self.flush_all()
+
+    def _handler_failed(self, ctx: CommandContext, raw: bytes) -> None:
+        log.exception("handler error id=%d line=%r", ctx.client.id, _redact(raw))
+        reply = ReplyBuffer(self, ctx.client, ctx.reply.label)
+        reply.fail(ctx.msg.command, "INTERNAL_ERROR", "The server could not process this command")
+        reply.flush()
+
+    def _reply_now(self, client: Client, code: str, *params: str) -> None:
+        reply = ReplyBuffer(self, client)
+        reply.numeric(code, *params)
+        reply.flush()
+
+    def _line_error(self, client: Client, raw: bytes, exc: LineError) -> None:
+        if exc.kind == LineError.TAGS_TOO_LONG:
+            self._reply_now(client, N.ERR_INPUTTOOLONG, "Input line was too long")
+        elif exc.kind == LineError.INVALID_UTF8:
+            words = raw.split(b" ")
+            if words and words[0][:1] == b"@":
+                words = words[1:]
+            if words and words[0][:1] == b":":
+                words = words[1:]
+            verb = words[0].decode("latin-1").upper() if words and words[0] else "*"
+            reply = ReplyBuffer(self, client)
+            reply.fail(verb, "INVALID_UTF8", "Message rejected, your message contained invalid UTF-8")
+            reply.flush()
+        # a line with tags or a source and no command is ignored
+
+    def input_too_long(self, client: Client) -> None:
+        """The connection cut an over-long line."""
+        self._reply_now(client, N.ERR_INPUTTOOLONG, "Input line was too long")
+
+    def _flood_delay(self, client: Client, now: float) -> float:
+        flood = self.config.flood
+        if flood.exempt_opers and "o" in client.modes:
+            return 0.0
+        tokens = client.flood_tokens + (now - client.flood_time) * flood.per_second
+        if tokens > flood.burst:
+            tokens = float(flood.burst)
+        client.flood_time = now
+        if tokens >= 1.0:
+            client.flood_tokens = tokens - 1.0
+            return 0.0
+        client.flood_tokens = tokens
+        return (1.0 - tokens) / flood.per_second
+
+    # output --------------------------------------------------------------
+
+    def mark_dirty(self, client: Client) -> None:
+        self._dirty.append(client)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.schedule(self.flush_all)
+
+    def flush_all(self) -> None:
+        self._flush_pending = False
+        dirty = self._dirty
+        if not dirty:
+            return
+        self._dirty = []
+        for client in dirty:
+            client.flush()
+
+    def sendq_exceeded(self, client: Client) -> None:
+        log.info("sendq exceeded id=%d nick=%s", client.id, client.nick)
+        client.outbuf = bytearray()
+        self.disconnect(client, "SendQ exceeded")
+
+    def send_numeric(self, client: Client, code: str, *params: str) -> None:
+        """A numeric outside any command (timers, other clients' actions)."""
+        self._reply_now(client, code, *params)
+
+    def relay(self, recipients: Iterable[Client], relay: Relay, exclude: Client | None = None) -> None:
+        """Append one formatted line to each recipient's outbox."""
+        cache = relay.cache
+        body = relay.body
+        for client in recipients:
+            if client is exclude:
+                continue
+            profile = client.caps & C.TAG_PROFILE
+            if not profile:
+                client.send(body)
+                continue
+            data = cache.get(profile)
+            if data is None:
+                data = relay.for_client(client)
+            client.send(data)
+
+    def common_peers(self, client: Client) -> set[Client]:
+        """Everyone sharing at least one channel with ``client`` (not the client)."""
+        peers: set[Client] = set()
+        for channel in client.channels.values():
+            peers.update(channel.members)
+        peers.discard(client)
+        return peers
+
+    def new_msgid(self) -> str:
+        return self.ids.next()
+
+    def relay_from(self, client: Client, command: str, *params: str, msgid: bool = False) -> Relay:
+        return self.relay_from_prefix(client.prefix, client, command, *params, msgid=msgid)
+
+    def relay_from_prefix(
+        self, prefix: str, client: Client, command: str, *params: str, msgid: bool = False
+    ) -> Relay:
+        return Relay(
+            prefix,
+            command,
+            list(params),
+            time=self.server_time(),
+            msgid=self.ids.next() if msgid else None,
+            account=client.account,
+        )
+
+    # channels ------------------------------------------------------------
+
+    def find_channel(self, name: str, viewer: Client | None = None) -> Channel | None:
+        """The channel by name, or None when it does not exist for ``viewer``."""
+        channel = self.registry.channels.get(self.casefold(name))
+        if channel is None or viewer is None:
+            return channel
+        if viewer in channel.members or self.visibility.channel_exists_for(viewer, channel):
+            return channel
+        return None
+
+    def create_channel(self, name: str) -> Channel:
+        channel = Channel(name, self.casefold(name), int(self.clock()))
+        self.registry.channels[channel.folded] = channel
+        return channel
+
+    def drop_channel_if_empty(self, channel: Channel) -> None:
+        if not channel.members and channel.owner_account is None:
+            from ircd.events import ChannelDestroyed
+
+            if self.registry.channels.get(channel.folded) is channel:
+                del self.registry.channels[channel.folded]
+                if self.events.wants(ChannelDestroyed):
+                    self.events.publish(ChannelDestroyed(channel))
+
+    # monitor -------------------------------------------------------------
+
+    def notify_monitors(
+        self, client: Client, online: bool, nick_folded: str | None = None, nick: str | None = None
+    ) -> None:
+        """Tell MONITOR watchers that a nick came online (730) or went offline (731)."""
+        watchers = self.monitors.get(nick_folded or client.nick_folded)
+        if not watchers:
+            return
+        code, param = (N.RPL_MONONLINE, client.prefix) if online else (N.RPL_MONOFFLINE, nick or client.nick)
+        for watcher in watchers:
+            if watcher is not client:
+                self.send_numeric(watcher, code, param)
+
+    # leaving -------------------------------------------------------------
+
+    def disconnect(self, client: Client, reason: str, *, quit_message: str | None = None) -> None:
+        """Close a client: ERROR to it, QUIT to its peers, and forget it.
+
+        ``reason`` goes into the ERROR line; ``quit_message`` (default: the
+        reason) is what channel peers see.
+        """
+        if client.closing:
+            return
+        data = bytes(client.outbuf) + format_line("ERROR", [f"Closing link: {client.host} ({reason})"])
+        client.outbuf = bytearray()
+        client.closing = True
+        try:
+            client.conn.write(data)
+            client.conn.close()
+        except Exception:  # the socket may already be gone
+            pass
+        self.forget(client, quit_message if quit_message is not None else reason)
+
+    def connection_lost(self, client: Client) -> None:
+        """The socket closed under us (peer hung up, reset)."""
+        if client.closing:
+            return
+        client.closing = True
+        self.forget(client, "Connection closed")
+
+    def forget(self, client: Client, quit_message: str) -> None:
+        if client not in self.clients:
+            return
+        self.clients.discard(client)
+        count = self.ip_counts.get(client.ip, 1) - 1
+        if count > 0:
+            self.ip_counts[client.ip] = count
+        else:
+            self.ip_counts.pop(client.ip, None)
+        if client.registered:
+            peers = self.common_peers(client)
+            if peers:
+                self.relay(peers, self.relay_from(client, "QUIT", quit_message))
+            for channel in list(client.channels.values()):
+                channel.remove_member(client)
+                self.drop_channel_if_empty(channel)
+            self.registry.remember(client, int(self.clock()))
+            self.registry.remove_nick(client)
+            self.notify_monitors(client, online=False)
+            if "o" in client.modes:
+                self.oper_count -= 1
+        if client.monitoring:
+            for folded in client.monitoring:
+                watchers = self.monitors.get(folded)
+                if watchers is not None:
+                    watchers.discard(client)
+                    if not watchers:
+                        del self.monitors[folded]
+        log.info("disconnect id=%d nick=%s reason=%r", client.id, client.nick, quit_message)
+        self.events.publish(Quit(client, quit_message))
+        self.flush_all()
+
+    # timers --------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Once a second: registration and ping timeouts."""
+        now = self.clock()
+        timeouts = self.config.timeouts
+        expired: list[tuple[Client, str]] = []
+        ping = format_line("PING", [self.name])
+        for client in self.clients:
+            if client.closing:
+                continue
+            if not client.registered:
+                if now - client.signon > timeouts.registration:
+                    expired.append((client, "Registration timed out"))
+                continue
+            if client.ping_sent:
+                if now - client.ping_sent > timeouts.ping_timeout:
+                    secs = int(now - client.last_read)
+                    expired.append((client, f"Ping timeout: {secs} seconds"))
+            elif now - client.last_read > timeouts.ping_interval:
+                client.ping_sent = now
+                client.send(ping)
+        for client, reason in expired:
+            self.disconnect(client, reason)
+        self.flush_all()
+
+    def shutdown_clients(self, reason: str) -> None:
+        for client in list(self.clients):
+            self.disconnect(client, reason)
+        self.flush_all()
+
+    def server_time(self) -> str:
+        """The current time in server-time format (formatted at most once per millisecond)."""
+        now = self.clock()
+        ms = int(now * 1000)
+        if ms != self._time_ms:
+            self._time_ms = ms
+            self._time_str = server_time(now)
+        return self._time_str
+
+
+def _redact(raw: bytes) -> bytes:
+    """Never log secrets: cut the parameters of commands that carry them."""
+    head = raw.split(b" ", 4)
+    verb_index = 1 if raw[:1] in (b"@", b":") else 0
+    if len(head) > verb_index and head[verb_index].upper() in (
+        b"PASS",
+        b"OPER",
+        b"AUTHENTICATE",
+        b"REGISTER",
+        b"IDENTIFY",
+        b"NICKSERV",
+        b"NS",
+    ):
+        return b" ".join(head[: verb_index + 1]) + b" <redacted>"
+    if len(head) > verb_index + 1 and head[verb_index].upper() == b"PRIVMSG":
+        if head[verb_index + 1].lower() in (b"nickserv", b"pircan"):
+            return b" ".join(head[: verb_index + 2]) + b" <redacted>"
+    return raw
