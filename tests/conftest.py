@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+
+from tests.harness import Harness, config
+from tests.live import IRCClient, LiveServer
+
+
+@pytest.fixture
+def h():
+    harness = Harness()
+    yield harness
+    harness.close()
+
+
+@pytest.fixture
+def make_harness():
+    made = []
+
+    def make(**sections):
+        harness = Harness(config(**sections))
+        made.append(harness)
+        return harness
+
+    yield make
+    for harness in made:
+        harness.close()
+
+
+@pytest.fixture
+def live():
+    """A server on 127.0.0.1 port 0 (defaults plus test-friendly names)."""
+    servers = []
+
+    def start(**sections):
+        sections.setdefault("server", {})
+        sections["server"] = {"listen": ["127.0.0.1:0"], **sections["server"]}
+        server = LiveServer(config(**sections)).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def client_factory():
+    clients = []
+
+    def make(port: int, **kwargs):
+        c = IRCClient(port, **kwargs)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()

@@ -1,0 +1,158 @@
+"""Live-test helpers: a server on an ephemeral loopback port and a small blocking client.
+
+The server runs in-process on its own event loop in a background thread and
+binds port 0. Tests synchronise with ``PING <token>`` / ``PONG``: everything a
+client receives before the PONG for its token was caused by what it sent
+before the PING (the server handles one connection's lines in order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import ssl
+import threading
+from typing import Callable
+
+from ircd.config import Config
+from ircd.proto.lines import Message, parse_line
+from ircd.server import Server
+
+_tokens = itertools.count(1)
+
+
+class LiveServer:
+    def __init__(self, config: Config, setup: Callable[[Server], None] | None = None) -> None:
+        from ircd.api import load_extensions
+        from ircd.net.runner import run_server
+
+        self.config = config
+        self.server = Server(config)
+        load_extensions(self.server)
+        if setup is not None:
+            setup(self.server)
+        self.loop = asyncio.new_event_loop()
+        self.addresses: list[tuple[str, int]] = []
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._error: BaseException | None = None
+
+        async def main() -> None:
+            self._stop = asyncio.Event()
+            await run_server(self.server, ready=self._on_ready, stop=self._stop)
+
+        def thread() -> None:
+            try:
+                self.loop.run_until_complete(main())
+            except BaseException as exc:  # surfaced by start()
+                self._error = exc
+                self._ready.set()
+
+        self._thread = threading.Thread(target=thread, daemon=True)
+
+    def _on_ready(self, addresses: list[tuple[str, int]]) -> None:
+        self.addresses = addresses
+        self._ready.set()
+
+    def start(self) -> "LiveServer":
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("server did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def port(self) -> int:
+        return self.addresses[0][1]
+
+    def call(self, fn: Callable[[], object]) -> object:
+        """Run ``fn`` on the server's loop and return its result."""
+        future: "asyncio.Future[object]" = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)
+        return future.result(10)
+
+    def stop(self) -> None:
+        if self._stop is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(10)
+        if not self.loop.is_closed() and not self._thread.is_alive():
+            self.loop.close()
+
+
+async def _wrap(fn: Callable[[], object]) -> object:
+    return fn()
+
+
+class IRCClient:
+    """A blocking line client for tests; ``sync()`` waits for the PONG of a fresh token."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", *, tls: ssl.SSLContext | None = None,
+                 timeout: float = 10.0) -> None:
+        sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock: socket.socket = tls.wrap_socket(sock, server_hostname=host) if tls else sock
+        self.buf = b""
+        self.closed = False
+
+    def send(self, line: str | bytes) -> None:
+        data = line if isinstance(line, bytes) else line.encode()
+        if not data.endswith(b"\n"):
+            data += b"\r\n"
+        self.sock.sendall(data)
+
+    def read_line(self) -> str | None:
+        while b"\n" not in self.buf:
+            try:
+                chunk = self.sock.recv(65536)
+            except (ConnectionResetError, OSError):
+                chunk = b""
+            if not chunk:
+                self.closed = True
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line.rstrip(b"\r").decode("utf-8", "replace")
+
+    def read_until(self, predicate: Callable[[Message], bool]) -> list[Message]:
+        out = []
+        while True:
+            line = self.read_line()
+            if line is None:
+                raise ConnectionError(f"closed before the expected line; got {out!r}")
+            msg = parse_line(line.encode())
+            if msg is None:
+                continue
+            out.append(msg)
+            if predicate(msg):
+                return out
+
+    def sync(self) -> list[Message]:
+        """Everything received up to the PONG answering a fresh PING (the PONG excluded)."""
+        token = f"sync{next(_tokens)}"
+        self.send(f"PING {token}")
+        lines = self.read_until(lambda m: m.command == "PONG" and m.params[-1] == token)
+        return lines[:-1]
+
+    def register(self, nick: str, caps: list[str] | None = None) -> list[Message]:
+        if caps:
+            self.send("CAP LS 302")
+            self.send("CAP REQ :" + " ".join(caps))
+        self.send(f"NICK {nick}")
+        self.send(f"USER {nick} 0 * :{nick}")
+        if caps:
+            self.send("CAP END")
+        return self.read_until(lambda m: m.command in ("376", "422"))
+
+    def read_all_until_close(self) -> list[str]:
+        out = []
+        while True:
+            line = self.read_line()
+            if line is None:
+                return out
+            out.append(line)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
