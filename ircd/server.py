@@ -436,10 +436,11 @@ class Server:
                 channel.remove_member(client)
                 self.drop_channel_if_empty(channel)
             self.registry.remember(client, int(self.clock()))
-            self.registry.remove_nick(client)
             self.notify_monitors(client, online=False)
             if "o" in client.modes:
                 self.oper_count -= 1
+        # an unregistered client may hold a nick too (NICK before USER)
+        self.registry.remove_nick(client)
         if client.monitoring:
             for folded in client.monitoring:
                 watchers = self.monitors.get(folded)

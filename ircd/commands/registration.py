@@ -14,7 +14,7 @@ from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
 from ircd.proto import numerics as N
 from ircd.proto.isupport import format_token, split_tokens
-from ircd.proto.lines import Message
+from ircd.proto.lines import Message, safe_param
 from ircd.replies import ReplyBuffer
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
         return
     nick = msg.params[0]
     if not valid_nick(server, nick):
-        reply.numeric(N.ERR_ERRONEUSNICKNAME, nick, "Erroneous nickname")
+        reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
         return
     folded = server.casefold(nick)
     holder = server.registry.nicks.get(folded)
