@@ -18,6 +18,7 @@ def build_server(
 
     server = Server(config)
     server.config_path = config_path
+    attach_store(server)
     if reload is not None:
 
         def reload_config() -> None:
@@ -26,6 +27,46 @@ def build_server(
         server.reload_config = reload_config
     load_extensions(server)
     return server
+
+
+def attach_store(server: Server, path: str | None = None) -> None:
+    """Give the server its SQLite store, accounts and registered channels (opened at start-up)."""
+    import asyncio
+
+    from ircd import passwords
+    from ircd.accounts import AccountService
+    from ircd.chanreg import ChannelRegistry
+    from ircd.commands.account import NICKSERV, install_caps, nickserv
+    from ircd.store import Store
+
+    config = server.config
+    passwords.set_concurrency(config.accounts.password_threads)
+    store = Store(path or config.server.db, config.storage.durability)
+    server.store = store
+    accounts = AccountService(server, store)
+    server.accounts = accounts
+    channels = ChannelRegistry(server, store)
+    install_caps(server)
+    server.services[server.casefold(NICKSERV)] = nickserv
+    polling: set[asyncio.Task[None]] = set()
+
+    def poll() -> None:
+        if not polling:
+            task = asyncio.get_running_loop().create_task(accounts.poll_external_changes())
+            polling.add(task)
+            task.add_done_callback(polling.discard)
+
+    async def start() -> None:
+        await store.open()
+        await accounts.refresh()
+        await channels.load()
+        server.tick_hooks.append(poll)
+
+    async def stop() -> None:
+        await store.close()
+
+    server.on_startup.insert(0, start)
+    server.on_shutdown.insert(0, stop)
 
 
 def check_extensions(config: Config) -> None:

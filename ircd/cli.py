@@ -139,5 +139,14 @@ def hash_password(from_stdin: bool) -> None:
     click.echo(hash_sync(password))
 
 
+def _register_groups() -> None:
+    from ircd.cli_accounts import account_group, agent_group
+
+    main.add_command(account_group)
+    main.add_command(agent_group)
+
+
+_register_groups()
+
 if __name__ == "__main__":
     main()

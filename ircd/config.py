@@ -117,6 +117,32 @@ class LogSection(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+class StorageSection(_Section):
+    # "full": every acknowledged write survives a power loss (fsync per group commit);
+    # "normal": survives a crash of the pircd process (kill -9), not of the OS; "off": tests only.
+    durability: Literal["full", "normal", "off"] = "full"
+
+
+class AccountsSection(_Section):
+    enabled: bool = True
+    require_sasl: bool = False
+    require_sasl_exempt_loopback: bool = False
+    nick_protection: bool = True
+    registration: bool = False
+    registration_before_connect: bool = True
+    min_password_length: int = Field(8, ge=1, le=512)
+    login_attempts: int = Field(5, ge=1, description="failed logins per account per window before refusals")
+    login_ip_attempts: int = Field(20, ge=1, description="failed logins per IP per window")
+    login_window: float = Field(60.0, gt=0)
+    password_threads: int = Field(2, ge=1, le=64)
+    scram_iterations: int = Field(4096, ge=4096)
+
+
+class ChannelsSection(_Section):
+    # A channel created by a logged-in account is registered to it (owner ~, kept across restarts).
+    registration: bool = True
+
+
 class OperBlock(_Section):
     name: str
     password: str = Field(description="an argon2 hash made with `pircd hash-password`")
@@ -124,7 +150,8 @@ class OperBlock(_Section):
 
 
 def _core_sections() -> set[str]:
-    return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers"}
+    return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers", "storage",
+            "accounts", "channels"}
 
 
 class Config(BaseModel):
@@ -137,6 +164,9 @@ class Config(BaseModel):
     flood: FloodSection = FloodSection()
     connections: ConnectionsSection = ConnectionsSection()
     log: LogSection = LogSection()
+    storage: StorageSection = StorageSection()
+    accounts: AccountsSection = AccountsSection()
+    channels: ChannelsSection = ChannelsSection()
     opers: list[OperBlock] = []
     extensions: dict[str, dict[str, Any]] = {}
 

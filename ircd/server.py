@@ -37,6 +37,7 @@ from ircd.replies import Relay, ReplyBuffer
 from ircd.visibility import Visibility
 
 if TYPE_CHECKING:
+    from ircd.accounts import AccountService, Refusal
     from ircd.store import Store
 
 __all__ = ["Server"]
@@ -69,6 +70,7 @@ class Server:
         self.isupport_extra: dict[str, str | None] = {}
         self.extensions: list[Any] = []
         self.store: "Store | None" = None
+        self.accounts: "AccountService | None" = None
         self.created_at = clock()
         self.created_str = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.created_at))
         self.max_clients_seen = 0
@@ -80,11 +82,12 @@ class Server:
         self._flush_pending = False
         self.schedule: Callable[[Callable[[], None]], Any] = lambda fn: None
         self.on_startup: list[Callable[[], Awaitable[None]]] = []
+        self.tick_hooks: list[Callable[[], None]] = []
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
-        # Hooks for accounts and extensions: a registration check returns a
-        # refusal text (the client is disconnected with it) or None; a nick
+        # Hooks for accounts and extensions: a registration check returns an
+        # ircd.accounts.Refusal (answer, maybe disconnect) or None; a nick
         # check returns (numeric, text) to refuse a nick, or None.
-        self.registration_checks: list[Callable[[Client], str | None]] = []
+        self.registration_checks: list[Callable[[Client], "Refusal | None"]] = []
         self.nick_checks: list[Callable[[Client, str, str], tuple[str, str] | None]] = []
         self.cap_change_hooks: list[Callable[[Client, int, int], None]] = []
         # join/invite checks return (numeric, text) to refuse; invite hooks observe.
@@ -96,6 +99,8 @@ class Server:
         self.config_path: str | None = None
         self.reload_config: Callable[[], None] | None = None
         self.help_topics: dict[str, list[str]] = {}
+        # pseudo-clients (NickServ): folded nick -> coroutine function(ctx, text)
+        self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
         self.message_checks: list[Callable[[CommandContext, Client | None, Channel | None], bool]] = []
@@ -225,7 +230,7 @@ class Server:
         except Exception:
             self._handler_failed(ctx, raw)
             return None
-        if spec.is_async:
+        if result is not None:  # a coroutine: async handler, or a sync one that went async
             return self._finish_async(ctx, result, raw)  # type: ignore[arg-type]
         if not ctx.detached:
             reply.flush()
@@ -476,6 +481,8 @@ class Server:
                 client.send(ping)
         for client, reason in expired:
             self.disconnect(client, reason)
+        for hook in self.tick_hooks:
+            hook()
         self.flush_all()
 
     def shutdown_clients(self, reason: str) -> None:

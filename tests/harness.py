@@ -52,14 +52,40 @@ def config(**sections: dict[str, Any]) -> Config:
 
 
 class Harness:
-    def __init__(self, cfg: Config | None = None, *, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config | None = None,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        db: str | None = None,
+        extensions: bool = False,
+    ) -> None:
+        """``db``: a SQLite path to give the server its store (accounts, channels);
+        ``extensions``: load the extensions named in the config."""
         self.clock = FakeClock()
         self.loop = loop or asyncio.new_event_loop()
         self.server = Server(cfg or config(), clock=self.clock)
         self.clients: dict[str, Client] = {}
         self.conns: dict[str, FakeConn] = {}
+        if db is not None:
+            from ircd.app import attach_store
+
+            attach_store(self.server, db)
+        if extensions:
+            from ircd.api import load_extensions
+
+            load_extensions(self.server)
+        for start in self.server.on_startup:
+            self.run(start())
+
+    def settle(self) -> None:
+        """Let background work finish: queued store writes are committed."""
+        if self.server.store is not None:
+            self.run(self.server.store.flush())
 
     def close(self) -> None:
+        for stop in reversed(self.server.on_shutdown):
+            self.run(stop())
         self.loop.close()
 
     def run(self, awaitable: Any) -> Any:

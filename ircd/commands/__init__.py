@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("registration", "cap", "channel", "modes", "messaging", "query", "oper", "monitor", "help")
+MODULES = ("registration", "cap", "channel", "modes", "messaging", "query", "oper", "monitor", "help", "account")
 
 _loaded = False
 

@@ -83,6 +83,13 @@ def join_refusal(server: "Server", client: "Client", channel: Channel, key: str 
     return None
 
 
+def initial_prefixes(channel: Channel, client: "Client", created: bool) -> str:
+    """A registered channel's owner gets ~ and @ on every join; a creator gets @."""
+    if channel.owner_account is not None and channel.owner_account == client.account_folded:
+        return "qo"
+    return "o" if created else ""
+
+
 def send_topic(reply: ReplyBuffer, channel: Channel, *, empty_reply: bool) -> None:
     if channel.topic:
         reply.numeric(N.RPL_TOPIC, channel.name, channel.topic)
@@ -115,14 +122,16 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
             return
         channel = server.create_channel(name)
         channel.modes.update("nt")
-        channel.add_member(client, "o")
+        if client.account_folded is not None and server.config.channels.registration:
+            channel.owner_account = client.account_folded  # registered to its creator
+        channel.add_member(client, initial_prefixes(channel, client, created=True))
     else:
         refusal = join_refusal(server, client, channel, key)
         if refusal is not None:
             reply.numeric(refusal[0], channel.name, refusal[1])
             return
         channel.invited.discard(client.nick_folded)
-        channel.add_member(client, "")
+        channel.add_member(client, initial_prefixes(channel, client, created=False))
     broadcast_join(ctx, client, channel, echo=True)
     server.events.publish(Joined(client, channel, created))
     send_topic(reply, channel, empty_reply=False)

@@ -7,7 +7,7 @@ tags and reaches only clients that enabled message-tags.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable
 
 from ircd import caps as C
 from ircd.channel import PREFIX_CHARS, PREFIX_MODES
@@ -126,7 +126,8 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
         server.events.publish(DirectMessage(client, target, command, text, relay.msgid or "", server.clock(), tags))
 
 
-def _message(ctx: CommandContext, msg: Message) -> None:
+def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
+    """Deliver to every target; a line to a service (NickServ) returns the service's coroutine."""
     reply = ctx.reply
     command = msg.command
     quiet = command == "NOTICE"
@@ -150,30 +151,37 @@ def _message(ctx: CommandContext, msg: Message) -> None:
             reply.numeric(N.ERR_TOOMANYTARGETS, msg.params[0], f"Too many targets (at most {limit})")
         targets = targets[:limit] if quiet else []
     seen: set[str] = set()
+    pending = None
     for target in targets:
         folded = ctx.server.casefold(target)
         if folded in seen:
             continue
         seen.add(folded)
+        service = ctx.server.services.get(folded)
+        if service is not None:
+            if command == "PRIVMSG" and pending is None:
+                pending = service(ctx, text)
+            continue
         _deliver(ctx, msg, target, text, tags)
+    return pending
 
 
 @command("PRIVMSG")
-def handle_privmsg(ctx: CommandContext, msg: Message) -> None:
+def handle_privmsg(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     """PRIVMSG <target>{,<target>} :<text>
     Sends a message to nicks or channels. Prefix a channel with @ or + to reach only its operators or voiced members."""
-    _message(ctx, msg)
+    return _message(ctx, msg)
 
 
 @command("NOTICE")
-def handle_notice(ctx: CommandContext, msg: Message) -> None:
+def handle_notice(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     """NOTICE <target>{,<target>} :<text>
     Like PRIVMSG, but never answered automatically (no error replies either)."""
-    _message(ctx, msg)
+    return _message(ctx, msg)
 
 
 @command("TAGMSG")
-def handle_tagmsg(ctx: CommandContext, msg: Message) -> None:
+def handle_tagmsg(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     """TAGMSG <target>{,<target>}
     Sends only message tags (reactions, typing notices) to clients that enabled message-tags."""
-    _message(ctx, msg)
+    return _message(ctx, msg)

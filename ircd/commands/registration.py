@@ -144,10 +144,17 @@ def try_register(ctx: CommandContext) -> None:
         return
     for check in server.registration_checks:
         refusal = check(client)
-        if refusal:
-            reply.flush()
-            server.disconnect(client, refusal)
-            return
+        if refusal is None:
+            continue
+        if refusal.numeric is not None:
+            reply.numeric(refusal.numeric, client.nick, refusal.text)
+        reply.flush()
+        if refusal.disconnect:
+            server.disconnect(client, refusal.text)
+        else:  # wait for the client to fix it (e.g. choose another nick)
+            server.registry.remove_nick(client)
+            client.nick, client.nick_folded = "*", ""
+        return
     client.registered = True
     client.update_prefix()
     for mode in server.config.server.default_user_modes:
@@ -216,7 +223,14 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
 
 
 def set_nick(ctx: CommandContext, nick: str, folded: str) -> None:
-    server, client = ctx.server, ctx.client
+    set_nick_from_server(ctx.server, ctx.client, nick, ctx.reply, folded)
+
+
+def set_nick_from_server(
+    server: "Server", client: "Client", nick: str, reply: ReplyBuffer, folded: str | None = None
+) -> None:
+    """Change a client's nick and tell everyone who should know (the client through ``reply``)."""
+    folded = folded if folded is not None else server.casefold(nick)
     old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
     server.registry.remove_nick(client)
     client.nick = nick
@@ -226,7 +240,7 @@ def set_nick(ctx: CommandContext, nick: str, folded: str) -> None:
         return
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
-    ctx.reply.relay(relay)
+    reply.relay(relay)
     server.relay(server.common_peers(client), relay)
     if old_folded != folded:
         server.registry.remember_nick(old_nick, client, int(server.clock()))

@@ -1,0 +1,275 @@
+"""Accounts on a running server: login, logout, nick ownership, throttling.
+
+The SQL lives in ``ircd.store``; this module holds the rules:
+
+* A login sets the client's account, answers 900, tells peers with
+  account-notify, and gives agents user mode +B.
+* An agent's nick is its account name. A registered person's account name
+  is protected as a nick (``accounts.nick_protection``).
+* ``accounts.require_sasl`` refuses registration without a login.
+* Failed logins are counted per account and per IP in a sliding window;
+  past the limit, attempts are refused without checking the password, so
+  guessing gets slow for the guesser only.
+
+Account names are cached in memory for nick checks and refreshed whenever
+another process (the ``pircd account`` CLI) changes the database.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import logging
+import re
+import secrets
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+
+from ircd import caps as C
+from ircd import passwords
+from ircd.events import LoggedIn, LoggedOut
+from ircd.proto import numerics as N
+from ircd.sasl.scram import derive_keys
+from ircd.store import Account, AccountExists, ScramKeys
+
+if TYPE_CHECKING:
+    from ircd.client import Client
+    from ircd.replies import ReplyBuffer
+    from ircd.server import Server
+    from ircd.store import Store
+
+__all__ = ["AccountService", "LoginThrottle", "valid_account_name", "Refusal"]
+
+log = logging.getLogger("pircd")
+_NAME_RE = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]*$")
+
+
+def valid_account_name(name: str, maxlen: int) -> bool:
+    """Account names follow the nick grammar, because an agent's nick is its account name."""
+    return 0 < len(name) <= maxlen and _NAME_RE.match(name) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why registration cannot complete: a numeric to answer, and whether to disconnect."""
+
+    text: str
+    numeric: str | None = None
+    disconnect: bool = True
+
+
+class LoginThrottle:
+    """Failed logins per key (account or IP) in a sliding window."""
+
+    def __init__(self) -> None:
+        self._failures: dict[str, deque[float]] = {}
+
+    def _recent(self, key: str, now: float, window: float) -> deque[float]:
+        times = self._failures.get(key)
+        if times is None:
+            return deque()
+        while times and times[0] <= now - window:
+            times.popleft()
+        if not times:
+            del self._failures[key]
+        return times
+
+    def retry_after(self, key: str, limit: int, now: float, window: float) -> float:
+        """Seconds until ``key`` may try again (0 when it may try now)."""
+        times = self._recent(key, now, window)
+        if len(times) < limit:
+            return 0.0
+        return times[-limit] + window - now
+
+    def failure(self, key: str, now: float) -> None:
+        self._failures.setdefault(key, deque()).append(now)
+
+    def clear(self, key: str) -> None:
+        self._failures.pop(key, None)
+
+
+def throttled_text(wait: float) -> str:
+    return f"Too many failed attempts; try again in {math.ceil(wait)} seconds"
+
+
+def _is_loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:
+        return False
+
+
+class AccountService:
+    def __init__(self, server: "Server", store: "Store") -> None:
+        self.server = server
+        self.store = store
+        self.throttle = LoginThrottle()
+        self.names: dict[str, str] = {}  # folded account name -> kind
+        self.scram_secret = secrets.token_bytes(32)
+        self._data_version: int | None = None
+        server.registration_checks.append(self.registration_check)
+        server.nick_checks.append(self.nick_check)
+
+    @property
+    def cfg(self):
+        return self.server.config.accounts
+
+    # cache -----------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        accounts = await self.store.list_accounts()
+        self.names = {a.folded: a.kind for a in accounts}
+        suspended = {a.folded for a in accounts if a.suspended}
+        for client in list(self.server.clients):
+            folded = client.account_folded
+            if folded is not None and (folded not in self.names or folded in suspended):
+                reason = "Account suspended" if folded in suspended else "Account deleted"
+                self.server.disconnect(client, reason)
+
+    async def poll_external_changes(self) -> None:
+        """Refresh the cache when another process committed to the database."""
+        version = await self.store.read(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0])
+        if self._data_version is not None and version != self._data_version:
+            await self.refresh()
+        self._data_version = version
+
+    # passwords -------------------------------------------------------------
+
+    async def make_credentials(self, password: str) -> tuple[str, ScramKeys]:
+        hashed = await passwords.hash_password(password)
+        keys = await anyio.to_thread.run_sync(derive_keys, password, None, self.cfg.scram_iterations)
+        return hashed, keys
+
+    def throttled(self, client: "Client", folded: str) -> float:
+        now = self.server.clock()
+        cfg = self.cfg
+        wait = self.throttle.retry_after("a:" + folded, cfg.login_attempts, now, cfg.login_window)
+        wait = max(wait, self.throttle.retry_after("i:" + client.ip, cfg.login_ip_attempts, now, cfg.login_window))
+        return wait
+
+    def record_failure(self, client: "Client", folded: str, mechanism: str) -> None:
+        now = self.server.clock()
+        self.throttle.failure("a:" + folded, now)
+        self.throttle.failure("i:" + client.ip, now)
+        log.warning("login failed account=%s ip=%s mechanism=%s", folded, client.ip, mechanism)
+
+    async def check_password(self, client: "Client", name: str, password: str, mechanism: str) -> Account | str:
+        """The account if ``password`` is right, else the reason for the refusal."""
+        folded = self.server.casefold(name)
+        wait = self.throttled(client, folded)
+        if wait > 0:
+            log.warning("login throttled account=%s ip=%s", folded, client.ip)
+            return throttled_text(wait)
+        account = await self.store.get_account(folded)
+        if account is None or account.password_hash is None:
+            self.record_failure(client, folded, mechanism)
+            return "Invalid account name or password"
+        if not await passwords.verify(account.password_hash, password):
+            self.record_failure(client, folded, mechanism)
+            return "Invalid account name or password"
+        if account.suspended:
+            log.warning("login refused (suspended) account=%s ip=%s", folded, client.ip)
+            return "Account suspended"
+        self.throttle.clear("a:" + folded)
+        return account
+
+    # login -----------------------------------------------------------------
+
+    def login(self, client: "Client", account: Account, reply: "ReplyBuffer") -> None:
+        server = self.server
+        client.account = account.name
+        client.account_folded = account.folded
+        client.account_kind = account.kind
+        mask = client.prefix if client.registered else f"{client.nick}!{client.user or '*'}@{client.host}"
+        reply.numeric(N.RPL_LOGGEDIN, mask, account.name, f"You are now logged in as {account.name}")
+        log.info("login id=%d account=%s kind=%s", client.id, account.name, account.kind)
+        if client.registered:
+            if account.is_agent:
+                self._enforce_agent_nick(client, reply)
+                if "B" not in client.modes:
+                    client.modes.add("B")
+                    reply.send("MODE", client.nick, "+B", source=client.nick)
+            peers = [p for p in server.common_peers(client) if p.caps & C.ACCOUNT_NOTIFY]
+            server.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
+            server.events.publish(LoggedIn(client, account.name))
+
+    def logout(self, client: "Client", reply: "ReplyBuffer | None") -> None:
+        account = client.account
+        if account is None:
+            return
+        client.account = client.account_folded = client.account_kind = None
+        if reply is not None:
+            reply.numeric(N.RPL_LOGGEDOUT, client.prefix, "You are now logged out")
+        server = self.server
+        peers = [p for p in server.common_peers(client) if p.caps & C.ACCOUNT_NOTIFY]
+        server.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
+        server.events.publish(LoggedOut(client, account))
+
+    def _enforce_agent_nick(self, client: "Client", reply: "ReplyBuffer") -> None:
+        """After a post-registration login: an agent takes its account name as nick."""
+        from ircd.commands.registration import set_nick_from_server
+
+        if client.nick_folded != client.account_folded:
+            holder = self.server.registry.nicks.get(client.account_folded or "")
+            if holder is not None and holder is not client:
+                self.server.disconnect(holder, "Nick taken over by its account")
+            set_nick_from_server(self.server, client, client.account or client.nick, reply)
+
+    # registration and nick checks -----------------------------------------
+
+    def registration_check(self, client: "Client") -> Refusal | None:
+        cfg = self.cfg
+        server = self.server
+        if client.account is None:
+            if cfg.require_sasl and not (cfg.require_sasl_exempt_loopback and _is_loopback(client.ip)):
+                return Refusal("You must log in with SASL to use this server")
+            owner_kind = self.names.get(client.nick_folded) if cfg.nick_protection else None
+            if owner_kind is not None or self.names.get(client.nick_folded) == "agent":
+                return Refusal(
+                    "Nickname is reserved by a different account", numeric=N.ERR_NICKNAMEINUSE, disconnect=False
+                )
+            return None
+        if client.account_kind == "agent":
+            client.modes.add("B")
+            if client.nick_folded != client.account_folded:
+                holder = server.registry.nicks.get(client.account_folded or "")
+                if holder is not None and holder is not client:
+                    if holder.account_folded == client.account_folded or not holder.registered:
+                        server.disconnect(holder, "Nick taken over by a new connection of its account")
+                    else:
+                        return Refusal(f"Nick {client.account} is in use", numeric=N.ERR_NICKNAMEINUSE)
+                server.registry.remove_nick(client)
+                client.nick = client.account or client.nick
+                client.nick_folded = client.account_folded or client.nick_folded
+                server.registry.add_nick(client)
+        return None
+
+    def nick_check(self, client: "Client", nick: str, folded: str) -> tuple[str, str] | None:
+        if client.account_kind == "agent" and client.registered and folded != client.account_folded:
+            return N.ERR_ERRONEUSNICKNAME, "An agent's nick is its account name"
+        kind = self.names.get(folded)
+        if kind is None or folded == client.account_folded or not client.registered:
+            return None
+        if kind == "agent" or self.cfg.nick_protection:
+            return N.ERR_NICKNAMEINUSE, "Nickname is reserved by a different account"
+        return None
+
+    # creation ---------------------------------------------------------------
+
+    async def create(self, name: str, password: str, *, kind: str = "person", owner: str | None = None,
+                     email: str | None = None) -> Account:
+        """Create an account (hashes off the event loop); raises AccountExists."""
+        folded = self.server.casefold(name)
+        hashed, keys = await self.make_credentials(password)
+        account = await self.store.create_account(
+            name, folded, kind, owner, int(self.server.clock() * 1000), hashed, keys, email
+        )
+        self.names[folded] = kind
+        log.info("account created name=%s kind=%s owner=%s", name, kind, owner)
+        return account
+
+
+__all__ += ["AccountExists"]

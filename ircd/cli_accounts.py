@@ -1,0 +1,299 @@
+"""``pircd account ...`` and ``pircd agent ...``: manage accounts in the server's database.
+
+These work on the same SQLite file the server uses, also while it runs: each
+command is one short transaction, and the running server notices the change
+(it watches the database's data_version) within a second.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+import sys
+import time
+
+import click
+
+from ircd.accounts import valid_account_name
+from ircd.config import Config, ConfigError, load
+from ircd.proto.casemap import get_casefold
+from ircd.store import accounts as rows
+from ircd.store.db import connect_sync, migrate, transaction
+from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
+
+
+class Ctx:
+    def __init__(self, config: Config, db: str) -> None:
+        self.config = config
+        self.db = db
+        self.casefold = get_casefold(config.server.casemapping)
+
+    def connect(self) -> sqlite3.Connection:
+        conn = connect_sync(self.db, self.config.storage.durability)
+        migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
+        return conn
+
+
+def _open(config_path: str | None, db: str | None) -> Ctx:
+    try:
+        config = load(config_path) if config_path else Config()
+    except ConfigError as exc:
+        for key, message in exc.problems:
+            click.echo(f"{key}: {message}", err=True)
+        sys.exit(2)
+    return Ctx(config, db or config.server.db)
+
+
+db_options = [
+    click.option("--config", "config_path", type=click.Path(dir_okay=False), help="The server's config file."),
+    click.option("--db", metavar="PATH", help="The SQLite file (default: server.db from the config)."),
+]
+
+
+def with_db(fn):
+    for option in reversed(db_options):
+        fn = option(fn)
+    return fn
+
+
+def _credentials(password: str, iterations: int) -> tuple[str, rows.ScramKeys]:
+    from ircd.passwords import hash_sync
+    from ircd.sasl.scram import derive_keys
+
+    return hash_sync(password), derive_keys(password, None, iterations)
+
+
+def _read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
+    """The password and whether it was generated (and must be printed once)."""
+    if generate:
+        return secrets.token_urlsafe(18), True
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
+    if not password:
+        click.echo("error: empty password", err=True)
+        sys.exit(1)
+    return password, False
+
+
+def _fail(message: str, code: int = 1) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def create_account(ctx: Ctx, name: str, kind: str, owner: str | None, password: str) -> rows.Account:
+    if not valid_account_name(name, ctx.config.limits.nicklen):
+        _fail(f"{name!r} is not a valid account name (nick rules, at most {ctx.config.limits.nicklen} characters)")
+    folded = ctx.casefold(name)
+    owner_folded = ctx.casefold(owner) if owner else None
+    if kind == "agent" and owner_folded is None:
+        _fail("an agent needs --owner")
+    if kind == "person" and owner_folded is not None:
+        _fail("only agents have owners")
+    hashed, keys = _credentials(password, ctx.config.accounts.scram_iterations)
+    conn = ctx.connect()
+    try:
+        with transaction(conn):
+            if owner_folded is not None:
+                owner_row = rows.get_account(conn, owner_folded)
+                if owner_row is None:
+                    _fail(f"no account named {owner!r}")
+                if owner_row.kind != "person":  # type: ignore[union-attr]
+                    _fail("an agent's owner must be a person account")
+            account = rows.insert_account(
+                conn, name, folded, kind, owner_folded, int(time.time() * 1000), hashed, keys
+            )
+    except rows.AccountExists:
+        _fail(f"account {name!r} already exists")
+    finally:
+        conn.close()
+    return account
+
+
+@click.group("account")
+def account_group() -> None:
+    """Create, list and change accounts."""
+
+
+@account_group.command("add")
+@click.argument("name")
+@click.option("--kind", type=click.Choice(["person", "agent"]), default="person", show_default=True)
+@click.option("--owner", help="The owning person account (agents only).")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input.")
+@click.option("--generate", is_flag=True, help="Generate a password and print it once.")
+@with_db
+def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, generate: bool,
+                config_path: str | None, db: str | None) -> None:
+    """Create an account."""
+    if password_stdin and generate:
+        _fail("choose one of --password-stdin and --generate", 2)
+    ctx = _open(config_path, db)
+    password, generated = _read_password(password_stdin, generate)
+    account = create_account(ctx, name, kind, owner, password)
+    click.echo(f"created {account.kind} account {account.name}" + (f" owned by {account.owner}" if account.owner else ""))
+    if generated:
+        click.echo(f"password: {password}")
+
+
+@account_group.command("list")
+@click.option("--owner", help="Only the agents of this owner.")
+@with_db
+def account_list(owner: str | None, config_path: str | None, db: str | None) -> None:
+    """List accounts: name, kind, owner, created, state."""
+    ctx = _open(config_path, db)
+    conn = ctx.connect()
+    try:
+        accounts = rows.list_accounts(conn, ctx.casefold(owner) if owner else None)
+    finally:
+        conn.close()
+    if not accounts:
+        click.echo("no accounts")
+        return
+    click.echo(f"{'NAME':<24} {'KIND':<7} {'OWNER':<24} {'CREATED':<20} STATE")
+    for a in accounts:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(a.created_at / 1000))
+        state = "suspended" if a.suspended else "active"
+        click.echo(f"{a.name:<24} {a.kind:<7} {a.owner or '-':<24} {created:<20} {state}")
+
+
+@account_group.command("passwd")
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the new password from standard input.")
+@click.option("--generate", is_flag=True, help="Generate a password and print it once.")
+@with_db
+def account_passwd(name: str, password_stdin: bool, generate: bool, config_path: str | None, db: str | None) -> None:
+    """Set an account's password."""
+    ctx = _open(config_path, db)
+    password, generated = _read_password(password_stdin, generate)
+    hashed, keys = _credentials(password, ctx.config.accounts.scram_iterations)
+    conn = ctx.connect()
+    try:
+        with transaction(conn):
+            changed = rows.set_password(conn, ctx.casefold(name), hashed, keys)
+    finally:
+        conn.close()
+    if not changed:
+        _fail(f"no account named {name!r}")
+    click.echo(f"password of {name} changed")
+    if generated:
+        click.echo(f"password: {password}")
+
+
+def _set_suspended(name: str, value: bool, config_path: str | None, db: str | None) -> None:
+    ctx = _open(config_path, db)
+    conn = ctx.connect()
+    try:
+        with transaction(conn):
+            changed = rows.set_suspended(conn, ctx.casefold(name), value)
+    finally:
+        conn.close()
+    if not changed:
+        _fail(f"no account named {name!r}")
+    click.echo(f"{name} {'suspended' if value else 'unsuspended'}")
+
+
+@account_group.command("suspend")
+@click.argument("name")
+@with_db
+def account_suspend(name: str, config_path: str | None, db: str | None) -> None:
+    """Suspend an account: it cannot log in, and its connections are closed."""
+    _set_suspended(name, True, config_path, db)
+
+
+@account_group.command("unsuspend")
+@click.argument("name")
+@with_db
+def account_unsuspend(name: str, config_path: str | None, db: str | None) -> None:
+    """Let a suspended account log in again."""
+    _set_suspended(name, False, config_path, db)
+
+
+@account_group.command("del")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@with_db
+def account_del(name: str, yes: bool, config_path: str | None, db: str | None) -> None:
+    """Delete an account (and the agents it owns)."""
+    ctx = _open(config_path, db)
+    if not yes:
+        click.confirm(f"Delete account {name} and any agents it owns?", abort=True)
+    conn = ctx.connect()
+    try:
+        with transaction(conn):
+            deleted = rows.delete_account(conn, ctx.casefold(name))
+    finally:
+        conn.close()
+    if not deleted:
+        _fail(f"no account named {name!r}")
+    click.echo(f"deleted {name}")
+
+
+@account_group.command("certfp")
+@click.argument("name")
+@click.argument("action", type=click.Choice(["add", "del", "list"]))
+@click.argument("fingerprint", required=False)
+@with_db
+def account_certfp(name: str, action: str, fingerprint: str | None, config_path: str | None, db: str | None) -> None:
+    """Manage the TLS client certificate fingerprints (SHA-256, hex) for SASL EXTERNAL."""
+    ctx = _open(config_path, db)
+    folded = ctx.casefold(name)
+    conn = ctx.connect()
+    try:
+        if rows.get_account(conn, folded) is None:
+            _fail(f"no account named {name!r}")
+        if action == "list":
+            for fp in rows.certfps(conn, folded):
+                click.echo(fp)
+            return
+        if not fingerprint:
+            _fail("give the fingerprint", 2)
+        fp = fingerprint.replace(":", "").lower()
+        if len(fp) != 64 or any(c not in "0123456789abcdef" for c in fp):
+            _fail("a fingerprint is 64 hex digits (SHA-256)", 2)
+        with transaction(conn):
+            if action == "add":
+                try:
+                    rows.add_certfp(conn, folded, fp)
+                except sqlite3.IntegrityError:
+                    _fail("that fingerprint is already registered")
+            elif not rows.remove_certfp(conn, folded, fp):
+                _fail("no such fingerprint on that account")
+    finally:
+        conn.close()
+    click.echo(f"{action} {fp} for {name}")
+
+
+@click.group("agent")
+def agent_group() -> None:
+    """Create and list agent accounts."""
+
+
+@agent_group.command("add")
+@click.argument("name")
+@click.option("--owner", required=True, help="The owning person account.")
+@with_db
+def agent_add(name: str, owner: str, config_path: str | None, db: str | None) -> None:
+    """Create an agent owned by OWNER and print its generated password once."""
+    ctx = _open(config_path, db)
+    password = secrets.token_urlsafe(18)
+    account = create_account(ctx, name, "agent", owner, password)
+    click.echo(f"created agent {account.name} owned by {account.owner}")
+    click.echo(f"password: {password}")
+
+
+@agent_group.command("list")
+@click.option("--owner", help="Only this owner's agents.")
+@with_db
+def agent_list(owner: str | None, config_path: str | None, db: str | None) -> None:
+    """List agents and their owners."""
+    ctx = _open(config_path, db)
+    conn = ctx.connect()
+    try:
+        agents = [a for a in rows.list_accounts(conn, ctx.casefold(owner) if owner else None) if a.is_agent]
+    finally:
+        conn.close()
+    for a in agents:
+        click.echo(f"{a.name} owner={a.owner}{' suspended' if a.suspended else ''}")
+    if not agents:
+        click.echo("no agents")

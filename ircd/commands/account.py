@@ -1,0 +1,385 @@
+"""Accounts over IRC: AUTHENTICATE (SASL), REGISTER/VERIFY (draft/account-registration),
+and the NickServ service for clients that cannot do SASL."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from typing import TYPE_CHECKING
+
+from ircd.accounts import throttled_text, valid_account_name
+from ircd.caps import Capability
+from ircd.commands.registration import try_register
+from ircd.dispatch import CommandContext, command
+from ircd.proto import numerics as N
+from ircd.proto.lines import Message
+from ircd.sasl import CHUNK, MAX_PAYLOAD, MECHANISMS, SaslState, split_payload
+from ircd.sasl.scram import ScramError, ScramServer, fake_keys
+from ircd.store import AccountExists
+
+if TYPE_CHECKING:
+    from ircd.server import Server
+
+log = logging.getLogger("pircd")
+
+REGISTER_CAP = "draft/account-registration"
+NICKSERV = "NickServ"
+NICKSERV_PREFIX = "NickServ!NickServ@services.pircd"
+
+
+def _accounts_on(server: "Server") -> bool:
+    return server.accounts is not None and server.config.accounts.enabled
+
+
+def _mechanisms(server: "Server") -> list[str]:
+    return list(MECHANISMS)
+
+
+def _register_cap_value(server: "Server") -> str | None:
+    return "before-connect" if server.config.accounts.registration_before_connect else None
+
+
+SASL_CAP = Capability("sasl", value=lambda s: ",".join(_mechanisms(s)), available=_accounts_on)
+ACCOUNT_REGISTRATION_CAP = Capability(
+    REGISTER_CAP,
+    value=_register_cap_value,
+    available=lambda s: _accounts_on(s) and s.config.accounts.registration,
+)
+
+
+def install_caps(server: "Server") -> None:
+    server.caps.add(SASL_CAP)
+    server.caps.add(ACCOUNT_REGISTRATION_CAP)
+
+
+# AUTHENTICATE -----------------------------------------------------------------
+
+
+def _sasl_fail(ctx: CommandContext, text: str = "SASL authentication failed") -> None:
+    ctx.client.sasl = None
+    ctx.reply.numeric(N.ERR_SASLFAIL, text)
+
+
+@command("AUTHENTICATE", min_params=1, pre_registration=True)
+async def handle_authenticate(ctx: CommandContext, msg: Message) -> None:
+    """AUTHENTICATE <mechanism> | <base64 data> | + | *
+    Logs in with SASL (PLAIN, SCRAM-SHA-256, EXTERNAL): name a mechanism, then send base64
+    data in chunks of 400 bytes (+ for an empty chunk), or * to abort."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    accounts = server.accounts
+    arg = msg.params[0]
+    if accounts is None or not server.config.accounts.enabled:
+        reply.numeric(N.ERR_SASLFAIL, "SASL authentication is not available")
+        return
+    state: SaslState | None = client.sasl
+    if arg == "*":
+        if state is None and client.account is None:
+            reply.numeric(N.ERR_SASLABORTED, "SASL authentication aborted")
+            return
+        client.sasl = None
+        reply.numeric(N.ERR_SASLABORTED, "SASL authentication aborted")
+        return
+    if client.account is not None:
+        reply.numeric(N.ERR_SASLALREADY, "You have already authenticated using SASL")
+        return
+    if state is None:
+        mechanism = arg.upper()
+        if mechanism not in _mechanisms(server):
+            reply.numeric(N.RPL_SASLMECHS, ",".join(_mechanisms(server)), "are available SASL mechanisms")
+            _sasl_fail(ctx)
+            return
+        if mechanism == "EXTERNAL" and not client.certfp:
+            _sasl_fail(ctx, "SASL EXTERNAL needs a TLS client certificate")
+            return
+        client.sasl = SaslState(mechanism)
+        reply.send("AUTHENTICATE", "+")
+        return
+    if len(arg) > CHUNK:
+        client.sasl = None
+        reply.numeric(N.ERR_SASLTOOLONG, "SASL message too long")
+        return
+    if arg != "+":
+        state.buffer += arg
+    if len(state.buffer) > MAX_PAYLOAD:
+        _sasl_fail(ctx, "SASL message too long")
+        return
+    if len(arg) == CHUNK:
+        return  # more follows
+    data, state.buffer = state.buffer, ""
+    try:
+        payload = base64.b64decode(data, validate=True) if data else b""
+    except (binascii.Error, ValueError):
+        _sasl_fail(ctx, "SASL authentication failed: invalid base64")
+        return
+    step = _STEPS[state.mechanism]
+    await step(ctx, state, payload)
+    if client.account is not None and not client.registered:
+        try_register(ctx)
+
+
+async def _plain(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
+    parts = payload.split(b"\x00")
+    if len(parts) != 3:
+        _sasl_fail(ctx)
+        return
+    try:
+        authzid, authcid, password = (p.decode("utf-8") for p in parts)
+    except UnicodeDecodeError:
+        _sasl_fail(ctx)
+        return
+    if authzid and ctx.server.casefold(authzid) != ctx.server.casefold(authcid):
+        _sasl_fail(ctx, "SASL authentication failed: authorization identity must match")
+        return
+    assert ctx.server.accounts is not None
+    result = await ctx.server.accounts.check_password(ctx.client, authcid, password, "PLAIN")
+    _finish(ctx, result)
+
+
+def _finish(ctx: CommandContext, result: object) -> None:
+    client = ctx.client
+    if client.closing:
+        return
+    if isinstance(result, str):
+        _sasl_fail(ctx, f"SASL authentication failed: {result}")
+        return
+    client.sasl = None
+    assert ctx.server.accounts is not None
+    ctx.server.accounts.login(client, result, ctx.reply)  # type: ignore[arg-type]
+    ctx.reply.numeric(N.RPL_SASLSUCCESS, "SASL authentication successful")
+
+
+async def _external(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
+    server, client = ctx.server, ctx.client
+    assert server.accounts is not None and client.certfp
+    account = await server.store.get_account_by_certfp(client.certfp)  # type: ignore[union-attr]
+    authzid = payload.decode("utf-8", "replace")
+    if account is None or (authzid and server.casefold(authzid) != account.folded):
+        log.warning("login failed certfp=%s ip=%s mechanism=EXTERNAL", client.certfp, client.ip)
+        _sasl_fail(ctx)
+        return
+    if account.suspended:
+        _sasl_fail(ctx, "SASL authentication failed: Account suspended")
+        return
+    _finish(ctx, account)
+
+
+async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    accounts = server.accounts
+    assert accounts is not None
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        _sasl_fail(ctx)
+        return
+    if state.step == 0:
+        scram = ScramServer()
+        try:
+            name = scram.first(text)
+        except ScramError:
+            _sasl_fail(ctx)
+            return
+        folded = server.casefold(name)
+        wait = accounts.throttled(client, folded)
+        if wait > 0:
+            _sasl_fail(ctx, f"SASL authentication failed: {throttled_text(wait)}")
+            return
+        account = await accounts.store.get_account(folded)
+        keys = account.scram if account is not None else None
+        state.account = account if keys is not None else None
+        if keys is None:
+            keys = fake_keys(folded, accounts.scram_secret)
+        state.scram = scram
+        state.step = 1
+        _send_authenticate(ctx, scram.server_first_message(keys.salt, keys.iterations))
+        return
+    if state.step == 1:
+        scram = state.scram
+        account = state.account
+        assert scram is not None
+        folded = server.casefold(scram.username)
+        if account is None:
+            accounts.record_failure(client, folded, "SCRAM-SHA-256")
+            _sasl_fail(ctx)
+            return
+        try:
+            final = scram.final(text, account.scram)  # type: ignore[attr-defined]
+        except ScramError:
+            accounts.record_failure(client, folded, "SCRAM-SHA-256")
+            _sasl_fail(ctx)
+            return
+        if account.suspended:  # type: ignore[attr-defined]
+            _sasl_fail(ctx, "SASL authentication failed: Account suspended")
+            return
+        state.step = 2
+        _send_authenticate(ctx, final)
+        return
+    # step 2: the client acknowledged the server's signature with "+"
+    if payload:
+        _sasl_fail(ctx)
+        return
+    accounts.throttle.clear("a:" + server.casefold(state.scram.username if state.scram else ""))
+    _finish(ctx, state.account)
+
+
+def _send_authenticate(ctx: CommandContext, message: str) -> None:
+    for chunk in split_payload(base64.b64encode(message.encode()).decode()):
+        ctx.reply.send("AUTHENTICATE", chunk)
+
+
+_STEPS = {"PLAIN": _plain, "EXTERNAL": _external, "SCRAM-SHA-256": _scram}
+
+
+# REGISTER / VERIFY --------------------------------------------------------------
+
+
+@command("REGISTER", min_params=3, pre_registration=True)
+async def handle_register(ctx: CommandContext, msg: Message) -> None:
+    """REGISTER <account> {<email> | *} <password>
+    Creates an account named after your nick (<account> may be * for your nick) and logs you in.
+    Only when the server allows registration (draft/account-registration)."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    accounts = server.accounts
+    cfg = server.config.accounts
+    name, _email, password = msg.params[0], msg.params[1], msg.params[2]
+    if accounts is None or not cfg.enabled or not cfg.registration:
+        reply.fail("REGISTER", "DISABLED", name, "Account registration is disabled on this server")
+        return
+    if not client.registered and not cfg.registration_before_connect:
+        reply.fail("REGISTER", "COMPLETE_CONNECTION_REQUIRED", name,
+                   "Finish connecting before you register an account")
+        return
+    if client.account is not None:
+        reply.fail("REGISTER", "ALREADY_AUTHENTICATED", client.account, "You are already logged in")
+        return
+    if client.nick == "*":
+        reply.fail("REGISTER", "NEED_NICK", name, "Choose a nick first; your account is named after it")
+        return
+    if name == "*":
+        name = client.nick
+    if server.casefold(name) != client.nick_folded:
+        reply.fail("REGISTER", "ACCOUNT_NAME_MUST_BE_NICK", name, "The account name must be your current nick")
+        return
+    if not valid_account_name(name, server.config.limits.nicklen):
+        reply.fail("REGISTER", "BAD_ACCOUNT_NAME", name, "That account name is not allowed")
+        return
+    if len(password) < cfg.min_password_length:
+        reply.fail("REGISTER", "WEAK_PASSWORD", name,
+                   f"Passwords must be at least {cfg.min_password_length} characters long")
+        return
+    if server.casefold(name) in accounts.names:
+        reply.fail("REGISTER", "ACCOUNT_EXISTS", name, "That account already exists")
+        return
+    try:
+        account = await accounts.create(name, password)
+    except AccountExists:
+        reply.fail("REGISTER", "ACCOUNT_EXISTS", name, "That account already exists")
+        return
+    if client.closing:
+        return
+    reply.send("REGISTER", "SUCCESS", account.name, "Account created")
+    if client.account is None:
+        accounts.login(client, account, reply)
+
+
+@command("VERIFY", min_params=2, pre_registration=True)
+def handle_verify(ctx: CommandContext, msg: Message) -> None:
+    """VERIFY <account> <code>
+    Completes an account registration that needed a code. pircd registrations need none."""
+    ctx.reply.fail("VERIFY", "INVALID_CODE", msg.params[0], "There is no registration waiting for a code")
+
+
+# NickServ -------------------------------------------------------------------------
+
+
+def nickserv_notice(ctx: CommandContext, text: str) -> None:
+    ctx.reply.send("NOTICE", ctx.client.nick, text, source=NICKSERV_PREFIX)
+
+
+NICKSERV_HELP = [
+    "NickServ lets clients without SASL log in and register.",
+    "IDENTIFY [<account>] <password>   log in (SASL is better: your client may support it)",
+    "REGISTER <password> [<email>]     create an account named after your nick (if enabled)",
+    "LOGOUT                            log out",
+    "INFO [<account>]                  show an account's kind and owner",
+]
+
+
+async def nickserv(ctx: CommandContext, text: str) -> None:
+    """Handle one line addressed to NickServ."""
+    server, client = ctx.server, ctx.client
+    accounts = server.accounts
+    words = text.split()
+    verb = words[0].upper() if words else "HELP"
+    args = words[1:]
+    if accounts is None or not server.config.accounts.enabled:
+        nickserv_notice(ctx, "Accounts are not enabled on this server.")
+        return
+    if verb == "IDENTIFY":
+        if not args:
+            nickserv_notice(ctx, "Syntax: IDENTIFY [<account>] <password>")
+            return
+        if client.account is not None:
+            nickserv_notice(ctx, f"You are already logged in as {client.account}.")
+            return
+        name, password = (args[0], args[1]) if len(args) > 1 else (client.nick, args[0])
+        result = await accounts.check_password(client, name, password, "NickServ")
+        if client.closing:
+            return
+        if isinstance(result, str):
+            nickserv_notice(ctx, result)
+            return
+        accounts.login(client, result, ctx.reply)
+        nickserv_notice(ctx, f"You are now logged in as {result.name}.")
+    elif verb == "REGISTER":
+        if not server.config.accounts.registration:
+            nickserv_notice(ctx, "Account registration is disabled on this server.")
+            return
+        if not args:
+            nickserv_notice(ctx, "Syntax: REGISTER <password> [<email>]")
+            return
+        if client.account is not None:
+            nickserv_notice(ctx, f"You are already logged in as {client.account}.")
+            return
+        if len(args[0]) < server.config.accounts.min_password_length:
+            nickserv_notice(ctx, "That password is too short.")
+            return
+        if client.nick_folded in accounts.names:
+            nickserv_notice(ctx, f"The account {client.nick} already exists.")
+            return
+        try:
+            account = await accounts.create(client.nick, args[0])
+        except AccountExists:
+            nickserv_notice(ctx, f"The account {client.nick} already exists.")
+            return
+        if client.closing:
+            return
+        accounts.login(client, account, ctx.reply)
+        nickserv_notice(ctx, f"Account {account.name} created; you are logged in.")
+    elif verb == "LOGOUT":
+        if client.account is None:
+            nickserv_notice(ctx, "You are not logged in.")
+        elif client.account_kind == "agent":
+            nickserv_notice(ctx, "Agents cannot log out; disconnect instead.")
+        else:
+            accounts.logout(client, ctx.reply)
+            nickserv_notice(ctx, "You are now logged out.")
+    elif verb == "INFO":
+        name = args[0] if args else (client.account or client.nick)
+        account = await accounts.store.get_account(server.casefold(name))
+        if account is None:
+            nickserv_notice(ctx, f"No account named {name}.")
+        else:
+            owner = f", owned by {account.owner}" if account.owner else ""
+            nickserv_notice(ctx, f"{account.name}: {account.kind}{owner}.")
+    else:
+        for line in NICKSERV_HELP:
+            nickserv_notice(ctx, line)
+
+
+@command("NICKSERV", min_params=1, aliases=("NS",))
+async def handle_nickserv(ctx: CommandContext, msg: Message) -> None:
+    """NICKSERV <command> [<args>...]
+    Talks to NickServ: IDENTIFY, REGISTER, LOGOUT, INFO, HELP."""
+    await nickserv(ctx, " ".join(msg.params))

@@ -1,0 +1,174 @@
+"""Account rows: all of the core's account SQL.
+
+Functions take a ``sqlite3.Connection`` and run inside the caller's
+transaction (the server's group-commit writer, or the CLI's
+``transaction``), so a half-written account cannot exist.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+__all__ = [
+    "Account",
+    "ScramKeys",
+    "AccountExists",
+    "insert_account",
+    "get_account",
+    "get_account_by_certfp",
+    "list_accounts",
+    "set_password",
+    "set_suspended",
+    "delete_account",
+    "add_certfp",
+    "remove_certfp",
+    "certfps",
+]
+
+
+class AccountExists(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ScramKeys:
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Account:
+    name: str
+    folded: str
+    kind: str
+    owner: str | None
+    created_at: int
+    password_hash: str | None
+    scram: ScramKeys | None
+    suspended: bool
+    email: str | None
+
+    @property
+    def is_agent(self) -> bool:
+        return self.kind == "agent"
+
+
+_COLUMNS = (
+    "name, folded, kind, owner, created_at, password_hash, scram_salt, scram_iterations, "
+    "scram_stored_key, scram_server_key, suspended, email"
+)
+
+
+def _row(row: tuple | None) -> Account | None:
+    if row is None:
+        return None
+    scram = ScramKeys(row[6], row[7], row[8], row[9]) if row[6] is not None else None
+    return Account(row[0], row[1], row[2], row[3], row[4], row[5], scram, bool(row[10]), row[11])
+
+
+def insert_account(
+    conn: sqlite3.Connection,
+    name: str,
+    folded: str,
+    kind: str,
+    owner: str | None,
+    created_at: int,
+    password_hash: str | None,
+    scram: ScramKeys | None,
+    email: str | None = None,
+) -> Account:
+    try:
+        conn.execute(
+            f"INSERT INTO accounts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+            (
+                name,
+                folded,
+                kind,
+                owner,
+                created_at,
+                password_hash,
+                scram.salt if scram else None,
+                scram.iterations if scram else None,
+                scram.stored_key if scram else None,
+                scram.server_key if scram else None,
+                email,
+            ),
+        )
+    except sqlite3.IntegrityError as exc:
+        if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+            raise AccountExists(name) from None
+        raise
+    account = get_account(conn, folded)
+    assert account is not None
+    return account
+
+
+def get_account(conn: sqlite3.Connection, folded: str) -> Account | None:
+    return _row(conn.execute(f"SELECT {_COLUMNS} FROM accounts WHERE folded = ?", (folded,)).fetchone())
+
+
+def get_account_by_certfp(conn: sqlite3.Connection, fingerprint: str) -> Account | None:
+    return _row(
+        conn.execute(
+            f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM accounts a "
+            "JOIN account_certfps f ON f.account = a.folded WHERE f.fingerprint = ?",
+            (fingerprint.lower(),),
+        ).fetchone()
+    )
+
+
+def list_accounts(conn: sqlite3.Connection, owner: str | None = None) -> list[Account]:
+    if owner is None:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM accounts ORDER BY folded").fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM accounts WHERE owner = ? ORDER BY folded", (owner,)
+        ).fetchall()
+    return [a for a in map(_row, rows) if a is not None]
+
+
+def set_password(conn: sqlite3.Connection, folded: str, password_hash: str, scram: ScramKeys) -> bool:
+    cur = conn.execute(
+        "UPDATE accounts SET password_hash = ?, scram_salt = ?, scram_iterations = ?, "
+        "scram_stored_key = ?, scram_server_key = ? WHERE folded = ?",
+        (password_hash, scram.salt, scram.iterations, scram.stored_key, scram.server_key, folded),
+    )
+    return cur.rowcount == 1
+
+
+def set_suspended(conn: sqlite3.Connection, folded: str, suspended: bool) -> bool:
+    cur = conn.execute("UPDATE accounts SET suspended = ? WHERE folded = ?", (int(suspended), folded))
+    return cur.rowcount == 1
+
+
+def delete_account(conn: sqlite3.Connection, folded: str) -> bool:
+    """Delete an account; its agents go with it (they cannot exist without an owner)."""
+    for (agent,) in conn.execute("SELECT folded FROM accounts WHERE owner = ?", (folded,)).fetchall():
+        conn.execute("DELETE FROM accounts WHERE folded = ?", (agent,))
+    cur = conn.execute("DELETE FROM accounts WHERE folded = ?", (folded,))
+    return cur.rowcount == 1
+
+
+def add_certfp(conn: sqlite3.Connection, folded: str, fingerprint: str) -> None:
+    conn.execute(
+        "INSERT INTO account_certfps (fingerprint, account) VALUES (?, ?)", (fingerprint.lower(), folded)
+    )
+
+
+def remove_certfp(conn: sqlite3.Connection, folded: str, fingerprint: str) -> bool:
+    cur = conn.execute(
+        "DELETE FROM account_certfps WHERE fingerprint = ? AND account = ?", (fingerprint.lower(), folded)
+    )
+    return cur.rowcount == 1
+
+
+def certfps(conn: sqlite3.Connection, folded: str) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT fingerprint FROM account_certfps WHERE account = ? ORDER BY fingerprint", (folded,)
+        ).fetchall()
+    ]

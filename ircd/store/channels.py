@@ -1,0 +1,69 @@
+"""Registered channels: owner, topic, modes, key, limit and the b/e/I lists."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+__all__ = ["ChannelRow", "save_channel", "load_channels", "delete_channel"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRow:
+    name: str
+    folded: str
+    owner: str
+    created_at: int
+    topic: str = ""
+    topic_setter: str = ""
+    topic_time: int = 0
+    modes: str = ""
+    key: str | None = None
+    limit: int | None = None
+    lists: tuple[tuple[str, str, str, int], ...] = field(default=())  # (which, mask, set_by, set_at)
+
+
+def save_channel(conn: sqlite3.Connection, row: ChannelRow) -> None:
+    conn.execute(
+        "INSERT INTO channels (folded, name, owner, created_at, topic, topic_setter, topic_time, modes, "
+        "chan_key, chan_limit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(folded) DO UPDATE SET name = excluded.name, owner = excluded.owner, "
+        "topic = excluded.topic, topic_setter = excluded.topic_setter, topic_time = excluded.topic_time, "
+        "modes = excluded.modes, chan_key = excluded.chan_key, chan_limit = excluded.chan_limit",
+        (
+            row.folded,
+            row.name,
+            row.owner,
+            row.created_at,
+            row.topic,
+            row.topic_setter,
+            row.topic_time,
+            row.modes,
+            row.key,
+            row.limit,
+        ),
+    )
+    conn.execute("DELETE FROM channel_lists WHERE channel = ?", (row.folded,))
+    conn.executemany(
+        "INSERT OR IGNORE INTO channel_lists (channel, which, mask, set_by, set_at) VALUES (?, ?, ?, ?, ?)",
+        [(row.folded, *entry) for entry in row.lists],
+    )
+
+
+def load_channels(conn: sqlite3.Connection) -> list[ChannelRow]:
+    lists: dict[str, list[tuple[str, str, str, int]]] = {}
+    for channel, which, mask, set_by, set_at in conn.execute(
+        "SELECT channel, which, mask, set_by, set_at FROM channel_lists ORDER BY rowid"
+    ):
+        lists.setdefault(channel, []).append((which, mask, set_by, set_at))
+    rows = []
+    for r in conn.execute(
+        "SELECT name, folded, owner, created_at, topic, topic_setter, topic_time, modes, chan_key, chan_limit "
+        "FROM channels ORDER BY folded"
+    ):
+        rows.append(ChannelRow(*r, lists=tuple(lists.get(r[1], ()))))
+    return rows
+
+
+def delete_channel(conn: sqlite3.Connection, folded: str) -> bool:
+    return conn.execute("DELETE FROM channels WHERE folded = ?", (folded,)).rowcount == 1

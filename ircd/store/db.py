@@ -1,0 +1,244 @@
+"""The SQLite database: one file, WAL, migration tracks, group commit.
+
+All statements run on aiosqlite's worker thread. Store modules write plain
+synchronous functions that take a ``sqlite3.Connection``; this module runs
+them there:
+
+* ``read(fn, ...)`` runs ``fn`` and returns its result.
+* ``write(fn, ...)`` queues ``fn`` for the writer, which runs every queued
+  function in ONE transaction (each inside its own SAVEPOINT, so one failing
+  function does not undo the others) and commits once. The awaiting caller
+  resumes only after that commit: a reply sent after ``await write(...)``
+  never promises something a crash could lose. Concurrent writers therefore
+  share one fsync (group commit).
+
+The same functions work from the CLI with a plain ``sqlite3`` connection
+(``connect_sync``), also while the server runs: SQLite's locking and the
+busy timeout serialise the two processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from typing import Any, Callable, Sequence, TypeVar
+
+import aiosqlite
+
+__all__ = ["Database", "Migration", "connect_sync", "DURABILITY"]
+
+log = logging.getLogger("pircd.store")
+T = TypeVar("T")
+
+# durability -> PRAGMA synchronous. "full" survives power loss; "normal" survives
+# a process crash (kill -9) but may lose the last commits on an OS crash.
+DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+
+Migration = Callable[[sqlite3.Connection], None] | str
+
+
+def _configure(conn: sqlite3.Connection, durability: str) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_versions (track TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+    )
+
+
+def connect_sync(path: str, durability: str = "full") -> sqlite3.Connection:
+    """A plain connection for the CLI (autocommit; use ``with transaction(conn)``)."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
+    _configure(conn, durability)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, track: str, migrations: Sequence[Migration]) -> int:
+    """Bring ``track`` up to ``len(migrations)``; each step commits with its version bump."""
+    row = conn.execute("SELECT version FROM schema_versions WHERE track = ?", (track,)).fetchone()
+    current = row[0] if row else 0
+    if current > len(migrations):
+        raise RuntimeError(
+            f"database schema {track} is at version {current}, newer than this pircd knows ({len(migrations)})"
+        )
+    for version in range(current, len(migrations)):
+        step = migrations[version]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if isinstance(step, str):
+                for statement in _split_sql(step):
+                    conn.execute(statement)
+            else:
+                step(conn)
+            conn.execute(
+                "INSERT INTO schema_versions (track, version) VALUES (?, ?) "
+                "ON CONFLICT(track) DO UPDATE SET version = excluded.version",
+                (track, version + 1),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        log.info("migrated track=%s version=%d", track, version + 1)
+    return len(migrations)
+
+
+def _split_sql(script: str) -> list[str]:
+    statements, current = [], []
+    for line in script.splitlines():
+        current.append(line)
+        joined = "\n".join(current)
+        if sqlite3.complete_statement(joined):
+            if joined.strip():
+                statements.append(joined)
+            current = []
+    if "".join(current).strip():
+        statements.append("\n".join(current))
+    return statements
+
+
+class transaction:
+    """``with transaction(conn):`` BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error), for sync callers."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _run_batch(conn: sqlite3.Connection, batch: list[tuple[Callable[..., Any], tuple]]) -> list[tuple[bool, Any]]:
+    """Run queued writes in one transaction; each in a savepoint of its own."""
+    results: list[tuple[bool, Any]] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for fn, args in batch:
+            conn.execute("SAVEPOINT w")
+            try:
+                value = fn(conn, *args)
+            except Exception as exc:
+                conn.execute("ROLLBACK TO w")
+                conn.execute("RELEASE w")
+                results.append((False, exc))
+            else:
+                conn.execute("RELEASE w")
+                results.append((True, value))
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        return [(False, exc)] * len(batch)
+    return results
+
+
+class Database:
+    def __init__(self, path: str, durability: str = "full") -> None:
+        if durability not in DURABILITY:
+            raise ValueError(f"durability must be one of {sorted(DURABILITY)}")
+        self.path = path
+        self.durability = durability
+        self._conn: aiosqlite.Connection | None = None
+        self._queue: list[tuple[Callable[..., Any], tuple, asyncio.Future[Any]]] = []
+        self._wake: asyncio.Event | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._closing = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.batches = 0  # committed write transactions (for tests and benchmarks)
+
+    async def open(self) -> None:
+        self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+        await self._call(_configure, self.durability)
+        self._wake = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._writer = self._loop.create_task(self._write_loop())
+
+    async def migrate(self, track: str, migrations: Sequence[Migration]) -> int:
+        return await self._call(migrate, track, migrations)
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(sqlite3_connection, *args)`` on the database thread."""
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("database is not open")
+        # aiosqlite has no public "run this callable on the connection thread";
+        # _execute is that primitive, and it lets a whole batch cost one hop.
+        return await conn._execute(lambda: fn(conn._conn, *args))  # noqa: SLF001
+
+    async def read(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._call(fn, *args)
+
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` in the next group-committed transaction; returns after COMMIT."""
+        if self._closing or self._wake is None:
+            raise RuntimeError("database is closing")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._queue.append((fn, args, future))
+        self._wake.set()
+        return await future
+
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue a write nobody waits for (it is still committed, in order, before close)."""
+        if self._closing or self._wake is None or self._loop is None:
+            return
+        future: asyncio.Future[Any] = self._loop.create_future()
+        future.add_done_callback(_log_failure)
+        self._queue.append((fn, args, future))
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Return once everything queued so far is committed."""
+        await self.write(_noop)
+
+    async def _write_loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._queue = self._queue, []
+            if not batch:
+                if self._closing:
+                    return
+                continue
+            try:
+                results = await self._call(_run_batch, [(fn, args) for fn, args, _ in batch])
+            except Exception as exc:
+                results = [(False, exc)] * len(batch)
+            self.batches += 1
+            for (_, _, future), (ok, value) in zip(batch, results):
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
+            if self._closing and not self._queue:
+                return
+
+    async def close(self) -> None:
+        """Commit everything queued, then close."""
+        if self._conn is None:
+            return
+        self._closing = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._writer is not None:
+            await self._writer
+        await self._conn.close()
+        self._conn = None
+
+
+def _noop(conn: sqlite3.Connection) -> None:
+    return None
+
+
+def _log_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("background write failed: %r", future.exception())
