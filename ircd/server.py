@@ -34,6 +34,7 @@ from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, format_line, parse_line
 from ircd.proto.msgid import IdGenerator, server_time
 from ircd.registry import Registry
 from ircd.replies import Relay, ReplyBuffer
+from ircd.timers import Timers
 from ircd.visibility import Visibility
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class Server:
         self.events = EventBus()
         self.visibility = Visibility()
         self.ids = IdGenerator(clock)
+        self.timers = Timers(clock)
         self.clients: set[Client] = set()
         self.monitors: dict[str, set[Client]] = {}
         self.ip_counts: dict[str, int] = {}

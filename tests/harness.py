@@ -153,3 +153,9 @@ class Harness:
     def tick(self, seconds: float = 0.0) -> None:
         self.clock.advance(seconds)
         self.server.tick()
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock on and fire the timers that came due (without a tick)."""
+        self.clock.advance(seconds)
+        self.server.timers.run_due()
+        self.server.flush_all()

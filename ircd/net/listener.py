@@ -28,6 +28,15 @@ async def start_listeners(server: "Server") -> list[asyncio.base_events.Server]:
     cfg = server.config.server
     loop = asyncio.get_running_loop()
     server.schedule = loop.call_soon
+
+    def call_later(delay: float, fn):  # timers fire on the loop, then outboxes are flushed
+        def run() -> None:
+            fn()
+            server.flush_all()
+
+        return loop.call_later(delay, run)
+
+    server.timers.backend = call_later
     servers = []
     tls_ctx = None
     if cfg.tls_listen:
