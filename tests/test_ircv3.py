@@ -1,0 +1,422 @@
+"""IRCv3 extensions: labeled-response, batch, echo-message, server-time, msgid, message-tags, bot, cap-notify,
+setname, chghost, invite-notify, away-notify, extended-join, multi-prefix, userhost-in-names,
+no-implicit-names, standard replies and MONITOR."""
+
+from __future__ import annotations
+
+import re
+
+from ircd.commands.query import change_host
+from ircd.proto.lines import parse_line
+
+A = "alice!alice@127.0.0.1"
+B = "bob!bob@127.0.0.1"
+T = "2027-01-15T08:00:00.000Z"  # the harness clock, as server-time
+
+
+def together(h, channel, *names):
+    for name in names:
+        h.send(name, f"JOIN {channel}")
+    for name in names:
+        h.take(name)
+
+
+# labeled-response and batch ----------------------------------------------------
+
+
+def test_labeled_response_ack(h):
+    """IRCv3 labeled-response: "If the response to a labeled command would consist of no messages, the server
+    MUST send an ACK message with the label.\""""
+    h.register("alice", caps=["labeled-response", "batch"])
+    h.send("alice", "@label=abc PONG x")
+    assert h.lines("alice") == ["@label=abc :irc.test ACK"]
+
+
+def test_labeled_response_single_line(h):
+    """IRCv3 labeled-response: "If the response is a single message, the server MUST add the label tag to
+    it.\""""
+    h.register("alice", caps=["labeled-response", "batch"])
+    h.send("alice", "@label=x1 PING tok")
+    assert h.lines("alice") == ["@label=x1 :irc.test PONG irc.test tok"]
+    h.send("alice", "@label=x2 NOSUCHCOMMAND")
+    assert h.lines("alice") == ["@label=x2 :irc.test 421 alice NOSUCHCOMMAND :Unknown command"]
+
+
+def test_labeled_response_batch(h):
+    """IRCv3 labeled-response: "If the response consists of more than one message, the server MUST send
+    them in a batch of type labeled-response, with the label tag on the BATCH start message.\""""
+    h.register("alice", caps=["labeled-response", "batch"])
+    h.send("alice", "@label=j1 JOIN #a")
+    lines = h.lines("alice")
+    ref = parse_line(lines[0].encode()).params[0][1:]
+    assert lines == [
+        f"@label=j1 :irc.test BATCH +{ref} labeled-response",
+        f"@batch={ref} :{A} JOIN #a",
+        f"@batch={ref} :irc.test 353 alice = #a @alice",
+        f"@batch={ref} :irc.test 366 alice #a :End of /NAMES list",
+        f":irc.test BATCH -{ref}",
+    ]
+    # the next batch gets a new reference
+    h.send("alice", "@label=j2 NAMES #a")
+    ref2 = parse_line(h.lines("alice")[0].encode()).params[0][1:]
+    assert ref2 != ref
+
+
+def test_label_ignored_without_the_cap(h):
+    """A label from a client that did not enable labeled-response is not echoed."""
+    h.register("alice")
+    h.send("alice", "@label=abc PING tok")
+    h.send("alice", "@label=abc PONG tok")
+    assert h.lines("alice") == [":irc.test PONG irc.test tok"]
+
+
+def test_labeled_errors_in_a_failed_gate(h):
+    """The label goes on replies produced by the command gate too (461 here)."""
+    h.register("alice", caps=["labeled-response", "batch"])
+    h.send("alice", "@label=g1 JOIN")
+    assert h.lines("alice") == ["@label=g1 :irc.test 461 alice JOIN :Not enough parameters"]
+
+
+# echo-message, server-time, msgid ---------------------------------------------------
+
+
+def test_echo_message(h):
+    """IRCv3 echo-message: "servers MUST send a copy of PRIVMSG and NOTICE messages to the sender, with the
+    same content as sent to the recipients.\""""
+    h.register("alice", caps=["echo-message", "message-tags"])
+    h.register("bob", caps=["message-tags"])
+    together(h, "#a", "alice", "bob")
+    h.send("alice", "PRIVMSG #a :hello")
+    h.send("alice", "NOTICE bob :psst")
+    echoed = h.messages("alice")
+    got = h.messages("bob")
+    assert [(m.source, m.command, m.params) for m in echoed] == [
+        (A, "PRIVMSG", ["#a", "hello"]),
+        (A, "NOTICE", ["bob", "psst"]),
+    ]
+    assert echoed == got  # same tags (msgid) and content
+
+
+def test_echo_message_with_label(h):
+    """IRCv3 labeled-response: the echo of a labeled PRIVMSG carries the label."""
+    h.register("alice", caps=["echo-message", "labeled-response", "batch"])
+    h.register("bob")
+    h.send("alice", "@label=m1 PRIVMSG bob :hi")
+    assert h.lines("alice") == [f"@label=m1 :{A} PRIVMSG bob hi"]
+    assert h.lines("bob") == [f":{A} PRIVMSG bob hi"]
+
+
+def test_server_time(h):
+    """IRCv3 server-time: "The time tag ... has the format YYYY-MM-DDThh:mm:ss.sssZ\" (UTC, milliseconds)."""
+    h.register("alice", caps=["server-time"])
+    h.register("bob")
+    together(h, "#a", "alice", "bob")
+    h.clock.advance(1.234)
+    h.send("bob", "PRIVMSG #a :now")
+    h.send("alice", "PING x")
+    assert h.lines("alice") == [
+        f"@time=2027-01-15T08:00:01.234Z :{B} PRIVMSG #a now",
+        "@time=2027-01-15T08:00:01.234Z :irc.test PONG irc.test x",
+    ]
+
+
+def test_msgid_format_and_order(h):
+    """IRCv3 message-ids: "the msgid tag ... MUST be unique"; pircd ids are 16 lowercase hex digits that
+    increase with time (time-ordered 64-bit ids)."""
+    h.register("alice")
+    h.register("bob", caps=["message-tags"])
+    h.register("carol", caps=["message-tags"])
+    together(h, "#a", "alice", "bob", "carol")
+    ids = []
+    for i in range(5):
+        h.send("alice", f"PRIVMSG #a :message {i}")
+        if i == 2:
+            h.clock.advance(0.001)
+        to_bob = h.messages("bob")
+        to_carol = h.messages("carol")
+        assert to_bob == to_carol  # one id per message, the same for every recipient
+        ids.append(to_bob[0].tags["msgid"])
+    for msgid in ids:
+        assert re.fullmatch(r"[0-9a-f]{16}", msgid), msgid
+    assert ids == sorted(ids) and len(set(ids)) == 5
+
+
+def test_client_tags_relayed_and_server_tags_stripped(h):
+    """IRCv3 message-tags: "Client-only tags are client-initiated tags that servers MUST attach as-is to any
+    relevant message relayed to other clients.\" and "Tags without the client-only prefix MUST be removed by
+    the server before being relayed with any message to another client.\""""
+    h.register("alice", caps=["message-tags"])
+    h.register("bob", caps=["message-tags"])
+    h.register("carol")
+    together(h, "#a", "alice", "bob", "carol")
+    h.send("alice", r"@+example.com/x=a\sb\:c;unknown=1;+draft/reply=42 PRIVMSG #a :tagged")
+    [msg] = h.messages("bob")
+    assert msg.tags["+example.com/x"] == "a b;c"
+    assert msg.tags["+draft/reply"] == "42"
+    assert "unknown" not in msg.tags
+    assert h.lines("carol") == [f":{A} PRIVMSG #a tagged"]
+
+
+def test_bot_tag(h):
+    """IRCv3 bot mode: "the server MUST add the bot tag to messages ... sent by the bot" for clients with
+    message-tags."""
+    h.register("robot")
+    h.register("bob", caps=["message-tags"])
+    h.register("carol")
+    h.send("robot", "MODE robot +B")
+    together(h, "#a", "robot", "bob", "carol")
+    h.send("robot", "PRIVMSG #a :beep")
+    [msg] = h.messages("bob")
+    assert "bot" in msg.tags and msg.tags["bot"] == ""
+    assert h.lines("carol") == [":robot!robot@127.0.0.1 PRIVMSG #a beep"]
+
+
+# capabilities that change what others see --------------------------------------------
+
+
+def test_cap_notify_is_implied_by_cap_302(h):
+    """IRCv3 cap-notify: "Clients that support CAP version 302 ... the server MUST consider the cap-notify
+    capability enabled, and MUST NOT allow it to be disabled.\""""
+    h.connect("a")
+    h.send("a", "CAP LS 302")
+    h.take("a")
+    h.send("a", "CAP LIST")
+    h.send("a", "CAP REQ :-cap-notify")
+    assert h.lines("a") == [":irc.test CAP * LIST cap-notify", ":irc.test CAP * NAK -cap-notify"]
+    # a client without 302 may enable and disable it
+    h.connect("b")
+    h.send("b", "CAP REQ cap-notify")
+    h.send("b", "CAP REQ -cap-notify")
+    assert h.lines("b") == [":irc.test CAP * ACK cap-notify", ":irc.test CAP * ACK -cap-notify"]
+
+
+def test_setname(h):
+    """IRCv3 setname: "the server MUST send the SETNAME message to the client itself and to clients that share
+    a channel with the client and have negotiated the setname capability\""""
+    h.register("alice", caps=["setname"])
+    h.register("bob", caps=["setname"])
+    h.register("carol")
+    together(h, "#a", "alice", "bob", "carol")
+    h.send("alice", "SETNAME :Alice Pleasance Liddell")
+    assert h.lines("alice") == [f":{A} SETNAME :Alice Pleasance Liddell"]
+    assert h.lines("bob") == [f":{A} SETNAME :Alice Pleasance Liddell"]
+    assert h.lines("carol") == []
+    h.send("carol", "WHOIS alice")
+    assert h.lines("carol")[0] == f":irc.test 311 carol alice alice 127.0.0.1 * :Alice Pleasance Liddell"
+
+
+def test_setname_invalid(make_harness):
+    """IRCv3 setname: "If the realname is invalid ... FAIL SETNAME INVALID_REALNAME\""""
+    h = make_harness(limits={"realnamelen": 10})
+    h.register("alice", caps=["setname"])
+    h.send("alice", "SETNAME :this is far too long")
+    h.send("alice", "SETNAME")
+    assert h.lines("alice") == [
+        ":irc.test FAIL SETNAME INVALID_REALNAME :Realname is not valid",
+        ":irc.test 461 alice SETNAME :Not enough parameters",
+    ]
+
+
+def test_chghost(h):
+    """IRCv3 chghost: "the server MUST send a CHGHOST message to clients that share a channel with the user
+    and have the chghost capability; clients without it see a QUIT and a JOIN (and the MODE restoring the
+    user's channel status)."""
+    h.register("alice", caps=["chghost"])
+    h.register("bob", caps=["chghost"])
+    h.register("carol")
+    together(h, "#a", "alice", "bob", "carol")
+    change_host(h.server, h.clients["alice"], "ali", "cloaked.example")
+    h.server.flush_all()
+    assert h.lines("alice") == [f":{A} CHGHOST ali cloaked.example"]
+    assert h.lines("bob") == [f":{A} CHGHOST ali cloaked.example"]
+    assert h.lines("carol") == [
+        f":{A} QUIT :Changing host",
+        ":alice!ali@cloaked.example JOIN #a",
+        ":irc.test MODE #a +o alice",
+    ]
+
+
+def test_invite_notify(h):
+    """IRCv3 invite-notify: operators of the channel with the capability are told about invitations."""
+    h.register("alice", caps=["invite-notify"])
+    h.register("bob", caps=["invite-notify"])
+    h.register("carol", caps=["invite-notify"])
+    h.register("dave")
+    together(h, "#a", "alice", "bob", "carol")
+    h.send("alice", "MODE #a +o bob")
+    for name in ("alice", "bob", "carol"):
+        h.take(name)
+    h.send("alice", "INVITE dave #a")
+    assert h.lines("alice") == [":irc.test 341 alice dave #a"]
+    assert h.lines("dave") == [f":{A} INVITE dave #a"]
+    assert h.lines("bob") == [f":{A} INVITE dave #a"]
+    assert h.lines("carol") == []
+
+
+def test_away_notify(h):
+    """IRCv3 away-notify: "the server MUST send an AWAY message to clients that share a channel with the user
+    ... when the user's away status changes\", and after a JOIN of a user who is away."""
+    h.register("alice")
+    h.register("bob", caps=["away-notify"])
+    h.register("carol")
+    together(h, "#a", "alice", "bob", "carol")
+    h.send("alice", "AWAY :lunch")
+    assert h.lines("bob") == [f":{A} AWAY lunch"]
+    assert h.lines("carol") == []
+    h.send("alice", "AWAY")
+    assert h.lines("bob") == [f":{A} AWAY"]
+    h.register("dave")
+    h.send("dave", "AWAY :not here")
+    h.send("dave", "JOIN #a")
+    assert h.lines("bob") == [":dave!dave@127.0.0.1 JOIN #a", ":dave!dave@127.0.0.1 AWAY :not here"]
+    assert h.lines("carol") == [":dave!dave@127.0.0.1 JOIN #a"]
+
+
+def test_extended_join(h):
+    """IRCv3 extended-join: "JOIN <channel> <accountname> :<realname>\" with * for no account."""
+    h.register("alice", caps=["extended-join"])
+    h.register("bob")
+    together(h, "#a", "alice")
+    h.send("bob", "JOIN #a")
+    assert h.lines("alice") == [f":{B} JOIN #a * :Bob Realname"]
+    assert h.lines("bob")[0] == f":{B} JOIN #a"
+
+
+def test_multi_prefix(h):
+    """IRCv3 multi-prefix: "all the prefixes of a user in a channel are shown in NAMES, WHO and WHOIS, in order
+    of rank.\""""
+    h.register("alice", caps=["multi-prefix"])
+    h.register("bob")
+    together(h, "#a", "alice", "bob")
+    h.send("alice", "MODE #a +v alice")
+    h.take("alice")
+    h.take("bob")
+    h.send("alice", "NAMES #a")
+    h.send("alice", "WHO alice")
+    h.send("alice", "WHO #a")
+    assert h.lines("alice") == [
+        ":irc.test 353 alice = #a :@+alice bob",
+        ":irc.test 366 alice #a :End of /NAMES list",
+        ":irc.test 352 alice * alice 127.0.0.1 irc.test alice H :0 Alice Realname",
+        ":irc.test 315 alice alice :End of WHO list",
+        ":irc.test 352 alice #a alice 127.0.0.1 irc.test alice H@+ :0 Alice Realname",
+        ":irc.test 352 alice #a bob 127.0.0.1 irc.test bob H :0 Bob Realname",
+        ":irc.test 315 alice #a :End of WHO list",
+    ]
+    h.send("bob", "NAMES #a")
+    assert h.lines("bob")[0] == ":irc.test 353 bob = #a :@alice bob"
+    h.send("bob", "WHOIS alice")
+    assert ":irc.test 319 bob alice @#a" in h.lines("bob")
+    h.send("alice", "WHOIS alice")
+    assert ":irc.test 319 alice alice @+#a" in h.lines("alice")
+
+
+def test_userhost_in_names(h):
+    """IRCv3 userhost-in-names: "the server MUST send the full nick!user@host of each user in RPL_NAMREPLY\""""
+    h.register("alice", caps=["userhost-in-names"])
+    h.register("bob")
+    together(h, "#a", "alice", "bob")
+    h.send("alice", "NAMES #a")
+    assert h.lines("alice") == [
+        f":irc.test 353 alice = #a :@{A} {B}",
+        ":irc.test 366 alice #a :End of /NAMES list",
+    ]
+
+
+def test_no_implicit_names(h):
+    """IRCv3 no-implicit-names: "the server MUST NOT send RPL_NAMREPLY and RPL_ENDOFNAMES in response to a
+    JOIN\""""
+    h.register("alice", caps=["draft/no-implicit-names"])
+    h.send("alice", "JOIN #a")
+    assert h.lines("alice") == [f":{A} JOIN #a"]
+    h.send("alice", "NAMES #a")
+    assert h.numerics("alice") == ["353", "366"]
+
+
+def test_account_tag_and_standard_replies_are_offered(h):
+    """IRCv3 account-tag is wired (fed by accounts); standard-replies may be requested."""
+    h.register("alice", caps=["account-tag", "message-tags", "standard-replies"])
+    h.register("bob")
+    h.clients["bob"].account = "Bobby"
+    h.send("bob", "PRIVMSG alice :hi")
+    [msg] = h.messages("alice")
+    assert msg.tags["account"] == "Bobby"
+
+
+# MONITOR -------------------------------------------------------------------------------
+
+
+def test_monitor_add_and_status(h):
+    """IRCv3 monitor: "MONITOR + target[,target2]* ... the server MUST send RPL_MONONLINE or RPL_MONOFFLINE for
+    each target\""""
+    h.register("alice")
+    h.register("bob")
+    h.send("alice", "MONITOR + bob,carol")
+    assert h.lines("alice") == [
+        f":irc.test 730 alice {B}",
+        ":irc.test 731 alice carol",
+    ]
+
+
+def test_monitor_notifications(h):
+    """IRCv3 monitor: "the server MUST send RPL_MONONLINE when a monitored nick comes online and RPL_MONOFFLINE
+    when it goes offline\" (a nick change counts as both)."""
+    h.register("alice")
+    h.send("alice", "MONITOR + bob,robert")
+    h.take("alice")
+    h.register("bob")
+    assert h.lines("alice") == [f":irc.test 730 alice {B}"]
+    h.send("bob", "NICK robert")
+    assert h.lines("alice") == [
+        ":irc.test 731 alice bob",
+        ":irc.test 730 alice robert!bob@127.0.0.1",
+    ]
+    h.send("bob", "QUIT")
+    assert h.lines("alice") == [":irc.test 731 alice robert"]
+
+
+def test_monitor_list_remove_clear_status(h):
+    """IRCv3 monitor: "MONITOR L ... RPL_MONLIST ... RPL_ENDOFMONLIST\", "MONITOR - ...\", "MONITOR C\" and
+    "MONITOR S\"."""
+    h.register("alice")
+    h.register("bob")
+    h.send("alice", "MONITOR + bob,carol,dave")
+    h.send("alice", "MONITOR - dave")
+    h.take("alice")
+    h.send("alice", "MONITOR L")
+    h.send("alice", "MONITOR S")
+    assert h.lines("alice") == [
+        ":irc.test 732 alice bob,carol",
+        ":irc.test 733 alice :End of MONITOR list",
+        f":irc.test 730 alice {B}",
+        ":irc.test 731 alice carol",
+    ]
+    h.send("alice", "MONITOR C")
+    h.send("alice", "MONITOR L")
+    assert h.lines("alice") == [":irc.test 733 alice :End of MONITOR list"]
+    h.register("carol")
+    assert h.lines("alice") == []
+
+
+def test_monitor_limit_734(make_harness):
+    """IRCv3 monitor: "ERR_MONLISTFULL ... <limit> <targets> :Monitor list is full\" and "the server MUST
+    process the targets in order and stop at the first one that does not fit."""
+    h = make_harness(limits={"monitor": 2})
+    h.register("alice")
+    h.send("alice", "MONITOR + a1,a2,a3,a4")
+    assert h.lines("alice") == [
+        ":irc.test 734 alice 2 a3,a4 :Monitor list is full",
+        ":irc.test 731 alice a1,a2",
+    ]
+    # nicks already watched do not count again
+    h.send("alice", "MONITOR + a1")
+    assert h.lines("alice") == []
+
+
+def test_monitor_isupport(make_harness):
+    """IRCv3 monitor: "MONITOR=<limit>\" in RPL_ISUPPORT."""
+    h = make_harness(limits={"monitor": 7})
+    h.connect("a")
+    h.send("a", "NICK alice")
+    h.send("a", "USER a 0 * :A")
+    assert any(" MONITOR=7 " in ln for ln in h.lines("a"))
