@@ -183,7 +183,7 @@ class Server:
         client.last_read = now
         client.ping_sent = 0.0
         try:
-            msg = parse_line(raw, utf8only=self.config.server.utf8only)
+            msg = parse_line(raw, utf8only=self.config.server.utf8only, max_tag_data=MAX_CLIENT_TAGS)
         except LineError as exc:
             self._line_error(client, raw, exc)
             return None
@@ -196,13 +196,8 @@ class Server:
                 return delay
         label = None
         tags = msg.tags
-        if tags is not None:
-            if client.caps & C.LABELED_RESPONSE:
-                label = tags.get("label")
-            client_tag_bytes = sum(len(k) + len(v) + 2 for k, v in tags.items() if k[:1] == "+")
-            if client_tag_bytes > MAX_CLIENT_TAGS:
-                self._reply_now(client, N.ERR_INPUTTOOLONG, "Input line was too long")
-                return None
+        if tags is not None and client.caps & C.LABELED_RESPONSE:
+            label = tags.get("label")
         reply = ReplyBuffer(self, client, label)
         if spec is None:
             reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")

@@ -65,7 +65,7 @@ CORE_ISUPPORT = {
         "HOSTLEN": "64", "INVEX": "I", "KICKLEN": "390", "MAXLIST": "beI:100", "MAXTARGETS": "4",
         "MODES": "6", "MONITOR": "100", "NETWORK": "TestNet", "NICKLEN": "32", "PREFIX": "(qov)~@+",
         "SAFELIST": "", "STATUSMSG": "~@+",
-        "TARGMAX": "PRIVMSG:4,NOTICE:4,TAGMSG:4,JOIN:,PART:,KICK:1,NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,"
+        "TARGMAX": "PRIVMSG:4,NOTICE:4,TAGMSG:4,JOIN:,PART:,KICK:4,NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,"
                    "USERHOST:5",
         "TOPICLEN": "390", "USERLEN": "18", "UTF8ONLY": "", "WHOX": "",
 }

@@ -359,32 +359,53 @@ def handle_invite(ctx: CommandContext, msg: Message) -> None:
 
 @command("KICK", min_params=2)
 def handle_kick(ctx: CommandContext, msg: Message) -> None:
-    """KICK <channel> <nick>{,<nick>} [:<reason>]
-    Removes members from a channel. Needs channel operator status."""
-    server, client, reply = ctx.server, ctx.client, ctx.reply
-    channel = server.find_channel(msg.params[0], client)
-    if channel is None:
-        no_such_channel(reply, msg.params[0])
+    """KICK <channel>{,<channel>} <nick>{,<nick>} [:<reason>]
+    Removes members from a channel. Needs channel operator status. With several
+    channels, each channel goes with the nick in the same position."""
+    server, reply = ctx.server, ctx.reply
+    names = [n for n in msg.params[0].split(",") if n]
+    nicks = [n for n in msg.params[1].split(",") if n]
+    # RFC 2812 3.2.8: "there MUST be either one channel parameter and multiple
+    # user parameter, or as many channel parameters as there are user parameters"
+    if not names or not nicks or (len(names) > 1 and len(names) != len(nicks)):
+        reply.numeric(N.ERR_NEEDMOREPARAMS, "KICK", "Not enough parameters")
         return
+    limit = server.config.limits.targets
+    if len(nicks) > limit:
+        reply.numeric(N.ERR_TOOMANYTARGETS, msg.params[1], f"Too many targets (at most {limit})")
+        return
+    reason = msg.params[2] if len(msg.params) > 2 and msg.params[2] else ctx.client.nick
+    reason = reason[: server.config.limits.kicklen]
+    pairs = zip(names, nicks) if len(names) > 1 else ((names[0], nick) for nick in nicks)
+    refused: set[str] = set()  # channels already answered with an error
+    for name, nick in pairs:
+        folded = server.casefold(name)
+        if folded not in refused and not _kick_one(ctx, name, nick, reason):
+            refused.add(folded)
+
+
+def _kick_one(ctx: CommandContext, name: str, nick: str, reason: str) -> bool:
+    """Kick ``nick`` from ``name``; False when the kicker may not kick there at all."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    channel = server.find_channel(name, client)
+    if channel is None:
+        no_such_channel(reply, name)
+        return False
     if client not in channel.members:
         reply.numeric(N.ERR_NOTONCHANNEL, channel.name, "You're not on that channel")
-        return
-    reason = msg.params[2] if len(msg.params) > 2 and msg.params[2] else client.nick
-    reason = reason[: server.config.limits.kicklen]
-    for nick in msg.params[1].split(","):
-        if not nick:
-            continue
-        if not channel.is_op(client):
-            reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
-            return
-        target = server.registry.find_nick(nick)
-        if target is None or target not in channel.members:
-            reply.numeric(N.ERR_USERNOTINCHANNEL, nick, channel.name, "They aren't on that channel")
-            continue
-        if "q" in (channel.members.get(target) or "") and "q" not in (channel.members.get(client) or ""):
-            reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You cannot kick the channel owner")
-            continue
-        kick_member(ctx, channel, target, reason)
+        return False
+    if not channel.is_op(client):
+        reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
+        return False
+    target = server.registry.find_nick(nick)
+    if target is None or target not in channel.members:
+        reply.numeric(N.ERR_USERNOTINCHANNEL, nick, channel.name, "They aren't on that channel")
+        return True
+    if "q" in (channel.members.get(target) or "") and "q" not in (channel.members.get(client) or ""):
+        reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You cannot kick the channel owner")
+        return True
+    kick_member(ctx, channel, target, reason)
+    return True
 
 
 def kick_member(ctx: CommandContext, channel: Channel, target: "Client", reason: str) -> None:

@@ -114,11 +114,12 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
     params = [target.nick] if command == "TAGMSG" else [target.nick, text]
     relay = Relay(client.prefix, command, params, msgid=server.ids.next(), time=server.server_time(),
                   account=client.account,                   client_tags=tags)
-    echo = client.caps & C.ECHO_MESSAGE
+    # A message to oneself is delivered like any other, straight to the outbox:
+    # the delivery is a side effect, so only the echo-message copy (through the
+    # reply buffer) carries the label (IRCv3 labeled-response).
     if command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
-        if not (target is client and echo):
-            target.send(relay.for_client(target))
-    if echo:
+        target.send(relay.for_client(target))
+    if client.caps & C.ECHO_MESSAGE:
         reply.relay(relay)
     if command == "PRIVMSG" and target.away is not None:
         reply.numeric(N.RPL_AWAY, target.nick, target.away)

@@ -48,7 +48,7 @@ def build_isupport(server: "Server") -> list[str]:
     prefix = "(" + PREFIX_MODES + ")" + "".join(PREFIX_CHARS[m] for m in PREFIX_MODES)
     targmax = (
         f"PRIVMSG:{lim.targets},NOTICE:{lim.targets},TAGMSG:{lim.targets},JOIN:,PART:,"
-        "KICK:1,NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,USERHOST:5"
+        f"KICK:{lim.targets},NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,USERHOST:5"
     )
     tokens: dict[str, str | int | None] = {
         "AWAYLEN": lim.awaylen,

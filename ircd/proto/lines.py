@@ -35,7 +35,7 @@ __all__ = [
 
 MAX_LINE = 512  # message part including CR LF
 MAX_TAGS = 8191  # tag section including "@" and the separating space
-MAX_CLIENT_TAGS = 4094  # client-only tag data a client may send
+MAX_CLIENT_TAGS = 4094  # tag data (without "@" and the space) a client may send
 
 
 class LineError(Exception):
@@ -123,18 +123,21 @@ def _parse_tags(section: str) -> dict[str, str]:
     return tags
 
 
-def parse_line(line: bytes, *, utf8only: bool = True) -> Message | None:
+def parse_line(line: bytes, *, utf8only: bool = True, max_tag_data: int = MAX_TAGS - 2) -> Message | None:
     """Parse one line (without its line ending). Returns None for a blank line.
 
-    Raises :class:`LineError` for over-long tags, invalid UTF-8 (when
-    ``utf8only``) and lines with tags or a source but no command.
+    Raises :class:`LineError` for tag data (the bytes between ``@`` and the
+    space) longer than ``max_tag_data``, invalid UTF-8 (when ``utf8only``)
+    and lines with tags or a source but no command. The server parses what
+    clients send with ``max_tag_data=MAX_CLIENT_TAGS``: the message-tags
+    spec gives clients 4094 bytes of tag data, client-only prefix or not.
     """
     tags = None
     if line[:1] == b"@":
         space = line.find(b" ")
         if space < 0:
             raise LineError(LineError.NO_COMMAND)
-        if space + 1 > MAX_TAGS:
+        if space - 1 > max_tag_data:
             raise LineError(LineError.TAGS_TOO_LONG)
         try:
             tag_text = line[1:space].decode("utf-8")

@@ -1,0 +1,162 @@
+"""Behaviours the public irctest suite checks (see docs/conformance.md), guarded here without sockets.
+
+Each test names the irctest case that first showed the problem and quotes the
+spec sentence it rests on.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+A = "alice!alice@127.0.0.1"
+B = "bob!bob@127.0.0.1"
+MSGID = re.compile(r"msgid=[0-9a-f]{16}")
+
+
+def strip_msgid(line: str) -> str:
+    """A line with its ``msgid`` tag removed (after checking its format)."""
+    if not line.startswith("@"):
+        return line
+    tags, rest = line[1:].split(" ", 1)
+    kept = []
+    for tag in tags.split(";"):
+        if tag.startswith("msgid="):
+            assert MSGID.fullmatch(tag), line
+        else:
+            kept.append(tag)
+    return ("@" + ";".join(kept) + " " + rest) if kept else rest
+
+
+# labeled-response ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["PRIVMSG", "NOTICE"])
+def test_labeled_message_to_self_labels_only_the_echo(h, command):
+    """labeled-response: "When a client sends a message to itself, the server MUST NOT include
+    the label tag, except for any echo-message acknowledgment. This is because the delivered
+    message is not a response, but a side effect." (irctest testLabeledPrivmsgResponsesToSelf)"""
+    h.register("alice", caps=["echo-message", "batch", "labeled-response"])
+    h.send("alice", f"@label=12345 {command} alice :hi")
+    assert h.lines("alice") == [
+        f":{A} {command} alice hi",
+        f"@label=12345 :{A} {command} alice hi",
+    ]
+
+
+def test_labeled_tagmsg_to_self_labels_only_the_echo(h):
+    """The same rule for TAGMSG (irctest testLabeledTagMsgResponsesToSelf)."""
+    h.register("alice", caps=["echo-message", "batch", "labeled-response", "message-tags"])
+    h.send("alice", "@label=12345;+draft/reply=x TAGMSG alice")
+    lines = [strip_msgid(line) for line in h.lines("alice")]
+    assert lines == [
+        f"@+draft/reply=x :{A} TAGMSG alice",
+        f"@+draft/reply=x;label=12345 :{A} TAGMSG alice",
+    ]
+
+
+def test_message_to_self_without_echo_is_delivered_once_and_acked(h):
+    """Without echo-message the delivered copy is the only message, so the label goes on an ACK."""
+    h.register("alice", caps=["batch", "labeled-response"])
+    h.send("alice", "@label=x PRIVMSG alice :hi")
+    assert h.lines("alice") == [f":{A} PRIVMSG alice hi", "@label=x :irc.test ACK"]
+
+
+# message-tags size limit -----------------------------------------------------
+
+
+@pytest.fixture
+def tagged_room(h):
+    h.register("alice", caps=["message-tags", "echo-message"])
+    h.register("bob", caps=["message-tags"])
+    h.send("alice", "JOIN #test")
+    h.send("bob", "JOIN #test")
+    h.take("alice")
+    h.take("bob")
+    return h
+
+
+def test_client_tag_data_at_the_limit_is_relayed(tagged_room):
+    """message-tags: "Clients MUST NOT send messages with tag data exceeding 4094 bytes, this
+    includes tags with or without the client-only prefix." 4094 bytes exactly are accepted
+    (irctest testLengthLimits)."""
+    h = tagged_room
+    line = "@foo=bar;+baz=%s TAGMSG #test" % ("a" * 4081,)
+    assert line.index("TAGMSG") == 4096  # "@" + 4094 bytes of tag data + " "
+    h.send("alice", line)
+    expected = "@+baz=%s :%s TAGMSG #test" % ("a" * 4081, A)
+    assert [strip_msgid(x) for x in h.lines("alice")] == [expected]
+    assert [strip_msgid(x) for x in h.lines("bob")] == [expected]
+
+
+@pytest.mark.parametrize("command", ["TAGMSG #test", "PRIVMSG #test " + "b" * 495])
+def test_client_tag_data_over_the_limit_is_417(tagged_room, command):
+    """message-tags: "Servers MUST reject messages that exceed these limits by sending the
+    ERR_INPUTTOOLONG (417) numeric" -- counting every tag, not only client-only ones."""
+    h = tagged_room
+    h.send("alice", "@foo=bar;+baz=%s %s" % ("a" * 4082, command))
+    assert h.lines("alice") == [":irc.test 417 alice :Input line was too long"]
+    assert h.lines("bob") == []
+
+
+# KICK with several targets -----------------------------------------------------
+
+
+@pytest.fixture
+def four(h):
+    for name in ("foo", "bar", "baz", "qux"):
+        h.register(name)
+        h.send(name, "JOIN #chan")
+    for name in ("foo", "bar", "baz", "qux"):
+        h.take(name)
+    return h
+
+
+@pytest.mark.parametrize("channels", ["#chan", "#chan,#chan"])
+def test_kick_several_users(four, channels):
+    """RFC 2812 3.2.8: "there MUST be either one channel parameter and multiple user parameter, or
+    as many channel parameters as there are user parameters" (irctest testDoubleKickMessages)."""
+    h = four
+    h.send("foo", f"KICK {channels} bar,baz :bye")
+    kicks = [":foo!foo@127.0.0.1 KICK #chan bar bye", ":foo!foo@127.0.0.1 KICK #chan baz bye"]
+    assert h.lines("qux") == kicks
+    assert h.lines("foo") == kicks
+    assert {c.nick for c in h.server.registry.find_channel("#chan").members} == {"foo", "qux"}
+
+
+def test_kick_pairs_channels_with_users(h):
+    """Several channels go with the user in the same position."""
+    h.register("op")
+    h.register("u1")
+    h.register("u2")
+    for name, chans in (("op", "#a,#b"), ("u1", "#a"), ("u2", "#b")):
+        h.send(name, f"JOIN {chans}")
+    for name in ("op", "u1", "u2"):
+        h.take(name)
+    h.send("op", "KICK #a,#b u1,u2 :out")
+    assert h.lines("op") == [
+        ":op!op@127.0.0.1 KICK #a u1 out",
+        ":op!op@127.0.0.1 KICK #b u2 out",
+    ]
+
+
+def test_kick_mismatched_lists_and_too_many_targets(four):
+    h = four
+    h.send("foo", "KICK #chan,#chan bar")
+    assert h.lines("foo") == [":irc.test 461 foo KICK :Not enough parameters"]
+    h.send("foo", "KICK #chan a,b,c,d,e")
+    assert h.lines("foo") == [":irc.test 407 foo a,b,c,d,e :Too many targets (at most 4)"]
+    assert h.lines("bar") == []
+
+
+def test_kick_not_operator_answers_once_per_channel(four):
+    h = four
+    h.send("bar", "KICK #chan baz,qux")
+    assert h.lines("bar") == [":irc.test 482 bar #chan :You're not channel operator"]
+
+
+def test_targmax_advertises_kick_targets(h):
+    """Modern IRC, TARGMAX: the server advertises how many targets KICK takes."""
+    tokens = " ".join(h.server.isupport_tokens())
+    assert "KICK:4," in tokens
