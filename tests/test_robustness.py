@@ -1,0 +1,283 @@
+"""Robustness without sockets: flood control, connection limits, handler exceptions, timeouts, SendQ."""
+
+from __future__ import annotations
+
+import logging
+
+from ircd.dispatch import make_spec
+
+
+# flood control ------------------------------------------------------------------
+
+
+def test_flood_control_delays_past_the_burst(make_harness):
+    """Flood control (like Ergo's fakelag): a client may send ``burst`` commands at once, then
+    ``per_second``; an over-budget line is held back (handle_line returns the delay) and runs later."""
+    h = make_harness(flood={"burst": 3, "per_second": 2})
+    client = h.register("alice")
+    h.clock.advance(10)  # refill the bucket spent on registration
+    results = [h.server.handle_line(client, f"PING t{i}".encode()) for i in range(3)]
+    assert results == [None, None, None]
+    delay = h.server.handle_line(client, b"PING t3")
+    assert delay == 0.5
+    # the line was not run: retrying before the delay is still refused, after it succeeds
+    h.clock.advance(0.25)
+    assert h.server.handle_line(client, b"PING t3") == 0.25
+    h.clock.advance(0.25)
+    assert h.server.handle_line(client, b"PING t3") is None
+    h.server.flush_all()
+    assert h.lines("alice") == [f":irc.test PONG irc.test t{i}" for i in range(4)]
+
+
+def test_flood_control_free_commands(make_harness):
+    """PONG and QUIT cost nothing (answering the server or leaving is never held back)."""
+    h = make_harness(flood={"burst": 1, "per_second": 1})
+    client = h.register("alice")
+    h.clock.advance(10)
+    assert h.server.handle_line(client, b"PING a") is None
+    assert isinstance(h.server.handle_line(client, b"PING b"), float)
+    assert h.server.handle_line(client, b"PONG irc.test") is None
+    assert h.server.handle_line(client, b"QUIT :bye") is None
+    h.server.flush_all()
+    assert h.lines("alice") == [":irc.test PONG irc.test a", "ERROR :Closing link: 127.0.0.1 (Quit: bye)"]
+
+
+def test_flood_control_exempts_operators(make_harness):
+    """Flood control: "opers exempt" (flood.exempt_opers)."""
+    h = make_harness(flood={"burst": 1, "per_second": 1})
+    client = h.register("alice")
+    client.modes.add("o")
+    assert all(h.server.handle_line(client, f"PING {i}".encode()) is None for i in range(50))
+
+
+def test_flood_control_can_be_disabled(make_harness):
+    """flood.enabled = false turns the budget off."""
+    h = make_harness(flood={"enabled": False, "burst": 1})
+    client = h.register("alice")
+    assert all(h.server.handle_line(client, f"PING {i}".encode()) is None for i in range(50))
+
+
+def test_flood_of_one_client_does_not_hold_back_another(make_harness):
+    """A flood never blocks other clients: the budget is per session."""
+    h = make_harness(flood={"burst": 2, "per_second": 1})
+    alice = h.register("alice")
+    bob = h.register("bob")
+    h.clock.advance(10)
+    for i in range(2):
+        assert h.server.handle_line(alice, f"PING {i}".encode()) is None
+    assert isinstance(h.server.handle_line(alice, b"PING x"), float)
+    assert h.server.handle_line(bob, b"PING y") is None
+
+
+# connection limits ------------------------------------------------------------------
+
+
+def test_per_ip_connection_limit(make_harness):
+    """connections.max_per_ip: more concurrent connections from one address are refused with ERROR."""
+    h = make_harness(connections={"max_per_ip": 2})
+    assert h.connect("a", ip="192.0.2.1") is not None
+    assert h.connect("b", ip="192.0.2.1") is not None
+    assert h.connect("c", ip="192.0.2.1") is None
+    assert h.lines("c") == ["ERROR :Closing link: 192.0.2.1 (Too many connections from your IP address)"]
+    assert h.conns["c"].closed
+    # another address is unaffected, and a slot frees up when a client leaves
+    assert h.connect("d", ip="192.0.2.2") is not None
+    h.disconnect("a")
+    assert h.connect("e", ip="192.0.2.1") is not None
+
+
+def test_connection_throttle(make_harness):
+    """connections.throttle_count connections per throttle_window seconds from one address."""
+    h = make_harness(connections={"max_per_ip": 100, "throttle_count": 3, "throttle_window": 60})
+    for i in range(3):
+        assert h.connect(f"c{i}", ip="198.51.100.7") is not None
+        h.disconnect(f"c{i}")
+    assert h.connect("c3", ip="198.51.100.7") is None
+    assert h.lines("c3") == [
+        "ERROR :Closing link: 198.51.100.7 (Too many connections too quickly; try again later)"
+    ]
+    h.clock.advance(61)
+    assert h.connect("c4", ip="198.51.100.7") is not None
+
+
+def test_loopback_is_exempt_by_default(make_harness):
+    """connections.exempt_loopback (default true): local clients (tests, bouncers) are not limited."""
+    h = make_harness(connections={"max_per_ip": 1, "throttle_count": 1})
+    for i in range(5):
+        assert h.connect(f"l{i}", ip="127.0.0.1") is not None
+    assert h.connect("v6", ip="::1") is not None
+    h2 = make_harness(connections={"max_per_ip": 1, "exempt_loopback": False})
+    assert h2.connect("a", ip="127.0.0.1") is not None
+    assert h2.connect("b", ip="127.0.0.1") is None
+
+
+def test_server_full(make_harness):
+    """connections.max_clients caps the whole server."""
+    h = make_harness(connections={"max_clients": 2})
+    h.connect("a")
+    h.connect("b")
+    assert h.connect("c") is None
+    assert h.lines("c") == ["ERROR :Closing link: 127.0.0.1 (Server is full)"]
+
+
+# handler exceptions ------------------------------------------------------------------
+
+
+def _boom(ctx, msg):
+    """BOOM
+    Always fails (test command)."""
+    raise RuntimeError("kaboom")
+
+
+async def _aboom(ctx, msg):
+    """ABOOM
+    Always fails after an await (test command)."""
+    raise RuntimeError("async kaboom")
+
+
+def test_handler_exception_is_answered_and_logged(h, caplog):
+    """No handler exception reaches a client or kills the server: it is logged with the line that caused it
+    and answered with FAIL <verb> INTERNAL_ERROR."""
+    h.server.commands.add(make_spec("BOOM", _boom))
+    h.register("alice")
+    h.register("bob")
+    with caplog.at_level(logging.ERROR, logger="pircd"):
+        h.send("alice", "BOOM now please")
+    assert h.lines("alice") == [
+        ":irc.test FAIL BOOM INTERNAL_ERROR :The server could not process this command"
+    ]
+    [record] = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert "BOOM now please" in record.getMessage()
+    assert record.exc_info is not None and "kaboom" in str(record.exc_info[1])
+    # the server and the client keep working
+    h.send("alice", "PRIVMSG bob :still here")
+    assert h.lines("bob") == [":alice!alice@127.0.0.1 PRIVMSG bob :still here"]
+
+
+def test_async_handler_exception(h):
+    """The same for a handler that fails after an await; the label stays on the FAIL."""
+    h.server.commands.add(make_spec("ABOOM", _aboom))
+    h.register("alice", caps=["labeled-response", "batch"])
+    h.send("alice", "@label=L1 ABOOM")
+    assert h.lines("alice") == [
+        "@label=L1 :irc.test FAIL ABOOM INTERNAL_ERROR :The server could not process this command"
+    ]
+    h.send("alice", "PING ok")
+    assert h.lines("alice") == [":irc.test PONG irc.test ok"]
+
+
+def test_exception_log_redacts_secrets(h, caplog):
+    """Logs never carry a password: the parameters of PASS/OPER/AUTHENTICATE are cut."""
+    from ircd.server import _redact
+
+    assert _redact(b"OPER root hunter2") == b"OPER <redacted>"
+    assert _redact(b"@label=1 PASS hunter2") == b"@label=1 PASS <redacted>"
+    assert _redact(b"PRIVMSG NickServ :IDENTIFY hunter2") == b"PRIVMSG NickServ <redacted>"
+    assert _redact(b"PRIVMSG #a :hello") == b"PRIVMSG #a :hello"
+
+
+# line errors --------------------------------------------------------------------------
+
+
+def test_invalid_utf8_is_rejected_with_fail(h):
+    """IRCv3 UTF8ONLY: "the server MUST NOT relay content ... that contains invalid UTF-8 ... it SHOULD reply
+    with FAIL <command> INVALID_UTF8\""""
+    h.register("alice")
+    h.register("bob")
+    h.send("alice", b"PRIVMSG bob :caf\xe9")
+    assert h.lines("alice") == [
+        ":irc.test FAIL PRIVMSG INVALID_UTF8 :Message rejected, your message contained invalid UTF-8"
+    ]
+    assert h.lines("bob") == []
+
+
+def test_latin1_accepted_without_utf8only(make_harness):
+    """With server.utf8only = false, non-UTF-8 bytes are decoded as Latin-1 instead of rejected."""
+    h = make_harness(server={"utf8only": False})
+    h.register("alice")
+    h.register("bob")
+    h.send("alice", b"PRIVMSG bob :caf\xe9")
+    assert h.lines("bob") == [":alice!alice@127.0.0.1 PRIVMSG bob caf\u00e9"]
+
+
+def test_blank_and_sourced_lines(h):
+    """Empty lines are ignored; a source prefix sent by a client is ignored."""
+    h.register("alice")
+    h.send("alice", "")
+    h.send("alice", "   ")
+    h.send("alice", ":spoofed!x@y PING tok")
+    assert h.lines("alice") == [":irc.test PONG irc.test tok"]
+
+
+# timeouts (the tick) --------------------------------------------------------------------
+
+
+def test_registration_timeout(make_harness):
+    """A connection that does not register within timeouts.registration is closed."""
+    h = make_harness(timeouts={"registration": 30})
+    h.connect("a")
+    h.send("a", "NICK alice")
+    h.tick(29)
+    assert h.lines("a") == []
+    h.tick(2)
+    assert h.lines("a") == ["ERROR :Closing link: 127.0.0.1 (Registration timed out)"]
+    assert h.conns["a"].closed
+    h.register("b", nick="alice")
+
+
+def test_ping_timeout(make_harness):
+    """Ping timeout: an idle client is sent PING after ping_interval and closed with ``ERROR :Ping timeout``
+    when it does not answer within ping_timeout."""
+    h = make_harness(timeouts={"ping_interval": 60, "ping_timeout": 20})
+    h.register("alice")
+    h.register("bob")
+    h.send("alice", "JOIN #a")
+    h.send("bob", "JOIN #a")
+    h.take("alice")
+    h.take("bob")
+    h.tick(61)
+    assert h.lines("alice") == ["PING irc.test"]
+    assert h.lines("bob") == ["PING irc.test"]
+    h.send("bob", "PONG irc.test")
+    h.tick(21)
+    assert h.lines("alice") == ["ERROR :Closing link: 127.0.0.1 (Ping timeout: 82 seconds)"]
+    assert h.lines("bob") == [":alice!alice@127.0.0.1 QUIT :Ping timeout: 82 seconds"]
+
+
+def test_answering_ping_keeps_the_client(make_harness):
+    """Any line from the client (its PONG) resets the ping timer."""
+    h = make_harness(timeouts={"ping_interval": 60, "ping_timeout": 20})
+    h.register("alice")
+    for _ in range(5):
+        h.tick(61)
+        assert h.lines("alice") == ["PING irc.test"]
+        h.send("alice", "PONG irc.test")
+    assert not h.conns["alice"].closed
+
+
+# SendQ -----------------------------------------------------------------------------------
+
+
+def test_sendq_exceeded_closes_only_the_slow_reader(make_harness):
+    """SendQ: a bounded outbox per session; a reader that stops reading is disconnected with
+    ``ERROR :SendQ exceeded`` and never stalls the sender or the channel."""
+    h = make_harness(limits={"sendq": 8192}, flood={"enabled": False})
+    h.register("alice")
+    h.register("slow")
+    h.register("carol")
+    for name in ("alice", "slow", "carol"):
+        h.send(name, "JOIN #a")
+    for name in ("alice", "slow", "carol"):
+        h.take(name)
+    h.conns["slow"].backlog = 8000  # the kernel buffer is full: nothing drains
+    text = "x" * 400
+    for i in range(30):
+        h.send("alice", f"PRIVMSG #a :{i} {text}")
+    slow_lines = h.lines("slow")
+    assert slow_lines[-1] == "ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"
+    assert h.conns["slow"].closed
+    carol = h.lines("carol")
+    assert len(carol) == 30 + 1  # every message, and the QUIT of the slow reader
+    assert ":slow!slow@127.0.0.1 QUIT :SendQ exceeded" in carol
+    h.send("alice", "PING alive")
+    assert h.lines("alice")[-1] == ":irc.test PONG irc.test alive"
