@@ -157,6 +157,30 @@ def test_client_tags_relayed_and_server_tags_stripped(h):
     assert h.lines("carol") == [f":{A} PRIVMSG #a tagged"]
 
 
+def test_client_tag_data_at_the_limit_is_accepted(h):
+    """IRCv3 message-tags: "Clients MUST NOT send messages with tag data exceeding 4094 bytes, this includes
+    tags with or without the client-only prefix.\" (4094 bytes is allowed)."""
+    h.register("alice", caps=["message-tags"])
+    h.register("bob", caps=["message-tags"])
+    data = "+x=" + "y" * 4091
+    assert len(data) == 4094
+    h.send("alice", f"@{data} TAGMSG bob")
+    assert h.lines("alice") == []
+    [msg] = h.messages("bob")
+    assert msg.tags["+x"] == "y" * 4091
+
+
+def test_client_tag_data_over_the_limit_is_417(h):
+    """IRCv3 message-tags: "Servers MUST reply with the ERR_INPUTTOOLONG (417) error numeric if a client sends
+    a message with more tag data than the allowed limit.\" The limit counts every tag, client-only or not."""
+    h.register("alice", caps=["message-tags", "labeled-response"])
+    h.register("bob", caps=["message-tags"])
+    h.send("alice", "@+x=" + "y" * 4092 + " TAGMSG bob")
+    h.send("alice", "@label=1;+x=" + "y" * 4084 + " TAGMSG bob")
+    assert h.lines("alice") == [":irc.test 417 alice :Input line was too long"] * 2
+    assert h.lines("bob") == []
+
+
 def test_bot_tag(h):
     """IRCv3 bot mode: "the server MUST add the bot tag to messages ... sent by the bot" for clients with
     message-tags."""

@@ -97,6 +97,15 @@ def test_tags_over_8191_bytes_are_417(pair):
     assert [m.params[-1] for m in bob.sync()] == ["fine"]
 
 
+def test_client_tag_data_over_4094_bytes_is_417(pair):
+    """IRCv3 message-tags: "Clients MUST NOT send messages with tag data exceeding 4094 bytes\"; the rest of
+    the 8191-byte tag section is the server's."""
+    _, alice, bob = pair
+    alice.send("@+big=" + "t" * 5000 + " PRIVMSG bob :tagged")
+    assert [m.command for m in alice.sync()] == ["417"]
+    assert bob.sync() == []
+
+
 def test_invalid_utf8_is_fail_invalid_utf8(pair):
     """IRCv3 UTF8ONLY: "If a client sends invalid UTF-8 ... the server SHOULD send FAIL <command>
     INVALID_UTF8\" and must not relay it."""
