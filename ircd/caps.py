@@ -77,6 +77,7 @@ CORE_CAPS = [
     Capability("userhost-in-names", bit=USERHOST_IN_NAMES),
     Capability("standard-replies", bit=STANDARD_REPLIES),
     Capability("draft/no-implicit-names", bit=NO_IMPLICIT_NAMES),
+    Capability("extended-monitor", bit=EXTENDED_MONITOR),
 ]
 
 

@@ -67,6 +67,8 @@ class Server:
         self.timers = Timers(clock)
         self.clients: set[Client] = set()
         self.monitors: dict[str, set[Client]] = {}
+        # registered connections per logged-in account (folded): who is "visible"
+        self.by_account: dict[str, set[Client]] = {}
         self.ip_counts: dict[str, int] = {}
         self.throttle: dict[str, deque[float]] = {}
         self.isupport_extra: dict[str, str | None] = {}
@@ -337,6 +339,18 @@ class Server:
         peers.discard(client)
         return peers
 
+    def peers_with_cap(self, client: Client, bit: int) -> set[Client]:
+        """Who hears about a change to ``client`` that capability ``bit`` announces
+        (AWAY, ACCOUNT, CHGHOST, SETNAME): channel peers with the capability, plus
+        MONITOR watchers that have it and extended-monitor (IRCv3 extended-monitor).
+        A set, so a watcher that also shares a channel gets the line once."""
+        peers = {p for p in self.common_peers(client) if p.caps & bit}
+        watchers = self.monitors.get(client.nick_folded)
+        if watchers:
+            want = bit | C.EXTENDED_MONITOR
+            peers.update(w for w in watchers if w.caps & want == want and w is not client)
+        return peers
+
     def new_msgid(self) -> str:
         return self.ids.next()
 
@@ -394,6 +408,22 @@ class Server:
             if watcher is not client:
                 self.send_numeric(watcher, code, param)
 
+    # accounts ------------------------------------------------------------
+
+    def account_attached(self, client: Client) -> None:
+        """A registered client is now logged in to ``client.account_folded``."""
+        if client.account_folded is not None and client.registered:
+            self.by_account.setdefault(client.account_folded, set()).add(client)
+
+    def account_detached(self, client: Client, folded: str | None) -> None:
+        if folded is None:
+            return
+        clients = self.by_account.get(folded)
+        if clients is not None:
+            clients.discard(client)
+            if not clients:
+                del self.by_account[folded]
+
     # leaving -------------------------------------------------------------
 
     def disconnect(self, client: Client, reason: str, *, quit_message: str | None = None) -> None:
@@ -431,6 +461,7 @@ class Server:
         else:
             self.ip_counts.pop(client.ip, None)
         if client.registered:
+            self.account_detached(client, client.account_folded)
             peers = self.common_peers(client)
             if peers:
                 self.relay(peers, self.relay_from(client, "QUIT", quit_message))

@@ -160,3 +160,69 @@ def test_targmax_advertises_kick_targets(h):
     """Modern IRC, TARGMAX: the server advertises how many targets KICK takes."""
     tokens = " ".join(h.server.isupport_tokens())
     assert "KICK:4," in tokens
+
+
+# extended-monitor ----------------------------------------------------------------
+
+
+@pytest.fixture
+def watching(h):
+    """foo watches bar with MONITOR and shares no channel with it."""
+
+    def make(caps: list[str]):
+        h.register("foo", caps=caps)
+        h.register("bar")
+        h.send("foo", "MONITOR + bar")
+        assert h.lines("foo") == [":irc.test 730 foo bar!bar@127.0.0.1"]
+        return h
+
+    return make
+
+
+def test_extended_monitor_away(watching):
+    """extended-monitor: "If away-notify is also enabled, the client will get AWAY notifications
+    for monitored nicks." (irctest testExtendedMonitorAway)"""
+    h = watching(["extended-monitor", "away-notify"])
+    h.send("bar", "AWAY :afk")
+    assert h.lines("foo") == [":bar!bar@127.0.0.1 AWAY afk"]
+    h.send("bar", "AWAY")
+    assert h.lines("foo") == [":bar!bar@127.0.0.1 AWAY"]
+
+
+def test_extended_monitor_setname(watching):
+    """extended-monitor: "If setname is also enabled, the client will get SETNAME notifications
+    for monitored nicks." (irctest testExtendedMonitorSetName)"""
+    h = watching(["extended-monitor", "setname"])
+    h.send("bar", "SETNAME :new name")
+    assert h.lines("foo") == [":bar!bar@127.0.0.1 SETNAME :new name"]
+
+
+def test_extended_monitor_chghost(watching):
+    """extended-monitor: "If chghost is also enabled, the client will get CHGHOST notifications
+    for monitored nicks." """
+    from ircd.commands.query import change_host
+
+    h = watching(["extended-monitor", "chghost"])
+    change_host(h.server, h.clients["bar"], "bar", "example.org")
+    h.server.flush_all()
+    assert h.lines("foo") == [":bar!bar@127.0.0.1 CHGHOST bar example.org"]
+
+
+@pytest.mark.parametrize("caps", [["extended-monitor"], ["away-notify", "setname"]])
+def test_extended_monitor_needs_both_caps(watching, caps):
+    """Nothing without extended-monitor, and nothing without the notification's own capability
+    (irctest testExtendedMonitorAwayNoCap, testExtendedMonitorSetNameNoCap)."""
+    h = watching(caps)
+    h.send("bar", "AWAY :afk")
+    h.send("bar", "SETNAME :new name")
+    assert h.lines("foo") == []
+
+
+def test_extended_monitor_no_duplicate_for_channel_peers(watching):
+    """A watcher that also shares a channel gets the notification once."""
+    h = watching(["extended-monitor", "away-notify"])
+    h.send("foo", "JOIN #x")
+    h.send("bar", "JOIN #x")
+    h.take("foo")
+    h.send("bar", "AWAY :afk")
+    assert h.lines("foo") == [":bar!bar@127.0.0.1 AWAY afk"]

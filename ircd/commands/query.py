@@ -244,8 +244,7 @@ def handle_away(ctx: CommandContext, msg: Message) -> None:
         client.away = None
         reply.numeric(N.RPL_UNAWAY, "You are no longer marked as being away")
         relay = server.relay_from(client, "AWAY")
-    peers = [p for p in server.common_peers(client) if p.caps & C.AWAY_NOTIFY]
-    server.relay(peers, relay)
+    server.relay(server.peers_with_cap(client, C.AWAY_NOTIFY), relay)
     server.events.publish(AwayChanged(client))
 
 
@@ -262,7 +261,7 @@ def handle_setname(ctx: CommandContext, msg: Message) -> None:
     relay = server.relay_from(client, "SETNAME", realname)
     if client.caps & C.SETNAME:
         reply.relay(relay)
-    server.relay([p for p in server.common_peers(client) if p.caps & C.SETNAME], relay)
+    server.relay(server.peers_with_cap(client, C.SETNAME), relay)
 
 
 def change_host(server: "Server", client: "Client", user: str, host: str) -> None:
@@ -275,11 +274,10 @@ def change_host(server: "Server", client: "Client", user: str, host: str) -> Non
         return
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "CHGHOST", user, host)
-    peers = server.common_peers(client)
     if client.caps & C.CHGHOST:
         client.send(relay.for_client(client))
-    server.relay([p for p in peers if p.caps & C.CHGHOST], relay)
-    others = [p for p in peers if not p.caps & C.CHGHOST]
+    server.relay(server.peers_with_cap(client, C.CHGHOST), relay)
+    others = [p for p in server.common_peers(client) if not p.caps & C.CHGHOST]
     if others:
         server.relay(others, server.relay_from_prefix(old_prefix, client, "QUIT", "Changing host"))
         for channel in client.channels.values():
