@@ -88,9 +88,11 @@ class IRCClient:
     """A blocking line client for tests; ``sync()`` waits for the PONG of a fresh token."""
 
     def __init__(self, port: int, host: str = "127.0.0.1", *, tls: ssl.SSLContext | None = None,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, server_hostname: str | None = None) -> None:
         sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock: socket.socket = tls.wrap_socket(sock, server_hostname=host) if tls else sock
+        self.sock: socket.socket = (
+            tls.wrap_socket(sock, server_hostname=server_hostname or host) if tls else sock
+        )
         self.buf = b""
         self.closed = False
 
