@@ -82,10 +82,10 @@ def test_client_tag_data_at_the_limit_is_relayed(tagged_room):
     includes tags with or without the client-only prefix." 4094 bytes exactly are accepted
     (irctest testLengthLimits)."""
     h = tagged_room
-    line = "@foo=bar;+baz=%s TAGMSG #test" % ("a" * 4081,)
+    line = f"@foo=bar;+baz={'a' * 4081} TAGMSG #test"
     assert line.index("TAGMSG") == 4096  # "@" + 4094 bytes of tag data + " "
     h.send("alice", line)
-    expected = "@+baz=%s :%s TAGMSG #test" % ("a" * 4081, A)
+    expected = f"@+baz={'a' * 4081} :{A} TAGMSG #test"
     assert [strip_msgid(x) for x in h.lines("alice")] == [expected]
     assert [strip_msgid(x) for x in h.lines("bob")] == [expected]
 
@@ -95,7 +95,7 @@ def test_client_tag_data_over_the_limit_is_417(tagged_room, command):
     """message-tags: "Servers MUST reject messages that exceed these limits by sending the
     ERR_INPUTTOOLONG (417) numeric" -- counting every tag, not only client-only ones."""
     h = tagged_room
-    h.send("alice", "@foo=bar;+baz=%s %s" % ("a" * 4082, command))
+    h.send("alice", f"@foo=bar;+baz={'a' * 4082} {command}")
     assert h.lines("alice") == [":irc.test 417 alice :Input line was too long"]
     assert h.lines("bob") == []
 
@@ -226,3 +226,84 @@ def test_extended_monitor_no_duplicate_for_channel_peers(watching):
     h.take("foo")
     h.send("bar", "AWAY :afk")
     assert h.lines("foo") == [":bar!bar@127.0.0.1 AWAY afk"]
+
+
+# LIST with ELIST C M N T U ------------------------------------------------------
+
+
+@pytest.fixture
+def listed(h):
+    """#chan1 (foo, made at t0, topic at t0) and #chan2 (foo and bar, made 3 minutes later)."""
+    h.register("foo")
+    h.register("bar")
+    h.register("baz")
+    h.send("foo", "JOIN #chan1")
+    h.send("foo", "TOPIC #chan1 :First")
+    h.clock.advance(180)
+    h.send("foo", "JOIN #chan2")
+    h.send("bar", "JOIN #chan2")
+    h.clock.advance(60)
+    for name in ("foo", "bar", "baz"):
+        h.take(name)
+    return h
+
+
+def listed_names(h, line: str) -> list[str]:
+    h.send("baz", line)
+    msgs = h.messages("baz")
+    assert msgs[0].command == "321" and msgs[-1].command == "323", msgs
+    return sorted(m.params[1] for m in msgs if m.command == "322")
+
+
+@pytest.mark.parametrize(
+    "terms, expected",
+    [
+        ("*an1", ["#chan1"]),  # M (irctest testListMask)
+        ("#c*n2", ["#chan2"]),
+        ("#ch*", ["#chan1", "#chan2"]),
+        ("*an3", []),
+        ("!*an1", ["#chan2"]),  # N (irctest testListNotMask)
+        ("!#ch*", []),
+        ("#chan1,*an2", ["#chan1", "#chan2"]),  # names and masks add up
+        (">1", ["#chan2"]),  # U
+        ("<2", ["#chan1"]),
+        ("C>2", ["#chan1"]),  # C: created more than 2 minutes ago
+        ("C<2", ["#chan2"]),
+        ("C<0", []),
+        ("C>0", ["#chan1", "#chan2"]),
+        ("T>2", ["#chan1"]),  # T: only channels with a topic
+        ("T<2", []),
+        ("#ch*,>1", ["#chan2"]),  # conditions all hold
+        ("#chan1,#nope", ["#chan1"]),
+    ],
+)
+def test_list_elist_terms(listed, terms, expected):
+    """Modern IRC ELIST: "M: Searching based on mask. N: Searching based on a non-matching mask.
+    C: ... created either less than `val` minutes ago, or more than `val` minutes ago.
+    T: ... topic time that was set less than `val` minutes ago, or more than `val` minutes ago.
+    U: ... user count"; the time terms read as in ircdocs/modern-irc#171."""
+    assert listed_names(listed, f"LIST {terms}") == expected
+
+
+def test_list_masks_hide_secret_channels(listed):
+    h = listed
+    h.send("foo", "MODE #chan2 +s")
+    assert listed_names(h, "LIST #ch*") == ["#chan1"]
+
+
+def test_isupport_elist(h):
+    assert "ELIST=CMNTU" in h.server.isupport_tokens()
+
+
+# LINKS ------------------------------------------------------------------------
+
+
+def test_links_lists_this_server(h):
+    """RFC 2812 3.4.5: "a server must send replies back using the RPL_LINKS numeric and mark the
+    end of the list using an RPL_ENDOFLINKS reply" (irctest testLinksSingleServer)."""
+    h.register("alice")
+    h.send("alice", "LINKS")
+    assert h.lines("alice") == [
+        ":irc.test 364 alice irc.test irc.test :0 pircd IRC server",
+        ":irc.test 365 alice * :End of /LINKS list",
+    ]

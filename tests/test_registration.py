@@ -61,7 +61,7 @@ def test_isupport_tokens(h):
 
 CORE_ISUPPORT = {
         "AWAYLEN": "390", "BOT": "B", "CASEMAPPING": "rfc1459", "CHANLIMIT": "#:100",
-        "CHANMODES": "beI,k,l,imnst", "CHANNELLEN": "64", "CHANTYPES": "#", "ELIST": "U", "EXCEPTS": "e",
+        "CHANMODES": "beI,k,l,imnst", "CHANNELLEN": "64", "CHANTYPES": "#", "ELIST": "CMNTU", "EXCEPTS": "e",
         "HOSTLEN": "64", "INVEX": "I", "KICKLEN": "390", "MAXLIST": "beI:100", "MAXTARGETS": "4",
         "MODES": "6", "MONITOR": "100", "NETWORK": "TestNet", "NICKLEN": "32", "PREFIX": "(qov)~@+",
         "SAFELIST": "", "STATUSMSG": "~@+",

@@ -9,6 +9,7 @@ from ircd.channel import CHANNEL_TYPES, Channel, prefix_of
 from ircd.dispatch import CommandContext, command
 from ircd.events import Joined, Kicked, Parted, TopicChanged
 from ircd.proto import numerics as N
+from ircd.proto.elist import parse_list_query
 from ircd.proto.lines import Message
 from ircd.replies import Relay, ReplyBuffer
 
@@ -267,39 +268,24 @@ def handle_names(ctx: CommandContext, msg: Message) -> None:
 # LIST ----------------------------------------------------------------------
 
 
-def _list_filter(params: list[str]):
-    """ELIST U conditions (``>n``, ``<n``); returns a predicate on the member count."""
-    low, high = -1, None
-    for cond in params:
-        try:
-            if cond.startswith(">"):
-                low = max(low, int(cond[1:]))
-            elif cond.startswith("<"):
-                value = int(cond[1:])
-                high = value if high is None else min(high, value)
-        except ValueError:
-            continue
-    return lambda n: n > low and (high is None or n < high)
-
-
 @command("LIST")
 def handle_list(ctx: CommandContext, msg: Message) -> None:
-    """LIST [<channel>{,<channel>} | <condition>{,<condition>}]
-    Lists channels with their member counts and topics. Conditions: >N and <N (members)."""
+    """LIST [<term>{,<term>}]
+    Lists channels with their member counts and topics. Terms: channel names, masks (#ch*),
+    !mask (not matching), >N and <N (members), C<N and C>N (created less/more than N minutes
+    ago), T<N and T>N (topic set less/more than N minutes ago)."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     reply.numeric(N.RPL_LISTSTART, "Channel", "Users  Name")
-    params = msg.params[0].split(",") if msg.params and msg.params[0] else []
-    if params and all(p[:1] in "<>" for p in params):
-        count_ok = _list_filter(params)
-        channels = [ch for ch in server.registry.channels.values() if count_ok(len(ch.members))]
-    elif params:
-        channels = []
-        for name in params:
-            channel = server.find_channel(name, client)
-            if channel is not None:
-                channels.append(channel)
+    query = parse_list_query(msg.params, server.casefold)
+    if query.only_names:
+        found = (server.find_channel(name, client) for name in query.names)
+        channels = [ch for ch in found if ch is not None]
     else:
-        channels = list(server.registry.channels.values())
+        now = server.clock()
+        channels = [
+            ch for ch in server.registry.channels.values()
+            if query.matches(ch.folded, len(ch.members), ch.created, ch.topic_time if ch.topic else 0, now)
+        ]
     for channel in channels:
         if not server.visibility.channel_listed_for(client, channel):
             continue

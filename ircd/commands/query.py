@@ -299,6 +299,17 @@ def handle_version(ctx: CommandContext, msg: Message) -> None:
     send_isupport(ctx.server, ctx.reply)
 
 
+@command("LINKS")
+def handle_links(ctx: CommandContext, msg: Message) -> None:
+    """LINKS
+    Lists the servers of the network; pircd is a network of one server."""
+    server = ctx.server
+    # RFC 2812 RPL_LINKS "<mask> <server> :<hopcount> <server info>": the one server
+    # links to itself, as deployed servers answer (and irctest expects).
+    ctx.reply.numeric(N.RPL_LINKS, server.name, server.name, f"0 {server.config.server.description}")
+    ctx.reply.numeric(N.RPL_ENDOFLINKS, "*", "End of /LINKS list")
+
+
 @command("TIME")
 def handle_time(ctx: CommandContext, msg: Message) -> None:
     """TIME [<server>]

@@ -58,7 +58,7 @@ def build_isupport(server: "Server") -> list[str]:
         "CHANMODES": "beI,k,l,imnst",
         "CHANNELLEN": lim.channellen,
         "CHANTYPES": CHANNEL_TYPES,
-        "ELIST": "U",
+        "ELIST": "CMNTU",
         "EXCEPTS": "e",
         "HOSTLEN": 64,
         "INVEX": "I",
