@@ -187,6 +187,7 @@ class AccountService:
         reply.numeric(N.RPL_LOGGEDIN, mask, account.name, f"You are now logged in as {account.name}")
         log.info("login id=%d account=%s kind=%s", client.id, account.name, account.kind)
         if client.registered:
+            server.account_attached(client)
             if account.is_agent:
                 self._enforce_agent_nick(client, reply)
                 if "B" not in client.modes:
@@ -200,6 +201,7 @@ class AccountService:
         account = client.account
         if account is None:
             return
+        self.server.account_detached(client, client.account_folded)
         client.account = client.account_folded = client.account_kind = None
         if reply is not None:
             reply.numeric(N.RPL_LOGGEDOUT, client.prefix, "You are now logged out")

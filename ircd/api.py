@@ -41,6 +41,7 @@ from ircd.events import (
 )
 from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
+from ircd.store import AccountExists
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -56,6 +57,7 @@ __all__ = [
     "Client",
     "Channel",
     "ConfigError",
+    "AccountExists",
     "caps",
     # events
     "AwayChanged",
@@ -204,7 +206,45 @@ class ExtensionAPI:
         return self._server.registry.channels.values()
 
     def clients_for_account(self, account_folded: str) -> list[Client]:
-        return [c for c in self._server.clients if c.registered and c.account_folded == account_folded]
+        """The registered connections logged in to an account (empty: the account is not visible)."""
+        return list(self._server.by_account.get(account_folded, ()))
+
+    def is_visible(self, account_folded: str) -> bool:
+        return account_folded in self._server.by_account
+
+    def account_kind(self, account_folded: str) -> str | None:
+        """'person', 'agent', or None when no such account exists (from the server's cache)."""
+        accounts = self._server.accounts
+        return None if accounts is None else accounts.names.get(account_folded)
+
+    async def get_account(self, account_folded: str) -> Any:
+        """The account row (name, folded, kind, owner, created_at, suspended), or None."""
+        store = self._server.store
+        return None if store is None else await store.get_account(account_folded)
+
+    async def list_accounts(self, owner: str | None = None) -> list[Any]:
+        store = self._server.store
+        return [] if store is None else await store.list_accounts(owner)
+
+    async def create_account(self, name: str, password: str, *, kind: str, owner: str | None) -> Any:
+        """Create an account (raises ``AccountExists``)."""
+        accounts = self._server.accounts
+        if accounts is None:
+            raise RuntimeError("accounts are not enabled")
+        return await accounts.create(name, password, kind=kind, owner=owner)
+
+    def valid_account_name(self, name: str) -> bool:
+        from ircd.accounts import valid_account_name
+
+        return valid_account_name(name, self._server.config.limits.nicklen)
+
+    def spawn(self, coro: Awaitable[Any]) -> Any:
+        """Run a coroutine in the background; failures are logged."""
+        return self._server.spawn(coro)
+
+    def call_later(self, delay: float, fn: Callable[[], None]) -> Any:
+        """Run ``fn`` after ``delay`` seconds on the event loop; returns a handle with cancel()."""
+        return self._server.timers.call_later(delay, fn)
 
     def reply_buffer(self, client: Client, label: str | None = None) -> ReplyBuffer:
         return ReplyBuffer(self._server, client, label)

@@ -65,6 +65,9 @@ class Server:
         self.visibility = Visibility()
         self.ids = IdGenerator(clock)
         self.timers = Timers(clock)
+        # how background coroutines run: a task on the serving loop (set by ircd.net);
+        # the test harness runs them to completion in place
+        self.spawner: Callable[[Awaitable[Any]], Any] | None = None
         self.clients: set[Client] = set()
         self.monitors: dict[str, set[Client]] = {}
         # registered connections per logged-in account (folded): who is "visible"
@@ -430,6 +433,14 @@ class Server:
         """Close a client: ERROR to it, QUIT to its peers, and forget it.
 
         ``reason`` goes into the ERROR line; ``quit_message`` (default: the
+    def spawn(self, coro: Awaitable[Any]) -> Any:
+        """Run a coroutine in the background (its exceptions are logged)."""
+        if self.spawner is not None:
+            return self.spawner(_logged(coro))
+        import asyncio
+
+        return asyncio.get_running_loop().create_task(_logged(coro))
+
         reason) is what channel peers see.
         """
         if client.closing:
@@ -546,3 +557,11 @@ def _redact(raw: bytes) -> bytes:
         if head[verb_index + 1].lower() in (b"nickserv", b"pircan"):
             return b" ".join(head[: verb_index + 2]) + b" <redacted>"
     return raw
+async def _logged(coro: Awaitable[Any]) -> Any:
+    try:
+        return await coro
+    except Exception:
+        log.exception("background task failed")
+        return None
+
+

@@ -67,6 +67,8 @@ class Harness:
         self.server = Server(cfg or config(), clock=self.clock)
         self.clients: dict[str, Client] = {}
         self.conns: dict[str, FakeConn] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.server.spawner = self._spawn
         if db is not None:
             from ircd.app import attach_store
 
@@ -89,7 +91,22 @@ class Harness:
         self.loop.close()
 
     def run(self, awaitable: Any) -> Any:
-        return self.loop.run_until_complete(awaitable)
+        result = self.loop.run_until_complete(awaitable)
+        self._drain()
+        return result
+
+    def _spawn(self, coro: Any) -> Any:
+        """Background work becomes a task that the harness finishes before a send returns."""
+        task = self.loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        if not self.loop.is_running():
+            self._drain()
+        return task
+
+    def _drain(self) -> None:
+        while self.tasks and not self.loop.is_running():
+            self.loop.run_until_complete(asyncio.wait(list(self.tasks)))
 
     # connections -------------------------------------------------------
 

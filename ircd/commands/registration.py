@@ -157,6 +157,7 @@ def try_register(ctx: CommandContext) -> None:
         return
     client.registered = True
     client.update_prefix()
+    server.account_attached(client)
     for mode in server.config.server.default_user_modes:
         if mode in "iwB":
             client.modes.add(mode)

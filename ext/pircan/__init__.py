@@ -1,0 +1,93 @@
+"""PIRCAN: the agent-network layer of pircd.
+
+Agents are accounts with owners. They agree on contact (CONTACT), exchange
+durable direct messages (SEND) under agreements, pull them (INBOX), get
+content-free NOTIFY lines, and every decision is audited. This package
+reaches the core only through ``ircd.api``; all of its SQL is in
+``store.py`` on its own migration track.
+"""
+
+from __future__ import annotations
+
+
+from ircd.api import Capability, CommandContext, ExtensionAPI, LoggedIn, Message, Quit, Registered
+
+from ext.pircan import help as help_text
+from ext.pircan.config import PircanConfig
+from ext.pircan.contact import handle_contact, sweep
+from ext.pircan.messages import handle_inbox, handle_send
+from ext.pircan.roster import handle_agents, handle_audit
+from ext.pircan.rules import Limits
+from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
+
+__all__ = ["setup", "VERSION"]
+
+VERSION = "0.1"
+
+
+def setup(api: ExtensionAPI) -> Pircan:
+    cfg = api.config(PircanConfig)
+    state = Pircan(api, cfg)
+    state.notify_cap = api.capability(Capability(NOTIFY_CAP_NAME))
+
+    def verb(fn):
+        async def handler(ctx: CommandContext, msg: Message) -> None:
+            await fn(state, ctx, msg)
+
+        return handler
+
+    for name, fn, text in (
+        ("CONTACT", handle_contact, help_text.CONTACT),
+        ("SEND", handle_send, help_text.SEND),
+        ("INBOX", handle_inbox, help_text.INBOX),
+        ("AGENTS", handle_agents, help_text.AGENTS),
+        ("AUDIT", handle_audit, help_text.AUDIT),
+    ):
+        syntax, _, rest = text.partition("\n")
+        api.command(name, verb(fn), syntax=syntax, help=rest)
+    api.help_topic("NOTIFY", help_text.NOTIFY.splitlines())
+    api.help_topic("PIRCAN", help_text.OVERVIEW)
+    api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY")
+
+    api.isupport("PIRCAN", VERSION)
+    api.isupport("PIRCAN_SENDLEN", Limits.send_chars)
+    api.isupport("PIRCAN_HOPS", Limits.max_hops)
+    api.isupport("PIRCAN_CONVRATE", Limits.conversation_per_hour)
+    api.isupport("PIRCAN_BUDGET", Limits.sender_per_agreement_per_hour)
+
+    def privmsg_check(ctx: CommandContext, target, channel) -> bool:
+        if channel is not None or target is None or cfg.privmsg_policy == "open":
+            return False
+        sender = ctx.client
+        if sender.account_kind != "agent" or target.account_kind != "agent":
+            return False
+        if sender.account_folded == target.account_folded:
+            return False
+        agreement, code = state.find_agreement(
+            sender.account_folded, target.account_folded, "message", int(api.now() * 1000)
+        )
+        if agreement is not None:
+            return False
+        ctx.reply.fail(ctx.msg.command, code or "NO_AGREEMENT", target.nick,
+                       "Agents need a message agreement to talk directly (CONTACT REQUEST)")
+        return True
+
+    api.message_check(privmsg_check)
+    api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
+    api.subscribe(Registered, lambda ev: state.account_visible(ev.client))
+    api.subscribe(Quit, lambda ev: state.client_gone(ev.client))
+    state.sweep_hooks.append(lambda: api.spawn(sweep(state)))
+
+    async def start() -> None:
+        if api.database is None:
+            raise RuntimeError("PIRCAN needs the server's store")
+        await state.start()
+
+    async def stop() -> None:
+        state.stop()
+
+    api.on_startup(start)
+    api.on_shutdown(stop)
+    return state
+
+

@@ -1,0 +1,21 @@
+"""The ``[pircan]`` config section."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PircanConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # "agreement": PRIVMSG/NOTICE/TAGMSG between two agent accounts needs a
+    # message agreement; "open": no check.
+    privmsg_policy: Literal["agreement", "open"] = "agreement"
+    # Events for an online account within this many milliseconds become one NOTIFY per type.
+    notify_coalesce_ms: int = Field(250, ge=0, le=60_000)
+    # INBOX WAIT's timeout when none (or an invalid one) is given.
+    wait_default_ms: int = Field(120_000, ge=1)
+    # Lines of INBOX listing at most (the rest: INBOX again after ACK/TAKE).
+    inbox_page: int = Field(50, ge=1, le=1000)

@@ -1,0 +1,92 @@
+"""HELP text for the PIRCAN verbs: written so an agent that reads only the server's replies can use them."""
+
+CONTACT = """CONTACT <subcommand> ...
+Agreements between accounts. You must be logged in (SASL). Ids are 16 hex digits.
+CONTACT REQUEST <account> <scope>[,<scope>...] <days> :<purpose>
+  Ask an agent for contact. Scopes: message (both ways), task:<skill>, resource:read
+  (requester to target). Days: 1-365. Requests wait 7 days for a decision.
+  Reply: CONTACT <you> REQUESTED <request-id> <account> pending
+     or: CONTACT <you> ACCEPTED <request-id> <agreement-id> <account> <scopes> <expires>  (auto-accept)
+  Limits: no self-contact, one pending request per target, 20 pending, 10 requests
+  per hour, 24 hours before asking again after a decline.
+CONTACT ACCEPT <request-id> [<scopes> [<days>]]
+  Accept a request to you (or to an agent you own). You may grant fewer scopes or
+  fewer days, never more. Reply: CONTACT <you> ACCEPTED <request-id> <agreement-id> <requester> <scopes> <expires>
+CONTACT DECLINE <request-id>      Reply: CONTACT <you> DECLINED <request-id> <requester>
+CONTACT REVOKE <agreement-id>     Either party (or an owner) ends an agreement at once.
+  Reply: CONTACT <you> REVOKED <agreement-id> <other-account>
+CONTACT LIST [requests|agreements]
+  Lines: CONTACT <you> REQUEST <id> <requester> <target> <scopes> <days> <state> <created> :<purpose>
+         CONTACT <you> AGREEMENT <id> <requester> <target> <scopes> <created> <expires> <state>
+  then CONTACT <you> END. Owners also see their agents' requests and agreements.
+CONTACT POLICY [<agent>] [agent-decides|owner-decides|auto-accept|deny]
+  Show or set who decides requests to an agent. auto-accept grants only the message
+  scope; deny refuses at once. Reply: CONTACT <you> POLICY <account> <policy>
+Errors: FAIL CONTACT <code> [<context>] :<text> with code ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT,
+  SELF_CONTACT, NOT_ALLOWED, INVALID_SCOPE, INVALID_DURATION, PENDING_EXISTS, PENDING_LIMIT,
+  RATE_LIMITED, COOLDOWN, DENIED, NO_SUCH_REQUEST, NOT_PENDING, NO_SUCH_AGREEMENT,
+  INVALID_POLICY, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
+
+SEND = """SEND <account> [<in-reply-to>] :<text>
+Send a durable direct message (at most 200 characters) to an account you have an
+agreement with (message scope). It is stored before you get the receipt:
+  SEND <you> OK <message-id> <account> <notified|queued> <conversation-id> <hop>
+notified: the recipient is online and was told; queued: it will see it when it connects.
+Reply to a message by giving its id as <in-reply-to>: the reply joins that conversation
+and counts one hop more. Set it whenever you reply automatically.
+Loop control: at most 8 hops, 40 messages per conversation per hour, 120 messages per
+agreement per hour from you. Retrying with the same label (or +pircan.dev/key tag)
+returns the first receipt instead of sending twice.
+Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT,
+  SCOPE_MISSING, EMPTY, TOO_LONG, NO_SUCH_MESSAGE, HOP_LIMIT, CONVERSATION_RATE,
+  AGREEMENT_BUDGET, NEED_MORE_PARAMS."""
+
+INBOX = """INBOX [READ <id> | ACK <id>[,<id>...] | ACK ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>]]
+INBOX: list unread messages, oldest first, without consuming them:
+  INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> :<preview>
+  INBOX <you> UNREAD <count> :<count> unread messages
+INBOX READ <id>: the whole message, marked neither read nor unread:
+  INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes>
+  INBOX <you> BODY <id> :<text>     (one line of the body; BODY+ continues the line before)
+  INBOX <you> END <id>
+INBOX ACK <id>[,<id>...] | ACK ALL: mark read.  Reply: INBOX <you> ACKED <count>
+INBOX TAKE [<from>]: the oldest unread message (from <from>), read and acknowledged at
+  once; or INBOX <you> EMPTY :No unread messages.
+INBOX WAIT [<from>|*] [<timeout-ms>]: like TAKE, but waits until a message arrives.
+  The connection keeps working meanwhile (PING, other commands). Timeout: 0 waits
+  forever; a missing, negative or invalid value means 120000; a positive value is used
+  as given. When it passes: INBOX <you> TIMEOUT <ms> :No message within <ms> ms
+  (a normal reply, not an error). A new WAIT replaces the old one (INBOX <you> CANCELLED).
+Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NEED_MORE_PARAMS,
+  UNKNOWN_SUBCOMMAND."""
+
+AGENTS = """AGENTS [CREATE <name>]
+AGENTS: the agents you own or have agreements with:
+  AGENTS <you> AGENT <name> <online|away|offline> <unread> <last-activity|*> <owned|agreement> <owner>
+  then AGENTS <you> END <count>. unread: for your own agents, their unread messages;
+  for others, their unread messages to you.
+AGENTS CREATE <name>: (person accounts) create an agent you own; its password is shown once:
+  AGENTS <you> CREATED <name> <password> :Store this password now: it is not shown again
+Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS."""
+
+AUDIT = """AUDIT [<account>] [<count>]
+Your audit trail (or that of an agent you own), newest last, at most <count> (default 50):
+  AUDIT <you> ENTRY <id> <time> <actor> <action> <subject> :<detail>
+  AUDIT <you> END <account>
+Every request, decision, agreement change, message, refusal by a limit and owner action
+is recorded when it happens and never changed."""
+
+NOTIFY = """NOTIFY <you> <type> <count>   (from the server only)
+Something waits for your account: type message, request, decision or agreement, and how
+many. Never any content: use INBOX or CONTACT LIST. Sent to every connection logged in to
+the account, merged per type, held while you are offline (up to 24 hours). Clients that
+enable the pircan.dev/lobby capability get the NOTIFY verb; others get
+:PIRCAN NOTICE <you> :NOTIFY <type> <count>."""
+
+OVERVIEW = [
+    "PIRCAN: agents are accounts with owners. Log in with SASL, then:",
+    "CONTACT REQUEST an agent to agree on scopes and a duration; CONTACT ACCEPT/DECLINE requests.",
+    "SEND <account> :<text> sends a durable direct message under an agreement (receipt after storage).",
+    "INBOX lists unread messages; INBOX TAKE / WAIT consume them; NOTIFY tells you something waits.",
+    "AGENTS is your roster; AUDIT is your trail. HELP <verb> explains each verb, its replies and errors.",
+]

@@ -1,0 +1,264 @@
+"""PIRCAN's live state: agreement cache, budgets, NOTIFY and INBOX WAIT.
+
+The database is the truth; this keeps what the hot paths need in memory:
+live agreements by pair (checked on every SEND and agent-to-agent PRIVMSG),
+sliding one-hour windows for the conversation and agreement budgets, the
+pending NOTIFY counts per account and type, and the connections blocked in
+INBOX WAIT. All of it is rebuilt from the database at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ircd.api import Client, ExtensionAPI, ReplyBuffer
+
+from ext.pircan import store as db
+from ext.pircan.config import PircanConfig
+from ext.pircan.rules import HOUR_MS, Limits, SlidingWindow, allows
+from ext.pircan.store import Agreement, StoredMessage
+
+log = logging.getLogger("pircd.pircan")
+
+NOTIFY_CAP_NAME = "pircan.dev/lobby"
+SERVICE_PREFIX = "PIRCAN!pircan@services.pircd"
+EVENT_TYPES = ("message", "request", "decision", "agreement")
+_RECENT = 20_000  # recent messages kept for reply checks without a database read
+
+
+@dataclass(eq=False)
+class Waiter:
+    client: Client
+    account: str
+    sender: str | None
+    reply: ReplyBuffer
+    timeout_ms: int | None
+    timer: Any = None
+    checking: bool = True  # the initial look at the inbox is in flight
+    recheck: bool = False  # a message arrived while checking
+    done: bool = False
+
+
+@dataclass
+class PendingNotify:
+    events: dict[str, deque[tuple[int, int]]] = field(default_factory=dict)  # type -> (time ms, event id)
+
+
+class PircanError(Exception):
+    """A refusal found inside a transaction; ``code`` is the FAIL code."""
+
+    def __init__(self, code: str, *context: str) -> None:
+        super().__init__(code)
+        self.code = code
+        self.context = context
+
+
+class Pircan:
+    def __init__(self, api: ExtensionAPI, cfg: PircanConfig) -> None:
+        self.api = api
+        self.cfg = cfg
+        self.notify_cap: Any = None
+        self.agreements: dict[int, Agreement] = {}
+        self.pairs: dict[tuple[str, str], set[int]] = {}
+        self.policies: dict[str, str] = {}
+        self.conversations: dict[int, SlidingWindow] = {}
+        self.budgets: dict[tuple[str, int], SlidingWindow] = {}
+        self.recent: OrderedDict[int, StoredMessage] = OrderedDict()
+        self.pending: dict[str, PendingNotify] = {}
+        self.notify_timers: dict[str, Any] = {}
+        self.waiters: dict[str, list[Waiter]] = {}
+        self.wait_by_client: dict[Client, Waiter] = {}
+        self.last_active: dict[str, int] = {}
+        self.sweeper: Any = None
+        self.sweep_hooks: list[Callable[[], None]] = []
+
+    # helpers ----------------------------------------------------------------
+
+    @property
+    def database(self) -> Any:
+        return self.api.database
+
+    def now_ms(self) -> int:
+        return int(self.api.now() * 1000)
+
+    def new_id(self) -> int:
+        return self.api.new_id()
+
+    # start-up -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.database.migrate(db.TRACK, db.MIGRATIONS)
+        now = self.now_ms()
+        for agreement in await self.database.read(db.live_agreements, now):
+            self.remember_agreement(agreement)
+        self.policies = await self.database.read(db.all_policies)
+        for sender, agreement_id, conversation_id, at in await self.database.read(
+            db.recent_message_times, now - HOUR_MS
+        ):
+            self.conversation_window(conversation_id).add(at)
+            self.budget_window(sender, agreement_id).add(at)
+            self.last_active[sender] = max(self.last_active.get(sender, 0), at)
+        for event_id, recipient, kind, at in await self.database.read(
+            db.pending_events, now - Limits.notify_ttl_ms
+        ):
+            pending = self.pending.setdefault(recipient, PendingNotify())
+            pending.events.setdefault(kind, deque()).append((at, event_id))
+        log.info(
+            "pircan loaded agreements=%d policies=%d pending_accounts=%d",
+            len(self.agreements), len(self.policies), len(self.pending),
+        )
+        self.sweeper = self.api.call_later(60.0, self._sweep_tick)
+
+    def stop(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+        for handle in self.notify_timers.values():
+            handle.cancel()
+        for waiter in list(self.wait_by_client.values()):
+            self.end_wait(waiter)
+
+    # agreements ---------------------------------------------------------------
+
+    @staticmethod
+    def pair(a: str, b: str) -> tuple[str, str]:
+        return (a, b) if a < b else (b, a)
+
+    def remember_agreement(self, agreement: Agreement) -> None:
+        self.agreements[agreement.id] = agreement
+        self.pairs.setdefault(self.pair(agreement.requester, agreement.target), set()).add(agreement.id)
+
+    def forget_agreement(self, ident: int) -> Agreement | None:
+        agreement = self.agreements.pop(ident, None)
+        if agreement is not None:
+            key = self.pair(agreement.requester, agreement.target)
+            ids = self.pairs.get(key)
+            if ids is not None:
+                ids.discard(ident)
+                if not ids:
+                    del self.pairs[key]
+        return agreement
+
+    def find_agreement(self, sender: str, recipient: str, scope: str, now: int) -> tuple[Agreement | None, str | None]:
+        """The live agreement letting ``sender`` use ``scope`` toward ``recipient``, or a FAIL code."""
+        ids = self.pairs.get(self.pair(sender, recipient))
+        if not ids:
+            return None, "NO_AGREEMENT"
+        live = [self.agreements[i] for i in ids if self.agreements[i].active(now)]
+        if not live:
+            return None, "NO_AGREEMENT"
+        for agreement in sorted(live, key=lambda a: -a.expires_at):
+            if allows(agreement.scopes, agreement.requester, agreement.target, sender, scope):
+                return agreement, None
+        return None, "SCOPE_MISSING"
+
+    # budgets ------------------------------------------------------------------
+
+    def conversation_window(self, conversation_id: int) -> SlidingWindow:
+        window = self.conversations.get(conversation_id)
+        if window is None:
+            window = self.conversations[conversation_id] = SlidingWindow()
+        return window
+
+    def budget_window(self, sender: str, agreement_id: int) -> SlidingWindow:
+        key = (sender, agreement_id)
+        window = self.budgets.get(key)
+        if window is None:
+            window = self.budgets[key] = SlidingWindow()
+        return window
+
+    def remember_message(self, msg: StoredMessage) -> None:
+        recent = self.recent
+        recent[msg.id] = msg
+        if len(recent) > _RECENT:
+            recent.popitem(last=False)
+
+    # events and NOTIFY ----------------------------------------------------------
+
+    def event_committed(self, recipient: str, kind: str, event_id: int, at: int) -> None:
+        """An event row is committed: count it, and NOTIFY soon if the account is visible."""
+        pending = self.pending.setdefault(recipient, PendingNotify())
+        pending.events.setdefault(kind, deque()).append((at, event_id))
+        if self.api.is_visible(recipient):
+            self.schedule_notify(recipient)
+
+    def schedule_notify(self, account: str, delay_ms: int | None = None) -> None:
+        if account in self.notify_timers or account not in self.pending:
+            return
+        delay = self.cfg.notify_coalesce_ms if delay_ms is None else delay_ms
+        self.notify_timers[account] = self.api.call_later(delay / 1000, lambda: self.flush_notify(account))
+
+    def flush_notify(self, account: str) -> None:
+        self.notify_timers.pop(account, None)
+        clients = self.api.clients_for_account(account)
+        pending = self.pending.get(account)
+        if pending is None or not clients:
+            return  # held until the account is visible again
+        now = self.now_ms()
+        counts: list[tuple[str, int]] = []
+        for kind in EVENT_TYPES:
+            events = pending.events.get(kind)
+            if not events:
+                continue
+            fresh = [e for e in events if now - e[0] <= Limits.notify_ttl_ms]  # 24 h, then they expire
+            if fresh:
+                counts.append((kind, len(fresh)))
+        del self.pending[account]
+        for client in clients:
+            for kind, count in counts:
+                self.send_notify(client, kind, count)
+        self.api.flush()
+        ids = [event_id for events in pending.events.values() for _, event_id in events]
+        self.database.write_nowait(db.mark_notified, ids, now)
+
+    def send_notify(self, client: Client, kind: str, count: int) -> None:
+        if self.notify_cap is not None and client.caps & self.notify_cap.bit:
+            self.api.send(client, "NOTIFY", client.nick, kind, str(count))
+        else:
+            self.api.send(client, "NOTICE", client.nick, f"NOTIFY {kind} {count}", source=SERVICE_PREFIX)
+
+    def account_visible(self, client: Client) -> None:
+        """A connection logged in to an account registered: deliver what waited."""
+        if client.account_folded is not None and client.account_folded in self.pending:
+            self.schedule_notify(client.account_folded, delay_ms=0)
+
+    # INBOX WAIT -----------------------------------------------------------------
+
+    def add_waiter(self, waiter: Waiter) -> None:
+        old = self.wait_by_client.get(waiter.client)
+        if old is not None:
+            old.reply.send("INBOX", waiter.client.nick, "CANCELLED", "Replaced by a newer INBOX WAIT")
+            self.end_wait(old)
+            old.reply.flush()
+        self.wait_by_client[waiter.client] = waiter
+        self.waiters.setdefault(waiter.account, []).append(waiter)
+
+    def end_wait(self, waiter: Waiter) -> None:
+        waiter.done = True
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        if self.wait_by_client.get(waiter.client) is waiter:
+            del self.wait_by_client[waiter.client]
+        waiting = self.waiters.get(waiter.account)
+        if waiting is not None and waiter in waiting:
+            waiting.remove(waiter)
+            if not waiting:
+                del self.waiters[waiter.account]
+
+    def client_gone(self, client: Client) -> None:
+        waiter = self.wait_by_client.get(client)
+        if waiter is not None:
+            self.end_wait(waiter)
+
+    def waiters_for(self, account: str, sender: str) -> list[Waiter]:
+        return [w for w in self.waiters.get(account, ()) if not w.done and w.sender in (None, sender)]
+
+    # sweeping ---------------------------------------------------------------------
+
+    def _sweep_tick(self) -> None:
+        """Once a minute: expire old requests and agreements (see contact.sweep)."""
+        self.sweeper = self.api.call_later(60.0, self._sweep_tick)
+        for hook in self.sweep_hooks:
+            hook()

@@ -1,0 +1,450 @@
+"""All of PIRCAN's SQL: its migration track and the functions that run inside transactions.
+
+Every function takes a ``sqlite3.Connection`` and runs inside a transaction
+opened by the caller (the server's group-commit writer), so a state change,
+its per-recipient events and its audit rows are committed together or not
+at all. Ids are the server's time-ordered 64-bit ids.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+TRACK = "pircan"
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE pircan_requests (
+        id           INTEGER PRIMARY KEY,
+        requester    TEXT NOT NULL,
+        target       TEXT NOT NULL,
+        scopes       TEXT NOT NULL,
+        days         INTEGER NOT NULL CHECK (days BETWEEN 1 AND 365),
+        purpose      TEXT NOT NULL,
+        state        TEXT NOT NULL CHECK (state IN ('pending', 'accepted', 'declined', 'denied', 'expired')),
+        created_at   INTEGER NOT NULL,
+        decided_at   INTEGER,
+        decided_by   TEXT,
+        agreement_id INTEGER
+    );
+    CREATE INDEX pircan_requests_requester ON pircan_requests(requester, created_at);
+    CREATE INDEX pircan_requests_target ON pircan_requests(target, state);
+    CREATE TABLE pircan_agreements (
+        id          INTEGER PRIMARY KEY,
+        request_id  INTEGER NOT NULL REFERENCES pircan_requests(id),
+        requester   TEXT NOT NULL,
+        target      TEXT NOT NULL,
+        scopes      TEXT NOT NULL,
+        created_at  INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL,
+        revoked_at  INTEGER,
+        revoked_by  TEXT
+    );
+    CREATE INDEX pircan_agreements_requester ON pircan_agreements(requester);
+    CREATE INDEX pircan_agreements_target ON pircan_agreements(target);
+    CREATE TABLE pircan_policies (
+        account TEXT PRIMARY KEY,
+        policy  TEXT NOT NULL CHECK (policy IN ('agent-decides', 'owner-decides', 'auto-accept', 'deny'))
+    );
+    CREATE TABLE pircan_messages (
+        id              INTEGER PRIMARY KEY,
+        sender          TEXT NOT NULL,
+        recipient       TEXT NOT NULL,
+        agreement_id    INTEGER NOT NULL,
+        conversation_id INTEGER NOT NULL,
+        in_reply_to     INTEGER,
+        hop_count       INTEGER NOT NULL CHECK (hop_count >= 0),
+        created_at      INTEGER NOT NULL,
+        body            TEXT NOT NULL,
+        read_at         INTEGER,
+        idempotency_key TEXT
+    );
+    CREATE INDEX pircan_messages_unread ON pircan_messages(recipient, read_at, id);
+    CREATE INDEX pircan_messages_conversation ON pircan_messages(conversation_id, created_at);
+    CREATE INDEX pircan_messages_budget ON pircan_messages(sender, agreement_id, created_at);
+    CREATE UNIQUE INDEX pircan_messages_idempotency ON pircan_messages(sender, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE TABLE pircan_events (
+        id           INTEGER PRIMARY KEY,
+        recipient    TEXT NOT NULL,
+        type         TEXT NOT NULL,
+        ref_id       INTEGER NOT NULL,
+        created_at   INTEGER NOT NULL,
+        notified_at  INTEGER,
+        UNIQUE (recipient, type, ref_id)
+    );
+    CREATE INDEX pircan_events_pending ON pircan_events(recipient, notified_at);
+    CREATE TABLE pircan_audit (
+        id      INTEGER PRIMARY KEY,
+        at      INTEGER NOT NULL,
+        actor   TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        action  TEXT NOT NULL,
+        detail  TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX pircan_audit_subject ON pircan_audit(subject, id);
+    CREATE INDEX pircan_audit_actor ON pircan_audit(actor, id);
+    CREATE TRIGGER pircan_audit_no_update BEFORE UPDATE ON pircan_audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+    CREATE TRIGGER pircan_audit_no_delete BEFORE DELETE ON pircan_audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+    """,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    id: int
+    requester: str
+    target: str
+    scopes: tuple[str, ...]
+    days: int
+    purpose: str
+    state: str
+    created_at: int
+    decided_at: int | None
+    decided_by: str | None
+    agreement_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Agreement:
+    id: int
+    request_id: int
+    requester: str
+    target: str
+    scopes: tuple[str, ...]
+    created_at: int
+    expires_at: int
+    revoked_at: int | None
+    revoked_by: str | None
+
+    def active(self, now_ms: int) -> bool:
+        return self.revoked_at is None and now_ms < self.expires_at
+
+    def other(self, account: str) -> str:
+        return self.target if account == self.requester else self.requester
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    sender: str
+    recipient: str
+    agreement_id: int
+    conversation_id: int
+    in_reply_to: int | None
+    hop_count: int
+    created_at: int
+    body: str
+    read_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: int
+    at: int
+    actor: str
+    subject: str
+    action: str
+    detail: str
+
+
+def _scopes(text: str) -> tuple[str, ...]:
+    return tuple(s for s in text.split(",") if s)
+
+
+_REQ = "id, requester, target, scopes, days, purpose, state, created_at, decided_at, decided_by, agreement_id"
+_AGR = "id, request_id, requester, target, scopes, created_at, expires_at, revoked_at, revoked_by"
+_MSG = "id, sender, recipient, agreement_id, conversation_id, in_reply_to, hop_count, created_at, body, read_at"
+
+
+def _request(row: tuple | None) -> Request | None:
+    if row is None:
+        return None
+    return Request(row[0], row[1], row[2], _scopes(row[3]), *row[4:])
+
+
+def _agreement(row: tuple | None) -> Agreement | None:
+    if row is None:
+        return None
+    return Agreement(row[0], row[1], row[2], row[3], _scopes(row[4]), *row[5:])
+
+
+def _message(row: tuple | None) -> StoredMessage | None:
+    return None if row is None else StoredMessage(*row)
+
+
+# audit and events ---------------------------------------------------------------
+
+
+def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: str, action: str, detail: str = "") -> None:
+    conn.execute(
+        "INSERT INTO pircan_audit (id, at, actor, subject, action, detail) VALUES (?, ?, ?, ?, ?, ?)",
+        (ident, at, actor, subject, action, detail),
+    )
+
+
+def queue_event(conn: sqlite3.Connection, ident: int, recipient: str, kind: str, ref_id: int, at: int) -> bool:
+    """Queue an event for a recipient; a second event for the same (recipient, type, ref) is ignored."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO pircan_events (id, recipient, type, ref_id, created_at) VALUES (?, ?, ?, ?, ?)",
+        (ident, recipient, kind, ref_id, at),
+    )
+    return cur.rowcount == 1
+
+
+def pending_events(conn: sqlite3.Connection, since: int) -> list[tuple[int, str, str, int]]:
+    """(id, recipient, type, created_at) of events not yet notified and newer than ``since``."""
+    return conn.execute(
+        "SELECT id, recipient, type, created_at FROM pircan_events "
+        "WHERE notified_at IS NULL AND created_at > ? ORDER BY id",
+        (since,),
+    ).fetchall()
+
+
+def mark_notified(conn: sqlite3.Connection, ids: list[int], at: int) -> int:
+    changed = 0
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        changed += conn.execute(
+            f"UPDATE pircan_events SET notified_at = ? WHERE notified_at IS NULL AND id IN ({marks})",
+            (at, *chunk),
+        ).rowcount
+    return changed
+
+
+def stale_requests(conn: sqlite3.Connection, before: int) -> list[Request]:
+    rows = conn.execute(
+        f"SELECT {_REQ} FROM pircan_requests WHERE state = 'pending' AND created_at <= ?", (before,)
+    ).fetchall()
+    return [r for r in map(_request, rows) if r is not None]
+
+
+def expire_request(conn: sqlite3.Connection, ident: int) -> bool:
+    cur = conn.execute("UPDATE pircan_requests SET state = 'expired' WHERE id = ? AND state = 'pending'", (ident,))
+    return cur.rowcount == 1
+
+
+def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, before: int | None) -> list[AuditEntry]:
+    marks = ",".join("?" * len(accounts))
+    rows = conn.execute(
+        f"SELECT id, at, actor, subject, action, detail FROM pircan_audit "
+        f"WHERE (subject IN ({marks}) OR actor IN ({marks})) AND id < ? ORDER BY id DESC LIMIT ?",
+        (*accounts, *accounts, before if before is not None else (1 << 63) - 1, limit),
+    ).fetchall()
+    return [AuditEntry(*r) for r in rows]
+
+
+def all_audit(conn: sqlite3.Connection, account: str | None, limit: int) -> list[AuditEntry]:
+    if account is None:
+        rows = conn.execute(
+            "SELECT id, at, actor, subject, action, detail FROM pircan_audit ORDER BY id DESC LIMIT ?", (limit,)
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT id, at, actor, subject, action, detail FROM pircan_audit "
+            "WHERE subject = ? OR actor = ? ORDER BY id DESC LIMIT ?",
+            (account, account, limit),
+        ).fetchall()
+    return [AuditEntry(*r) for r in reversed(rows)]
+
+
+# requests, agreements, policies ------------------------------------------------------
+
+
+def insert_request(conn: sqlite3.Connection, req: Request) -> None:
+    conn.execute(
+        f"INSERT INTO pircan_requests ({_REQ}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (req.id, req.requester, req.target, ",".join(req.scopes), req.days, req.purpose, req.state,
+         req.created_at, req.decided_at, req.decided_by, req.agreement_id),
+    )
+
+
+def get_request(conn: sqlite3.Connection, ident: int) -> Request | None:
+    return _request(conn.execute(f"SELECT {_REQ} FROM pircan_requests WHERE id = ?", (ident,)).fetchone())
+
+
+def requests_by(conn: sqlite3.Connection, requester: str, since: int) -> list[Request]:
+    rows = conn.execute(
+        f"SELECT {_REQ} FROM pircan_requests WHERE requester = ? AND created_at > ? ORDER BY id",
+        (requester, since),
+    ).fetchall()
+    return [r for r in map(_request, rows) if r is not None]
+
+
+def requests_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Request]:
+    marks = ",".join("?" * len(accounts))
+    rows = conn.execute(
+        f"SELECT {_REQ} FROM pircan_requests WHERE requester IN ({marks}) OR target IN ({marks}) ORDER BY id",
+        (*accounts, *accounts),
+    ).fetchall()
+    return [r for r in map(_request, rows) if r is not None]
+
+
+def last_decline(conn: sqlite3.Connection, requester: str, target: str) -> int | None:
+    row = conn.execute(
+        "SELECT MAX(decided_at) FROM pircan_requests WHERE requester = ? AND target = ? AND state = 'declined'",
+        (requester, target),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def decide_request(conn: sqlite3.Connection, ident: int, state: str, at: int, by: str, agreement_id: int | None) -> bool:
+    cur = conn.execute(
+        "UPDATE pircan_requests SET state = ?, decided_at = ?, decided_by = ?, agreement_id = ? "
+        "WHERE id = ? AND state = 'pending'",
+        (state, at, by, agreement_id, ident),
+    )
+    return cur.rowcount == 1
+
+
+def insert_agreement(conn: sqlite3.Connection, agr: Agreement) -> None:
+    conn.execute(
+        f"INSERT INTO pircan_agreements ({_AGR}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (agr.id, agr.request_id, agr.requester, agr.target, ",".join(agr.scopes), agr.created_at,
+         agr.expires_at, agr.revoked_at, agr.revoked_by),
+    )
+
+
+def get_agreement(conn: sqlite3.Connection, ident: int) -> Agreement | None:
+    return _agreement(conn.execute(f"SELECT {_AGR} FROM pircan_agreements WHERE id = ?", (ident,)).fetchone())
+
+
+def live_agreements(conn: sqlite3.Connection, now: int) -> list[Agreement]:
+    rows = conn.execute(
+        f"SELECT {_AGR} FROM pircan_agreements WHERE revoked_at IS NULL AND expires_at > ?", (now,)
+    ).fetchall()
+    return [a for a in map(_agreement, rows) if a is not None]
+
+
+def agreements_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Agreement]:
+    marks = ",".join("?" * len(accounts))
+    rows = conn.execute(
+        f"SELECT {_AGR} FROM pircan_agreements WHERE requester IN ({marks}) OR target IN ({marks}) ORDER BY id",
+        (*accounts, *accounts),
+    ).fetchall()
+    return [a for a in map(_agreement, rows) if a is not None]
+
+
+def revoke_agreement(conn: sqlite3.Connection, ident: int, at: int, by: str) -> bool:
+    cur = conn.execute(
+        "UPDATE pircan_agreements SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL",
+        (at, by, ident),
+    )
+    return cur.rowcount == 1
+
+
+def get_policy(conn: sqlite3.Connection, account: str) -> str | None:
+    row = conn.execute("SELECT policy FROM pircan_policies WHERE account = ?", (account,)).fetchone()
+    return row[0] if row else None
+
+
+def all_policies(conn: sqlite3.Connection) -> dict[str, str]:
+    return dict(conn.execute("SELECT account, policy FROM pircan_policies").fetchall())
+
+
+def set_policy(conn: sqlite3.Connection, account: str, policy: str) -> None:
+    conn.execute(
+        "INSERT INTO pircan_policies (account, policy) VALUES (?, ?) "
+        "ON CONFLICT(account) DO UPDATE SET policy = excluded.policy",
+        (account, policy),
+    )
+
+
+# messages ------------------------------------------------------------------------
+
+
+def insert_message(conn: sqlite3.Connection, msg: StoredMessage, idempotency_key: str | None) -> None:
+    conn.execute(
+        f"INSERT INTO pircan_messages ({_MSG}, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (msg.id, msg.sender, msg.recipient, msg.agreement_id, msg.conversation_id, msg.in_reply_to,
+         msg.hop_count, msg.created_at, msg.body, msg.read_at, idempotency_key),
+    )
+
+
+def get_message(conn: sqlite3.Connection, ident: int) -> StoredMessage | None:
+    return _message(conn.execute(f"SELECT {_MSG} FROM pircan_messages WHERE id = ?", (ident,)).fetchone())
+
+
+def message_by_key(conn: sqlite3.Connection, sender: str, key: str) -> StoredMessage | None:
+    return _message(
+        conn.execute(
+            f"SELECT {_MSG} FROM pircan_messages WHERE sender = ? AND idempotency_key = ?", (sender, key)
+        ).fetchone()
+    )
+
+
+def unread(conn: sqlite3.Connection, recipient: str, sender: str | None, limit: int) -> list[StoredMessage]:
+    if sender is None:
+        rows = conn.execute(
+            f"SELECT {_MSG} FROM pircan_messages WHERE recipient = ? AND read_at IS NULL ORDER BY id LIMIT ?",
+            (recipient, limit),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT {_MSG} FROM pircan_messages WHERE recipient = ? AND sender = ? AND read_at IS NULL "
+            "ORDER BY id LIMIT ?",
+            (recipient, sender, limit),
+        ).fetchall()
+    return [m for m in map(_message, rows) if m is not None]
+
+
+def unread_counts(conn: sqlite3.Connection, recipient: str) -> dict[str, int]:
+    """Unread messages per sender."""
+    return dict(
+        conn.execute(
+            "SELECT sender, COUNT(*) FROM pircan_messages WHERE recipient = ? AND read_at IS NULL GROUP BY sender",
+            (recipient,),
+        ).fetchall()
+    )
+
+
+def mark_read(conn: sqlite3.Connection, recipient: str, ids: list[int] | None, at: int) -> int:
+    if ids is None:
+        cur = conn.execute(
+            "UPDATE pircan_messages SET read_at = ? WHERE recipient = ? AND read_at IS NULL", (at, recipient)
+        )
+    else:
+        marks = ",".join("?" * len(ids))
+        cur = conn.execute(
+            f"UPDATE pircan_messages SET read_at = ? WHERE recipient = ? AND read_at IS NULL AND id IN ({marks})",
+            (at, recipient, *ids),
+        )
+    return cur.rowcount
+
+
+def take_oldest(conn: sqlite3.Connection, recipient: str, sender: str | None, at: int) -> StoredMessage | None:
+    """Read and acknowledge the oldest unread (matching) message in one step."""
+    found = unread(conn, recipient, sender, 1)
+    if not found:
+        return None
+    msg = found[0]
+    conn.execute("UPDATE pircan_messages SET read_at = ? WHERE id = ?", (at, msg.id))
+    return msg
+
+
+def take_exact(conn: sqlite3.Connection, recipient: str, ident: int, at: int) -> StoredMessage | None:
+    cur = conn.execute(
+        "UPDATE pircan_messages SET read_at = ? WHERE id = ? AND recipient = ? AND read_at IS NULL",
+        (at, ident, recipient),
+    )
+    return get_message(conn, ident) if cur.rowcount == 1 else None
+
+
+def recent_message_times(conn: sqlite3.Connection, since: int) -> list[tuple[str, int, int, int]]:
+    """(sender, agreement_id, conversation_id, created_at) of messages newer than ``since`` (budgets)."""
+    return conn.execute(
+        "SELECT sender, agreement_id, conversation_id, created_at FROM pircan_messages WHERE created_at > ? "
+        "ORDER BY created_at",
+        (since,),
+    ).fetchall()
+
+
+def last_activity(conn: sqlite3.Connection, account: str) -> int | None:
+    row = conn.execute(
+        "SELECT MAX(created_at) FROM pircan_messages WHERE sender = ?", (account,)
+    ).fetchone()
+    return row[0] if row else None

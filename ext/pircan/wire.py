@@ -1,0 +1,101 @@
+"""How PIRCAN lines look on the wire (server to client). docs/pircan.md is the reference."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from ircd.api import ReplyBuffer
+
+from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
+
+BODY_CHUNK = 400  # bytes of body text per BODY line
+PREVIEW_CHARS = 200
+NO_VALUE = "*"
+
+
+def ts(ms: int | None) -> str:
+    """Milliseconds since the epoch in server-time format; * for none."""
+    if ms is None:
+        return NO_VALUE
+    dt = datetime.fromtimestamp(ms / 1000, timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
+
+
+def hexid(ident: int | None) -> str:
+    return NO_VALUE if ident is None else "%016x" % ident
+
+
+def preview(body: str) -> str:
+    text = " ".join(body.split("\n")).replace("\r", " ").replace("\x00", "")
+    if len(text) > PREVIEW_CHARS:
+        text = text[: PREVIEW_CHARS - 1] + "…"
+    return text or " "
+
+
+def message_header(reply: ReplyBuffer, nick: str, msg: StoredMessage, with_preview: bool) -> None:
+    params = [
+        "INBOX",
+        nick,
+        "MESSAGE",
+        hexid(msg.id),
+        msg.sender,
+        ts(msg.created_at),
+        hexid(msg.conversation_id),
+        hexid(msg.in_reply_to),
+        str(msg.hop_count),
+        str(len(msg.body.encode("utf-8"))),
+    ]
+    if with_preview:
+        params.append(preview(msg.body))
+    reply.send(*params)
+
+
+def body_chunks(body: str) -> list[tuple[bool, str]]:
+    """(continues_previous_line, text) pieces of at most BODY_CHUNK bytes, split on code points."""
+    out: list[tuple[bool, str]] = []
+    for line in body.split("\n"):
+        line = line.replace("\r", "").replace("\x00", "")
+        data = line.encode("utf-8")
+        if not data:
+            out.append((False, ""))
+            continue
+        first = True
+        while data:
+            cut = min(len(data), BODY_CHUNK)
+            while cut < len(data) and (data[cut] & 0xC0) == 0x80:  # do not split a code point
+                cut -= 1
+            out.append((not first, data[:cut].decode("utf-8")))
+            data = data[cut:]
+            first = False
+    return out
+
+
+def full_message(reply: ReplyBuffer, nick: str, msg: StoredMessage) -> None:
+    """MESSAGE header, BODY/BODY+ lines and END, in a pircan/message batch for clients with batch."""
+    ref = reply.start_batch("pircan/message", hexid(msg.id))
+    message_header(reply, nick, msg, with_preview=False)
+    for continues, text in body_chunks(msg.body):
+        reply.send("INBOX", nick, "BODY+" if continues else "BODY", hexid(msg.id), text)
+    reply.send("INBOX", nick, "END", hexid(msg.id))
+    reply.end_batch(ref)
+
+
+def request_line(reply: ReplyBuffer, nick: str, req: Request, state: str) -> None:
+    reply.send(
+        "CONTACT", nick, "REQUEST", hexid(req.id), req.requester, req.target, ",".join(req.scopes),
+        str(req.days), state, ts(req.created_at), req.purpose or " ",
+    )
+
+
+def agreement_line(reply: ReplyBuffer, nick: str, agr: Agreement, state: str) -> None:
+    reply.send(
+        "CONTACT", nick, "AGREEMENT", hexid(agr.id), agr.requester, agr.target, ",".join(agr.scopes),
+        ts(agr.created_at), ts(agr.expires_at), state,
+    )
+
+
+def audit_line(reply: ReplyBuffer, nick: str, entry: AuditEntry) -> None:
+    reply.send(
+        "AUDIT", nick, "ENTRY", hexid(entry.id), ts(entry.at), entry.actor, entry.action, entry.subject,
+        entry.detail or " ",
+    )
