@@ -49,7 +49,7 @@ class ServerSection(_Section):
     casemapping: Literal["ascii", "rfc1459"] = "rfc1459"
     motd: str = "Welcome to pircd."
     motd_file: str | None = None
-    extensions: list[str] = []
+    extensions: list[str] = ["pircan"]
     default_user_modes: str = ""
     utf8only: bool = True
 
