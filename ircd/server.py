@@ -84,6 +84,7 @@ class Server:
         self.oper_count = 0
         self._client_seq = 0
         self._dirty: list[Client] = []
+        self._dropped: list[Client] = []  # SendQ overflows waiting to be forgotten
         self._time_ms = -1
         self._time_str = ""
         self._flush_pending = False
@@ -303,16 +304,37 @@ class Server:
     def flush_all(self) -> None:
         self._flush_pending = False
         dirty = self._dirty
-        if not dirty:
-            return
-        self._dirty = []
-        for client in dirty:
-            client.flush()
+        if dirty:
+            self._dirty = []
+            for client in dirty:
+                client.flush()
+        if self._dropped:
+            dropped, self._dropped = self._dropped, []
+            for client in dropped:
+                self.forget(client, "SendQ exceeded")
 
     def sendq_exceeded(self, client: Client) -> None:
-        log.info("sendq exceeded id=%d nick=%s", client.id, client.nick)
+        """Close a client whose outbox overflowed.
+
+        This runs inside a send, often in the middle of a fan-out loop over a
+        channel's members or the client set, so the client is only closed here
+        (no more output, ERROR written); removing it from channels and telling
+        its peers waits for the next ``flush_all``.
+        """
         client.outbuf = bytearray()
-        self.disconnect(client, "SendQ exceeded")
+        if client.closing:
+            return
+        log.info("sendq exceeded id=%d nick=%s", client.id, client.nick)
+        client.closing = True
+        try:
+            client.conn.write(format_line("ERROR", [f"Closing link: {client.host} (SendQ exceeded)"]))
+            client.conn.close()
+        except Exception:  # the socket may already be gone
+            pass
+        self._dropped.append(client)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.schedule(self.flush_all)
 
     def send_numeric(self, client: Client, code: str, *params: str) -> None:
         """A numeric outside any command (timers, other clients' actions)."""

@@ -281,3 +281,38 @@ def test_sendq_exceeded_closes_only_the_slow_reader(make_harness):
     assert ":slow!slow@127.0.0.1 QUIT :SendQ exceeded" in carol
     h.send("alice", "PING alive")
     assert h.lines("alice")[-1] == ":irc.test PONG irc.test alive"
+
+
+def test_sendq_overflow_in_the_middle_of_a_fanout(make_harness):
+    """A SendQ overflow during a channel fan-out must not break the fan-out: every other member still gets
+    the message and the sender gets no error."""
+    h = make_harness(limits={"sendq": 8192})
+    names = ["alice", "bob", "slow", "carol", "dave"]
+    for name in names:
+        h.register(name)
+        h.send(name, "JOIN #a")
+    for name in names:
+        h.take(name)
+    h.clients["slow"].outbuf += b"x" * 8150  # almost full, not yet written
+    h.send("alice", "PRIVMSG #a :hello everyone")
+    assert h.lines("alice") == [":slow!slow@127.0.0.1 QUIT :SendQ exceeded"]
+    for name in ("bob", "carol", "dave"):
+        assert h.lines(name) == [
+            ":alice!alice@127.0.0.1 PRIVMSG #a :hello everyone",
+            ":slow!slow@127.0.0.1 QUIT :SendQ exceeded",
+        ]
+    assert h.lines("slow") == ["ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
+    h.send("alice", "NAMES #a")
+    assert h.lines("alice")[0] == ":irc.test 353 alice = #a :@alice bob carol dave"
+
+
+def test_sendq_overflow_during_the_ping_tick(make_harness):
+    """The same when the overflow happens while the tick walks every client to send PING."""
+    h = make_harness(limits={"sendq": 4096}, timeouts={"ping_interval": 10})
+    for name in ("a1", "a2", "a3", "a4"):
+        h.register(name)
+    h.clients["a2"].outbuf += b"x" * 4090
+    h.tick(11)
+    assert h.lines("a2") == ["ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
+    for name in ("a1", "a3", "a4"):
+        assert h.lines(name) == ["PING irc.test"]

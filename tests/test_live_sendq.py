@@ -1,0 +1,61 @@
+"""SendQ over real sockets: a client that never reads is dropped; the sender and the channel carry on."""
+
+from __future__ import annotations
+
+import socket
+
+A = "alice!alice@127.0.0.1"
+
+
+def test_reader_that_stops_reading_is_dropped(live, client_factory):
+    """SendQ: "a reader that stops reading is disconnected with ERROR :SendQ exceeded and never stalls the
+    sender or the channel.\""""
+    srv = live(limits={"sendq": 65536}, flood={"enabled": False})
+    # the slow client asks for a tiny receive window so the kernel buffers fill quickly; it never reads
+    slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.settimeout(10)
+    slow.connect(("127.0.0.1", srv.port))
+    try:
+        slow.sendall(b"NICK slow\r\nUSER slow 0 * :Slow\r\nJOIN #flood\r\n")
+        flooder = client_factory(srv.port)
+        third = client_factory(srv.port)
+        flooder.register("alice")
+        third.register("carol")
+        for c in (flooder, third):
+            c.send("JOIN #flood")
+            c.sync()
+        flooder.sync()
+        text = "x" * 400
+        sent = 0
+        quit_seen = None
+        while quit_seen is None:
+            assert sent < 100_000, "the slow reader was never dropped"
+            # batches well under the SendQ, so a client that reads keeps up
+            batch = b"".join(f"PRIVMSG #flood :{sent + i} {text}\r\n".encode() for i in range(50))
+            flooder.sock.sendall(batch)
+            sent += 50
+            last = f"{sent - 1} {text}"
+            # the third client keeps reading and sees every message, in order, and maybe the QUIT
+            got = third.read_until(lambda m: m.command == "PRIVMSG" and m.params[1] == last)
+            numbers = [int(m.params[1].split()[0]) for m in got if m.command == "PRIVMSG"]
+            assert numbers == list(range(sent - 50, sent))
+            quits = [m for m in got if m.command == "QUIT"]
+            if quits:
+                quit_seen = quits[0]
+        assert (quit_seen.source, quit_seen.params) == ("slow!slow@127.0.0.1", ["SendQ exceeded"])
+        # the flooder is fine and was never stalled; it saw the slow reader leave
+        assert [(m.source, m.command) for m in flooder.sync()] == [("slow!slow@127.0.0.1", "QUIT")]
+        flooder.send("PRIVMSG #flood :after")
+        flooder.sync()
+        assert [(m.command, m.params) for m in third.sync()] == [("PRIVMSG", ["#flood", "after"])]
+        # the slow client finds, once it reads, the ERROR at the end of what it was sent
+        data = b""
+        while True:
+            chunk = slow.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        assert data.endswith(b"ERROR :Closing link: 127.0.0.1 (SendQ exceeded)\r\n")
+    finally:
+        slow.close()
