@@ -433,6 +433,14 @@ class Server:
             if watcher is not client:
                 self.send_numeric(watcher, code, param)
 
+    def spawn(self, coro: Awaitable[Any]) -> Any:
+        """Run a coroutine in the background (its exceptions are logged)."""
+        if self.spawner is not None:
+            return self.spawner(_logged(coro))
+        import asyncio
+
+        return asyncio.get_running_loop().create_task(_logged(coro))
+
     # accounts ------------------------------------------------------------
 
     def account_attached(self, client: Client) -> None:
@@ -455,14 +463,6 @@ class Server:
         """Close a client: ERROR to it, QUIT to its peers, and forget it.
 
         ``reason`` goes into the ERROR line; ``quit_message`` (default: the
-    def spawn(self, coro: Awaitable[Any]) -> Any:
-        """Run a coroutine in the background (its exceptions are logged)."""
-        if self.spawner is not None:
-            return self.spawner(_logged(coro))
-        import asyncio
-
-        return asyncio.get_running_loop().create_task(_logged(coro))
-
         reason) is what channel peers see.
         """
         if client.closing:
@@ -561,6 +561,14 @@ class Server:
         return self._time_str
 
 
+async def _logged(coro: Awaitable[Any]) -> Any:
+    try:
+        return await coro
+    except Exception:
+        log.exception("background task failed")
+        return None
+
+
 def _redact(raw: bytes) -> bytes:
     """Never log secrets: cut the parameters of commands that carry them."""
     head = raw.split(b" ", 4)
@@ -579,11 +587,3 @@ def _redact(raw: bytes) -> bytes:
         if head[verb_index + 1].lower() in (b"nickserv", b"pircan"):
             return b" ".join(head[: verb_index + 2]) + b" <redacted>"
     return raw
-async def _logged(coro: Awaitable[Any]) -> Any:
-    try:
-        return await coro
-    except Exception:
-        log.exception("background task failed")
-        return None
-
-
