@@ -1,0 +1,87 @@
+"""Run pircd as a separate process (for restarts and kill -9), on an ephemeral loopback port."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+
+
+def write_config(directory: Path, **sections: dict) -> Path:
+    """A config file: loopback port 0, the database in ``directory``, flood control off."""
+    base = {
+        "server": {"name": "irc.test", "listen": ["127.0.0.1:0"], "db": str(directory / "pircd.db")},
+        "flood": {"enabled": False},
+    }
+    for key, values in sections.items():
+        base.setdefault(key, {}).update(values)
+    lines = []
+    for section, values in base.items():
+        lines.append(f"[{section}]")
+        for key, value in values.items():
+            lines.append(f"{key} = {_toml(value)}")
+    path = directory / "pircd.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class ServerProcess:
+    def __init__(self, config: Path) -> None:
+        self.config = config
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ircd", "serve", "--config", str(config), "--no-uvloop"],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        self.log: list[str] = []
+        self.port = self._wait_for_port()
+        # keep draining stderr so the server never blocks on a full pipe
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+
+    def _wait_for_port(self) -> int:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+            match = _LISTENING.search(line)
+            if match:
+                return int(match.group(1))
+        raise RuntimeError("pircd exited before listening:\n" + "".join(self.log))
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def kill9(self) -> None:
+        """SIGKILL: no shutdown hooks, no flush; what was committed must be all there is."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(20)
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ircd", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )

@@ -1,0 +1,167 @@
+"""What a reply acknowledges survives kill -9 of the server process.
+
+The server runs as a real process on the same SQLite file across restarts;
+the kill is SIGKILL right after the acknowledgement arrives, so no shutdown
+hook and no flush runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+
+import pytest
+
+from tests.live import IRCClient
+from tests.proc import ServerProcess, cli, write_config
+
+
+def sasl_client(port: int, name: str, password: str, caps: str = "") -> IRCClient:
+    c = IRCClient(port)
+    c.send("CAP LS 302")
+    c.send("CAP REQ :sasl" + (" " + caps if caps else ""))
+    c.send(f"NICK {name}")
+    c.send(f"USER {name} 0 * :{name}")
+    c.send("AUTHENTICATE PLAIN")
+    c.read_until(lambda m: m.command == "AUTHENTICATE")
+    c.send("AUTHENTICATE " + base64.b64encode(f"\0{name}\0{password}".encode()).decode())
+    msgs = c.read_until(lambda m: m.command in ("903", "904"))
+    assert msgs[-1].command == "903", msgs
+    c.send("CAP END")
+    c.read_until(lambda m: m.command in ("376", "422"))
+    return c
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return tmp_path
+
+
+def test_cli_account_survives_kill9(workdir):
+    """An account the CLI acknowledged (exit 0) while the server runs is there after kill -9."""
+    config = write_config(workdir)
+    server = ServerProcess(config)
+    try:
+        result = cli("account", "add", "alice", "--password-stdin", "--config", str(config), stdin="sesame123\n")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "created person account alice\n"
+        server.kill9()
+        server = ServerProcess(config)
+        c = sasl_client(server.port, "alice", "sesame123")
+        c.close()
+    finally:
+        server.terminate()
+
+
+def test_register_survives_kill9(workdir):
+    config = write_config(workdir, accounts={"registration": True})
+    server = ServerProcess(config)
+    try:
+        c = IRCClient(server.port)
+        c.register("newbie")
+        c.send("REGISTER * * password123")
+        msgs = c.read_until(lambda m: m.command in ("REGISTER", "FAIL"))
+        assert [m.params for m in msgs if m.command == "REGISTER"] == [["SUCCESS", "newbie", "Account created"]]
+        server.kill9()
+        c.close()
+        server = ServerProcess(config)
+        sasl_client(server.port, "newbie", "password123").close()
+    finally:
+        server.terminate()
+
+
+def test_pircan_state_survives_kill9(workdir):
+    """Acknowledged SENDs and contact decisions, and the pending NOTIFY, survive kill -9;
+    nothing is half-written (every message has its event and its audit row)."""
+    config = write_config(workdir)
+    for args in (
+        ("account", "add", "olive", "--password-stdin"),
+        ("account", "add", "a1", "--kind", "agent", "--owner", "olive", "--password-stdin"),
+        ("account", "add", "b1", "--kind", "agent", "--owner", "olive", "--password-stdin"),
+    ):
+        assert cli(*args, "--config", str(config), stdin="sesame123\n").returncode == 0
+    server = ServerProcess(config)
+    try:
+        a = sasl_client(server.port, "a1", "sesame123")
+        b = sasl_client(server.port, "b1", "sesame123")
+        a.send("CONTACT REQUEST b1 message 30 :let us work together")
+        requested = a.read_until(lambda m: m.command == "CONTACT")[-1]
+        request_id = requested.params[2]
+        b.send(f"CONTACT ACCEPT {request_id}")
+        accepted = b.read_until(lambda m: m.command == "CONTACT")[-1]
+        assert accepted.params[1] == "ACCEPTED"
+        agreement_id = accepted.params[3]
+        b.close()  # b1 goes offline: its notifications must wait for it
+        receipts = []
+        for i in range(25):
+            a.send(f"SEND b1 :message {i}")
+            receipt = a.read_until(lambda m: m.command in ("SEND", "FAIL"))[-1]
+            assert receipt.command == "SEND" and receipt.params[1] == "OK", receipt
+            receipts.append(receipt.params[2])
+        server.kill9()
+        a.close()
+
+        db = sqlite3.connect(workdir / "pircd.db")
+        stored = [row[0] for row in db.execute("SELECT printf('%016x', id) FROM pircan_messages ORDER BY id")]
+        assert stored == receipts
+        assert db.execute(
+            "SELECT COUNT(*) FROM pircan_messages m JOIN pircan_events e ON e.ref_id = m.id AND e.type = 'message'"
+        ).fetchone() == (25,)
+        assert db.execute("SELECT COUNT(*) FROM pircan_audit WHERE action = 'message.send'").fetchone() == (25,)
+        db.close()
+
+        server = ServerProcess(config)
+        b = IRCClient(server.port)
+        b.send("CAP LS 302")
+        b.send("CAP REQ :sasl pircan.dev/lobby")
+        b.send("NICK b1")
+        b.send("USER b1 0 * :b1")
+        b.send("AUTHENTICATE PLAIN")
+        b.read_until(lambda m: m.command == "AUTHENTICATE")
+        b.send("AUTHENTICATE " + base64.b64encode(b"\0b1\0sesame123").decode())
+        b.read_until(lambda m: m.command == "903")
+        b.send("CAP END")
+        b.read_until(lambda m: m.command in ("376", "422"))
+        notify = b.read_until(lambda m: m.command == "NOTIFY")[-1]
+        assert notify.params == ["b1", "message", "25"]
+        b.send("INBOX")
+        listing = b.read_until(lambda m: m.command == "INBOX" and m.params[1] == "UNREAD")
+        assert [m.params[2] for m in listing if m.params[1] == "MESSAGE"] == receipts
+        assert listing[-1].params[2] == "25"
+        b.send("CONTACT LIST agreements")
+        lines = b.read_until(lambda m: m.command == "CONTACT" and m.params[1] == "END")
+        agreements = [m.params for m in lines if m.params[1] == "AGREEMENT"]
+        assert [(p[2], p[3], p[4], p[5], p[8]) for p in agreements] == [
+            (agreement_id, "a1", "b1", "message", "active")
+        ]
+        b.close()
+    finally:
+        server.terminate()
+
+
+def test_clean_restart_keeps_registered_channel(workdir):
+    config = write_config(workdir)
+    assert cli("account", "add", "alice", "--password-stdin", "--config", str(config), stdin="sesame123\n").returncode == 0
+    server = ServerProcess(config)
+    try:
+        c = sasl_client(server.port, "alice", "sesame123")
+        c.send("JOIN #home")
+        c.send("TOPIC #home :our place")
+        c.send("MODE #home +k door")
+        c.sync()
+        c.close()
+        assert server.terminate() == 0
+        server = ServerProcess(config)
+        other = IRCClient(server.port)
+        other.register("visitor")
+        other.send("TOPIC #home")
+        other.send("JOIN #home")
+        got = other.sync()
+        assert [(m.command, m.params[1:]) for m in got] == [
+            ("332", ["#home", "our place"]),
+            ("333", ["#home", got[1].params[2], got[1].params[3]]),
+            ("475", ["#home", "Cannot join channel (+k)"]),
+        ]
+        other.close()
+    finally:
+        server.terminate()
