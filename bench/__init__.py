@@ -1,0 +1,1 @@
+"""The benchmark suite: ``python -m bench.run`` (see docs/benchmarks.md)."""

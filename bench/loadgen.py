@@ -1,0 +1,850 @@
+"""Load generator: IRC clients on asyncio (uvloop when installed) and the scenarios.
+
+A client is an ``asyncio.Protocol`` with two modes. While it sets up
+(registration, JOIN, PING sync) it parses every line. Once set up it only
+counts newlines in each received chunk and looks at single lines only when a
+chunk holds something it must act on (a server PING, the PONG of its sync
+token, the end marker, ERROR), so one load generator can follow a thousand
+receivers without becoming the bottleneck.
+
+Every scenario is bounded: fixed counts, and every wait has a timeout. It
+talks to one server on a loopback address; ``Target`` tells it where, and
+how to read the server process's CPU time and RSS (see ``bench.servers``).
+
+Scenarios live in ``SCENARIOS`` (see ``scenario``); SASL logins and PIRCAN
+SEND are declared there as pending hooks so that they slot in once accounts
+and PIRCAN exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import resource
+import socket
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "SCENARIOS",
+    "IRCClient",
+    "Metric",
+    "Scenario",
+    "Target",
+    "new_event_loop",
+    "scenario",
+]
+
+_tokens = itertools.count(1)
+
+# Lines of channel payload use only these characters, so that none of the
+# substrings the counting fast path looks for can appear in them.
+_FILLER = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop when installed, plain asyncio otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+# --------------------------------------------------------------------------
+# What a scenario is given and what it returns
+
+
+@dataclass
+class Sample:
+    cpu_s: float  # utime + stime of the server process
+    rss_kib: int  # VmRSS of the server process
+    when: float  # time.perf_counter()
+    loadgen_cpu_s: float  # this process's own CPU time
+    machine: tuple[int, int, int]  # /proc/stat jiffies: (busy, idle, steal), all CPUs
+
+
+def _machine_jiffies() -> tuple[int, int, int]:
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return (0, 0, 0)
+    idle = fields[3] + fields[4]  # idle + iowait
+    steal = fields[7] if len(fields) > 7 else 0
+    return (sum(fields[:8]) - idle - steal, idle, steal)
+
+
+@dataclass
+class Target:
+    """The server under test."""
+
+    name: str
+    host: str
+    port: int
+    sample_server: Callable[[], tuple[float, int]]  # (cpu seconds, rss KiB)
+    oper: tuple[str, str] | None = None  # OPER name and password, when the config has one
+    oper_modes: str = ""  # user modes the sender sets after OPER (ngIRCd: +F)
+    nicklen: int = 30
+    on_phase: Callable[[bool], None] | None = None  # measured phase starts (True) / ends (False)
+
+    def begin(self) -> Sample:
+        """The measured phase starts: a profiler attached to the server switches on."""
+        if self.on_phase is not None:
+            self.on_phase(True)
+        return self.sample()
+
+    def end(self) -> Sample:
+        sample = self.sample()
+        if self.on_phase is not None:
+            self.on_phase(False)
+        return sample
+
+    def sample(self) -> Sample:
+        cpu, rss = self.sample_server()
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return Sample(cpu, rss, time.perf_counter(), ru.ru_utime + ru.ru_stime, _machine_jiffies())
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    fmt: str = "{:.1f}"
+    better: str = "higher"  # or "lower", or "" (informational)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    family: str
+    description: str
+    metrics: tuple[Metric, ...]
+    run: Callable[[Target], Awaitable[dict[str, Any]]] | None = None
+    pending: str | None = None  # why it cannot run yet (a hook for later work)
+    timeout: float = 300.0  # bound on one run, setup included
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(s: Scenario) -> Scenario:
+    SCENARIOS[s.name] = s
+    return s
+
+
+class BenchError(Exception):
+    """A run that could not measure what it set out to (the runner reports it)."""
+
+
+# --------------------------------------------------------------------------
+# The client
+
+
+class IRCClient(asyncio.Protocol):
+    """One connection. ``counting`` switches from parsing lines to counting them."""
+
+    def __init__(self, nick: str) -> None:
+        self.nick = nick
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+        self.closed: asyncio.Future[None] = self.loop.create_future()
+        self.error: str | None = None
+        self.waiters: list[tuple[frozenset[bytes], bytes | None, asyncio.Future[bytes]]] = []
+        self.on_line: Callable[[bytes], None] | None = None
+        # counting mode
+        self.counting = False
+        self.count = 0
+        self.marker: bytes | None = None
+        self.marker_seen: asyncio.Future[float] = self.loop.create_future()
+        self.sync_token: bytes | None = None
+        self.synced: asyncio.Future[None] | None = None
+        self.start_time = 0.0  # direct messages: when the outstanding message left
+        # write flow control
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+
+    # asyncio.Protocol ------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # no Nagle delay on the client side of a round trip
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.error is None:
+            self.error = f"connection lost ({exc})" if exc else "connection closed"
+        for _, _, fut in self.waiters:
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"{self.nick}: {self.error}"))
+        self.waiters.clear()
+        if self.synced is not None and not self.synced.done():
+            self.synced.set_exception(ConnectionError(f"{self.nick}: {self.error}"))
+        if not self.marker_seen.done():
+            self.marker_seen.set_result(-1.0)  # never saw the marker: cut off
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self._can_write.set()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def data_received(self, data: bytes) -> None:
+        if self.counting:
+            self._count(data)
+            return
+        lines = (self.buf + data).split(b"\n")
+        self.buf = lines.pop()
+        for raw in lines:
+            if self.counting:  # a handler switched modes mid-chunk
+                self.count += 1
+                continue
+            self._line(raw[:-1] if raw[-1:] == b"\r" else raw)
+
+    # line mode --------------------------------------------------------------
+
+    def _line(self, line: bytes) -> None:
+        rest = line
+        if rest[:1] == b"@":
+            rest = rest.partition(b" ")[2]
+        if rest[:1] == b":":
+            rest = rest.partition(b" ")[2]
+        command, _, params = rest.partition(b" ")
+        if command == b"PING":
+            self.write(b"PONG " + params + b"\r\n")
+            return
+        if command == b"ERROR":
+            self.error = line.decode("utf-8", "replace")
+        if self.waiters:
+            for item in list(self.waiters):
+                commands, needle, fut = item
+                if command in commands and (needle is None or needle in params):
+                    self.waiters.remove(item)
+                    if not fut.done():
+                        fut.set_result(line)
+        if self.on_line is not None:
+            self.on_line(line)
+
+    def expect(self, *commands: str, needle: str | None = None) -> asyncio.Future[bytes]:
+        """A future for the next line with one of these commands (and ``needle`` in its params)."""
+        fut: asyncio.Future[bytes] = self.loop.create_future()
+        if self.closed.done():
+            fut.set_exception(ConnectionError(f"{self.nick}: {self.error}"))
+            return fut
+        fut.add_done_callback(_retrieve)
+        self.waiters.append(
+            (frozenset(c.encode() for c in commands), needle.encode() if needle else None, fut)
+        )
+        return fut
+
+    # counting mode ----------------------------------------------------------
+
+    def start_counting(self, marker: bytes) -> None:
+        """From now on count lines; ``marker`` ends the count (see ``marker_seen``)."""
+        self.marker = marker
+        self.count = 0
+        self.counting = True  # a partial line in ``buf`` is counted when it ends
+
+    def _count(self, data: bytes) -> None:
+        window = self.buf + data if self.buf else data
+        marker = self.marker
+        if (
+            b"PING " in window
+            or b"PONG " in window
+            or b"ERROR " in window
+            or (marker is not None and marker in window)
+        ):
+            self._count_slow(window)
+            return
+        self.count += window.count(b"\n")
+        end = window.rfind(b"\n")
+        self.buf = window[end + 1 :] if end >= 0 else window
+
+    def _count_slow(self, window: bytes) -> None:
+        lines = window.split(b"\n")
+        self.buf = lines.pop()
+        marker = self.marker
+        for line in lines:
+            if b"PING " in line and line.split(b" ", 2)[1 if line[:1] == b":" else 0] == b"PING":
+                token = line.partition(b"PING ")[2].rstrip(b"\r")
+                self.write(b"PONG " + token + b"\r\n")
+            elif self.sync_token is not None and b"PONG " in line and self.sync_token in line:
+                self.sync_token = None
+                self.count = 0  # what came before the sync PONG was set-up noise
+                if self.synced is not None and not self.synced.done():
+                    self.synced.set_result(None)
+            elif marker is not None and marker in line:
+                if not self.marker_seen.done():
+                    self.marker_seen.set_result(time.perf_counter())
+            elif b"ERROR " in line and line.startswith(b"ERROR "):
+                self.error = line.decode("utf-8", "replace")
+            else:
+                self.count += 1
+
+    async def sync_counting(self, timeout: float) -> None:
+        """PING/PONG in counting mode; the count restarts at the PONG."""
+        token = f"sync{next(_tokens)}".encode()
+        self.sync_token = token
+        self.synced = self.loop.create_future()
+        self.synced.add_done_callback(_retrieve)
+        self.write(b"PING " + token + b"\r\n")
+        await asyncio.wait_for(self.synced, timeout)
+
+    # output -----------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def send(self, line: str) -> None:
+        self.write(line.encode() + b"\r\n")
+
+    async def drain(self) -> None:
+        await self._can_write.wait()
+
+    async def ping(self, timeout: float) -> None:
+        token = f"p{next(_tokens)}"
+        fut = self.expect("PONG", needle=token)
+        self.send(f"PING {token}")
+        await asyncio.wait_for(fut, timeout)
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    """Mark a future's exception as seen: the scenario reports failures itself."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+async def connect(
+    target: Target, nick: str, *, source: str | None = None, timeout: float = 30.0
+) -> IRCClient:
+    loop = asyncio.get_running_loop()
+    local = (source, 0) if source else None
+    _, proto = await asyncio.wait_for(
+        loop.create_connection(lambda: IRCClient(nick), target.host, target.port, local_addr=local),
+        timeout,
+    )
+    return proto  # type: ignore[return-value]
+
+
+async def register(client: IRCClient, timeout: float = 30.0) -> None:
+    """NICK/USER, then wait for the end of the welcome burst (376 or 422)."""
+    done = client.expect("376", "422")
+    refused = client.expect("432", "433", "436", "465", "ERROR")
+    client.send(f"NICK {client.nick}")
+    client.send(f"USER {client.nick} 0 * :bench client")
+    finished, _ = await asyncio.wait({done, refused}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    if refused in finished:
+        line = refused.result() if not refused.exception() else str(refused.exception())
+        done.cancel()
+        raise BenchError(f"{client.nick} not registered: {line!r}")
+    if done not in finished:
+        refused.cancel()
+        done.cancel()
+        raise BenchError(f"{client.nick} not registered within {timeout} s")
+    refused.cancel()
+    client.waiters = [w for w in client.waiters if not w[2].done()]
+    done.result()
+
+
+async def join(client: IRCClient, channel: str, timeout: float = 30.0) -> None:
+    fut = client.expect("366", needle=channel)
+    client.send(f"JOIN {channel}")
+    await asyncio.wait_for(fut, timeout)
+
+
+async def oper_up(client: IRCClient, target: Target, timeout: float = 30.0) -> None:
+    if target.oper is None:
+        return
+    fut = client.expect("381", "464", "491")
+    client.send(f"OPER {target.oper[0]} {target.oper[1]}")
+    line = await asyncio.wait_for(fut, timeout)
+    if b" 381 " not in line:
+        raise BenchError(f"OPER refused: {line!r}")
+    if target.oper_modes:
+        client.send(f"MODE {client.nick} {target.oper_modes}")
+        await client.ping(timeout)
+
+
+def source_address(i: int, spread: int = 50) -> str:
+    """127.0.0.2 ... 127.0.0.(spread+1): spreads clients over loopback addresses
+    (per-IP limits, and more source ports for many connections)."""
+    return f"127.0.0.{2 + i % spread}"
+
+
+async def bounded_gather(n: int, limit: int, make: Callable[[int], Awaitable[Any]]) -> list[Any]:
+    """Run ``make(i)`` for i in range(n), at most ``limit`` at a time; results or exceptions."""
+    sem = asyncio.Semaphore(limit)
+
+    async def one(i: int) -> Any:
+        async with sem:
+            try:
+                return await make(i)
+            except (TimeoutError, OSError, BenchError) as exc:  # counted by the caller
+                return exc
+
+    return await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def connect_registered(
+    target: Target,
+    nick: str,
+    source: str,
+    *,
+    attempts: int = 3,
+    timeout: float = 30.0,
+    retries: list[str] | None = None,
+) -> IRCClient:
+    """Connect and register, retrying a refused or reset connection (a server with a
+    short listen backlog resets some connections of a burst); ``retries`` collects why."""
+    for attempt in range(attempts):
+        client: IRCClient | None = None
+        try:
+            client = await connect(target, nick, source=source, timeout=timeout)
+            await register(client, timeout)
+            return client
+        except (TimeoutError, OSError, BenchError) as exc:
+            if client is not None:
+                client.abort()
+            if attempt == attempts - 1:
+                raise
+            if retries is not None:
+                retries.append(repr(exc))
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+async def register_many(
+    target: Target, n: int, prefix: str, *, limit: int = 100, channel: str | None = None
+) -> list[IRCClient]:
+    """``n`` registered clients (set-up, not measured): retried, and all or nothing."""
+
+    async def make(i: int) -> IRCClient:
+        client = await connect_registered(target, f"{prefix}{i}", source_address(i))
+        if channel is not None:
+            await join(client, channel)
+        return client
+
+    results = await bounded_gather(n, limit, make)
+    clients = [r for r in results if isinstance(r, IRCClient)]
+    errors = [r for r in results if not isinstance(r, IRCClient)]
+    if errors:
+        for c in clients:
+            c.abort()
+        raise BenchError(f"{len(errors)} of {n} clients failed to set up; first: {errors[0]!r}")
+    return clients
+
+
+def _close_all(clients: list[IRCClient]) -> None:
+    for c in clients:
+        c.abort()
+
+
+def _usage(before: Sample, after: Sample) -> dict[str, float]:
+    wall = after.when - before.when
+    cpu = after.cpu_s - before.cpu_s
+    busy, idle, steal = (a - b for a, b in zip(after.machine, before.machine))
+    ticks = busy + idle + steal
+    return {
+        "machine_busy_pct": 100.0 * busy / ticks if ticks else 0.0,
+        "steal_pct": 100.0 * steal / ticks if ticks else 0.0,
+        "wall_s": wall,
+        "server_cpu_s": cpu,
+        "server_cpu_pct": 100.0 * cpu / wall if wall > 0 else 0.0,
+        "loadgen_cpu_pct": 100.0 * (after.loadgen_cpu_s - before.loadgen_cpu_s) / wall if wall > 0 else 0.0,
+    }
+
+
+# After set-up, wait past the 40 ms delayed-ACK timer: otherwise a server that
+# leaves Nagle's algorithm on holds its first measured write until the client
+# acknowledges the set-up traffic, and every pair's first round trip takes 40 ms.
+_SETTLE = 0.2
+
+_USAGE_METRICS = (
+    Metric("server_cpu_pct", "server CPU use (% of one core)", "{:.0f}", ""),
+    Metric("loadgen_cpu_pct", "load generator CPU use (%)", "{:.0f}", ""),
+    Metric("machine_busy_pct", "machine busy (% of all cores)", "{:.0f}", ""),
+)
+
+
+# --------------------------------------------------------------------------
+# 1. channel fan-out
+
+
+def _payload_lines(channel: str, count: int, size: int) -> list[bytes]:
+    lines = []
+    for seq in range(count):
+        head = f"{seq:08d} "
+        body = (head + _FILLER * (size // len(_FILLER) + 1))[:size]
+        lines.append(f"PRIVMSG {channel} :{body}\r\n".encode())
+    return lines
+
+
+async def fanout(
+    target: Target, receivers: int, lines: int, size: int = 100, timeout: float = 120.0
+) -> dict[str, Any]:
+    """One sender, ``receivers`` members, ``lines`` channel messages of ``size`` bytes of text."""
+    channel = "#fanout"
+    recv = await register_many(target, receivers, "r", channel=channel)
+    sender: IRCClient | None = None
+    try:
+        sender = await connect(target, "sender")
+        await register(sender)
+        await oper_up(sender, target)
+        await join(sender, channel)
+        marker = f"END{next(_tokens)}x".encode()
+        for c in recv:
+            c.start_counting(marker)
+        # After every receiver's sync PONG, all set-up lines (JOINs of later
+        # members) have reached it: the count starts from zero there.
+        await asyncio.gather(*(c.sync_counting(timeout) for c in recv))
+        await asyncio.sleep(_SETTLE)
+        payload = _payload_lines(channel, lines, size)
+        block = 64
+        before = target.begin()
+        for i in range(0, lines, block):
+            sender.write(b"".join(payload[i : i + block]))
+            await sender.drain()
+            if sender.closed.done():
+                raise BenchError(f"sender disconnected: {sender.error}")
+        sender.write(f"PRIVMSG {channel} :".encode() + marker + b"\r\n")
+        await sender.ping(timeout)
+        # marker_seen resolves on the marker, or with -1 when the connection closes
+        await asyncio.wait([c.marker_seen for c in recv], timeout=timeout)
+        seen = [t for c in recv if c.marker_seen.done() and (t := c.marker_seen.result()) > 0]
+        after = target.end()
+        if seen:
+            after.when = max(seen)
+        delivered = sum(c.count for c in recv)
+        expected = receivers * lines
+        cut_off = sum(1 for c in recv if c.closed.done() or not c.marker_seen.done())
+        usage = _usage(before, after)
+        return {
+            "delivered": delivered,
+            "lost": expected - delivered,
+            "receivers_cut_off": cut_off,
+            "lines_per_s": delivered / usage["wall_s"] if usage["wall_s"] > 0 else 0.0,
+            "cpu_us_per_line": 1e6 * usage["server_cpu_s"] / delivered if delivered else float("nan"),
+            **usage,
+        }
+    finally:
+        _close_all(recv)
+        if sender is not None:
+            sender.abort()
+
+
+_FANOUT_METRICS = (
+    Metric("lines_per_s", "delivered lines/s", "{:,.0f}", "higher"),
+    Metric("cpu_us_per_line", "server CPU us/delivered line", "{:.2f}", "lower"),
+    Metric("lost", "lost lines", "{:.0f}", "lower"),
+    *_USAGE_METRICS,
+)
+
+
+# --------------------------------------------------------------------------
+# 2. direct messages
+
+
+async def direct(target: Target, pairs: int, round_trips: int, timeout: float = 120.0) -> dict[str, Any]:
+    """``pairs`` pairs; A sends to B, B answers, A sends the next when the answer arrives."""
+    clients = await register_many(target, 2 * pairs, "d")
+    try:
+        latencies: list[float] = []
+        finished: list[asyncio.Future[None]] = []
+        loop = asyncio.get_running_loop()
+        for p in range(pairs):
+            a, b = clients[2 * p], clients[2 * p + 1]
+            done = loop.create_future()
+            finished.append(done)
+            _wire_pair(a, b, round_trips, latencies, done)
+        await asyncio.gather(*(c.ping(timeout) for c in clients))
+        await asyncio.sleep(_SETTLE)
+        before = target.begin()
+        for p in range(pairs):
+            a, b = clients[2 * p], clients[2 * p + 1]
+            a.start_time = time.perf_counter()
+            a.send(f"PRIVMSG {b.nick} :0")
+        await asyncio.wait_for(asyncio.gather(*finished), timeout)
+        after = target.end()
+        usage = _usage(before, after)
+        total = pairs * round_trips
+        latencies.sort()
+        return {
+            "round_trips": total,
+            "rt_per_s": total / usage["wall_s"],
+            "p50_ms": 1000 * statistics.median(latencies),
+            "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+            "cpu_us_per_msg": 1e6 * usage["server_cpu_s"] / (2 * total),
+            **usage,
+        }
+    finally:
+        _close_all(clients)
+
+
+def _last_param(line: bytes) -> bytes:
+    _, sep, trailing = line[1:].partition(b" :")  # [1:]: skip the source's own colon
+    return trailing if sep else line.rsplit(b" ", 1)[-1]
+
+
+def _wire_pair(
+    a: IRCClient, b: IRCClient, round_trips: int, latencies: list[float], done: asyncio.Future[None]
+) -> None:
+    a_prefix = f":{b.nick}!".encode()
+    b_prefix = f":{a.nick}!".encode()
+    state = {"n": 0}
+
+    def on_b(line: bytes) -> None:
+        if line.startswith(b_prefix) and b" PRIVMSG " in line:
+            text = _last_param(line)
+            b.write(f"PRIVMSG {a.nick} :".encode() + text + b"\r\n")
+
+    def on_a(line: bytes) -> None:
+        if not (line.startswith(a_prefix) and b" PRIVMSG " in line):
+            return
+        now = time.perf_counter()
+        latencies.append(now - a.start_time)
+        state["n"] += 1
+        if state["n"] >= round_trips:
+            if not done.done():
+                done.set_result(None)
+            return
+        a.start_time = now
+        a.write(f"PRIVMSG {b.nick} :{state['n']}\r\n".encode())
+
+    a.on_line = on_a
+    b.on_line = on_b
+
+
+_DIRECT_METRICS = (
+    Metric("rt_per_s", "round trips/s", "{:,.0f}", "higher"),
+    Metric("p50_ms", "latency p50 (ms)", "{:.2f}", "lower"),
+    Metric("p99_ms", "latency p99 (ms)", "{:.2f}", "lower"),
+    Metric("cpu_us_per_msg", "server CPU us/relayed message", "{:.1f}", "lower"),
+    *_USAGE_METRICS,
+)
+
+
+# --------------------------------------------------------------------------
+# 3. connections
+
+
+async def connections(target: Target, n: int, concurrency: int = 200, hold: float = 3.0) -> dict[str, Any]:
+    """Register ``n`` clients (``concurrency`` at a time), hold them idle, measure RSS."""
+    clients: list[IRCClient] = []
+    retries: list[str] = []
+    await asyncio.sleep(0.5)  # let the freshly started server settle before the baseline
+    before = target.begin()
+
+    async def make(i: int) -> IRCClient:
+        client = await connect_registered(target, f"c{i}", source_address(i), timeout=60.0, retries=retries)
+        clients.append(client)
+        client.start_counting(b"\x00")  # idle: answers PING, counts whatever else arrives
+        return client
+
+    try:
+        results = await bounded_gather(n, concurrency, make)
+        registered = sum(1 for r in results if isinstance(r, IRCClient))
+        errors = [r for r in results if not isinstance(r, IRCClient)]
+        after_reg = target.end()
+        await asyncio.sleep(hold)
+        held = target.sample()
+        dropped = sum(1 for c in clients if c.closed.done())
+        usage = _usage(before, after_reg)
+        return {
+            "registered": registered,
+            "errors": len(errors) + dropped,
+            "first_error": repr(errors[0]) if errors else None,
+            "retries": len(retries),
+            "first_retry": retries[0] if retries else None,
+            "reg_per_s": registered / usage["wall_s"],
+            "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
+            "rss_base_mib": before.rss_kib / 1024,
+            "rss_held_mib": held.rss_kib / 1024,
+            "rss_kib_per_conn": (held.rss_kib - before.rss_kib) / max(registered, 1),
+            **usage,
+        }
+    finally:
+        _close_all(clients)
+
+
+_CONNECTIONS_METRICS = (
+    Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
+    Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
+    Metric("rss_kib_per_conn", "RSS KiB/idle connection", "{:.1f}", "lower"),
+    Metric("rss_held_mib", "RSS with all held (MiB)", "{:.0f}", "lower"),
+    Metric("retries", "connections retried (reset, refused)", "{:.0f}", "lower"),
+    Metric("errors", "errors (failed 3 times, dropped)", "{:.0f}", "lower"),
+    *_USAGE_METRICS,
+)
+
+
+# --------------------------------------------------------------------------
+# 4. churn
+
+
+async def churn(target: Target, total: int, workers: int, timeout: float = 30.0) -> dict[str, Any]:
+    """``workers`` loops of connect, register, JOIN, PRIVMSG, QUIT until ``total`` are done."""
+    counter = itertools.count()
+    errors: list[str] = []
+    ok = 0
+    channel = "#churn"
+
+    async def worker() -> None:
+        nonlocal ok
+        while True:
+            i = next(counter)
+            if i >= total:
+                return
+            client: IRCClient | None = None
+            try:
+                client = await connect(target, f"k{i}", source=source_address(i))
+                await register(client, timeout)
+                await join(client, channel, timeout)
+                client.send(f"PRIVMSG {channel} :hello from {client.nick}")
+                client.send("QUIT :bye")
+                await asyncio.wait_for(asyncio.shield(client.closed), timeout)
+                ok += 1
+            except (TimeoutError, OSError, BenchError) as exc:
+                errors.append(repr(exc))
+            finally:
+                if client is not None:
+                    client.abort()
+
+    before = target.begin()
+    await asyncio.gather(*(worker() for _ in range(workers)))
+    after = target.end()
+    usage = _usage(before, after)
+    return {
+        "cycles": ok,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+        "cycles_per_s": ok / usage["wall_s"],
+        "cpu_us_per_cycle": 1e6 * usage["server_cpu_s"] / max(ok, 1),
+        **usage,
+    }
+
+
+_CHURN_METRICS = (
+    Metric("cycles_per_s", "cycles/s", "{:,.0f}", "higher"),
+    Metric("cpu_us_per_cycle", "server CPU us/cycle", "{:.0f}", "lower"),
+    Metric("errors", "errors", "{:.0f}", "lower"),
+    *_USAGE_METRICS,
+)
+
+
+# --------------------------------------------------------------------------
+# The registry. ``quick`` variants keep every code path but shrink the counts.
+
+
+@dataclass(frozen=True)
+class Sizes:
+    fanout: tuple[tuple[int, int], ...] = ((200, 2000), (1000, 500))
+    dm: tuple[int, int] = (50, 200)
+    connections: int = 10_000
+    churn: tuple[int, int] = (2000, 20)
+
+
+FULL = Sizes()
+QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10))
+TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2))
+
+
+def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
+    """The scenario registry for one set of sizes (``SCENARIOS`` holds the full sizes)."""
+    table: dict[str, Scenario] = {}
+
+    def add(s: Scenario) -> None:
+        table[s.name] = s
+
+    def fanout_run(receivers: int, lines: int) -> Callable[[Target], Awaitable[dict[str, Any]]]:
+        return lambda t: fanout(t, receivers, lines)
+
+    for receivers, lines in sizes.fanout:
+        add(
+            Scenario(
+                f"fanout-{receivers}x{lines}",
+                "fanout",
+                f"channel fan-out: 1 sender, {receivers} receivers, {lines} lines of 100 bytes",
+                _FANOUT_METRICS,
+                run=fanout_run(receivers, lines),
+            )
+        )
+    pairs, rts = sizes.dm
+    add(
+        Scenario(
+            f"dm-{pairs}x{rts}",
+            "dm",
+            f"direct messages: {pairs} pairs x {rts} round trips",
+            _DIRECT_METRICS,
+            run=lambda t: direct(t, pairs, rts),
+        )
+    )
+    add(
+        Scenario(
+            f"connections-{sizes.connections}",
+            "connections",
+            f"register {sizes.connections} clients and hold them idle",
+            _CONNECTIONS_METRICS,
+            run=lambda t: connections(t, sizes.connections),
+            timeout=600.0,
+        )
+    )
+    total, workers = sizes.churn
+    add(
+        Scenario(
+            f"churn-{total}x{workers}",
+            "churn",
+            f"connect, register, join, speak, quit: {total} cycles over {workers} workers",
+            _CHURN_METRICS,
+            run=lambda t: churn(t, total, workers),
+        )
+    )
+    # Hooks for later work: each becomes runnable by giving it a ``run``.
+    add(
+        Scenario(
+            "sasl-logins",
+            "sasl",
+            "SASL PLAIN/SCRAM logins per second, and other clients' latency during a login storm",
+            (
+                Metric("logins_per_s", "logins/s", "{:,.0f}", "higher"),
+                Metric("p99_ms", "bystander latency p99 (ms)", "{:.2f}", "lower"),
+            ),
+            pending="needs accounts and SASL in pircd",
+        )
+    )
+    add(
+        Scenario(
+            "pircan-send",
+            "pircan",
+            "durable PIRCAN SEND throughput and receipt latency",
+            (
+                Metric("sends_per_s", "SENDs/s", "{:,.0f}", "higher"),
+                Metric("p99_ms", "receipt latency p99 (ms)", "{:.2f}", "lower"),
+            ),
+            pending="needs the PIRCAN layer (ext/pircan)",
+        )
+    )
+    return table
+
+
+SCENARIOS.update(build_scenarios(FULL))
+
+
+@dataclass
+class RunResult:
+    server: str
+    scenario: str
+    values: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None

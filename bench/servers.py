@@ -1,0 +1,332 @@
+"""The servers under test: pircd, ngIRCd and InspIRCd, each as its own process.
+
+Each run starts a fresh server on a free loopback port with a config written
+to a temporary directory, and stops it by its PID (SIGTERM, then SIGKILL after
+a grace period). CPU time (utime + stime) and RSS (VmRSS) come from
+``/proc/<pid>``.
+
+The configs lift the limits that would otherwise measure the server's
+anti-abuse policy instead of its throughput: flood control, per-IP connection
+limits, connection throttles, send queues. docs/benchmarks.md lists every
+setting changed, server by server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["SERVERS", "RunningServer", "ServerSpec", "free_port", "proc_sample"]
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_REPO = Path(__file__).resolve().parent.parent
+OPER = ("bench", "benchpass")
+MOTD = "Welcome to the benchmark."
+SENDQ = 16 * 1024 * 1024
+
+
+def proc_sample(pid: int) -> tuple[float, int]:
+    """(utime + stime in seconds, VmRSS in KiB) of a process, all its threads included."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        stat = f.read()
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    cpu = (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of proc(5)
+    rss = 0
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                rss = int(line.split()[1])
+                break
+    return cpu, rss
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class ServerSpec:
+    name: str
+    binary: str | None  # looked up on PATH; None: runs with this Python
+    write_config: Callable[[Path, int], list[str]]  # (directory, port) -> argv
+    oper: tuple[str, str] | None = None
+    oper_modes: str = ""
+    version_argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def missing(self) -> str | None:
+        """Why this server cannot run here, or None."""
+        if self.binary is not None and shutil.which(self.binary) is None:
+            return f"{self.binary} not found on PATH (apt-get install -y {self.binary})"
+        return None
+
+    def version(self) -> str:
+        if not self.version_argv or self.missing():
+            return ""
+        try:
+            out = subprocess.run(self.version_argv, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        text = (out.stdout or out.stderr).strip().splitlines()
+        return text[0] if text else ""
+
+
+class RunningServer:
+    """One server process. ``argv_hook`` may wrap its command line (a profiler);
+    with ``server_is_child`` the measured server is the wrapper's child."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        *,
+        argv_hook: Callable[[list[str]], list[str]] | None = None,
+        server_is_child: bool = False,
+        keep_dir: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.dir = Path(tempfile.mkdtemp(prefix=f"bench-{spec.name}-"))
+        self.keep_dir = keep_dir
+        self.port = free_port()
+        argv = spec.write_config(self.dir, self.port)
+        if argv_hook is not None:
+            argv = argv_hook(argv)
+        self.server_is_child = server_is_child
+        self.log = open(self.dir / "server.log", "wb")  # noqa: SIM115 (lives as long as the process)
+        env = {**os.environ, **spec.env}
+        self.proc = subprocess.Popen(
+            argv, cwd=self.dir, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        self.pid = self.proc.pid  # the measured process (see _find_measured for wrappers)
+
+    def start(self, timeout: float = 20.0) -> RunningServer:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.spec.name} exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            self.stop()
+            raise RuntimeError(f"{self.spec.name} did not listen on port {self.port} within {timeout} s")
+        if self.server_is_child:
+            self.pid = self._find_measured()
+        return self
+
+    def _find_measured(self) -> int:
+        """Under a wrapper (py-spy), the server is the wrapper's child process."""
+        try:
+            children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        except OSError:
+            children = []
+        return int(children[0]) if children else self.proc.pid
+
+    def sample(self) -> tuple[float, int]:
+        return proc_sample(self.pid)
+
+    def log_tail(self, n: int = 20) -> str:
+        try:
+            if not self.log.closed:
+                self.log.flush()
+            lines = (self.dir / "server.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM to the server's PID, SIGKILL after ``grace`` seconds; a wrapper then ends by itself."""
+        for pid in dict.fromkeys([self.pid, self.proc.pid]):
+            if self.proc.poll() is not None and pid == self.proc.pid:
+                continue
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            if pid != self.proc.pid:
+                break  # the wrapper (py-spy) exits when its child does
+        try:
+            self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            for pid in dict.fromkeys([self.pid, self.proc.pid]):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.proc.wait(5)
+        self.log.close()
+        if not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------
+# pircd
+
+
+def _pircd_config(directory: Path, port: int) -> str:
+    return f"""\
+# pircd, benchmark configuration (bench/servers.py)
+[server]
+name = "bench.pircd.local"
+listen = ["127.0.0.1:{port}"]
+db = "{directory / "pircd.db"}"
+motd = "{MOTD}"
+
+[limits]
+# a receiver that falls behind must not be dropped at the default 256 KiB
+sendq = {SENDQ}
+nicklen = 32
+
+[timeouts]
+registration = 120.0
+ping_interval = 600.0
+ping_timeout = 120.0
+
+[flood]
+# the sender and the direct-message clients send as fast as the server reads
+enabled = false
+
+[connections]
+max_per_ip = 100000
+throttle_count = 100000
+max_clients = 100000
+
+[log]
+# one line per connect/disconnect at "info" would be measured too
+level = "warning"
+"""
+
+
+def _pircd(no_uvloop: bool) -> Callable[[Path, int], list[str]]:
+    def write(directory: Path, port: int) -> list[str]:
+        path = directory / "pircd.toml"
+        path.write_text(_pircd_config(directory, port))
+        argv = [sys.executable, "-m", "ircd", "serve", "--config", str(path)]
+        if no_uvloop:
+            argv.append("--no-uvloop")
+        return argv
+
+    return write
+
+
+# --------------------------------------------------------------------------
+# ngIRCd
+
+
+def _ngircd(directory: Path, port: int) -> list[str]:
+    (directory / "motd.txt").write_text(MOTD + "\n")
+    (directory / "conf.d").mkdir(exist_ok=True)
+    path = directory / "ngircd.conf"
+    path.write_text(f"""\
+# ngIRCd, benchmark configuration (bench/servers.py)
+[Global]
+    Name = bench.ngircd.local
+    Info = benchmark server
+    Listen = 127.0.0.1
+    Ports = {port}
+    MotdFile = {directory / "motd.txt"}
+    AdminInfo1 = bench
+    AdminInfo2 = bench
+    AdminEMail = bench@localhost
+
+[Limits]
+    MaxConnections = 0
+    MaxConnectionsIP = 0
+    MaxJoins = 0
+    MaxNickLength = 31
+    # no penalty delays (the 3-commands-per-read-pass limit is compiled in)
+    MaxPenaltyTime = 0
+    PingTimeout = 600
+    PongTimeout = 120
+
+[Options]
+    DNS = no
+    Ident = no
+    PAM = no
+    MorePrivacy = no
+    IncludeDir = {directory / "conf.d"}
+
+[Operator]
+    Name = {OPER[0]}
+    Password = {OPER[1]}
+""")
+    return ["ngircd", "--nodaemon", "--config", str(path)]
+
+
+# --------------------------------------------------------------------------
+# InspIRCd (3.x)
+
+
+def _inspircd(directory: Path, port: int) -> list[str]:
+    (directory / "motd.txt").write_text(MOTD + "\n")
+    path = directory / "inspircd.conf"
+    path.write_text(f"""\
+# InspIRCd, benchmark configuration (bench/servers.py)
+<server name="bench.inspircd.local" description="benchmark server" network="bench" id="0BE">
+<admin name="bench" nick="bench" email="bench@localhost">
+<bind address="127.0.0.1" port="{port}" type="clients">
+<files motd="{directory / "motd.txt"}">
+<pid file="{directory / "inspircd.pid"}">
+
+<connect name="bench"
+         allow="*"
+         maxchans="100"
+         timeout="120"
+         pingfreq="600"
+         hardsendq="{SENDQ}"
+         softsendq="{SENDQ}"
+         recvq="1048576"
+         threshold="1000000"
+         commandrate="100000000"
+         fakelag="no"
+         localmax="100000"
+         globalmax="100000"
+         resolvehostnames="no"
+         useident="no"
+         limit="100000">
+
+<performance somaxconn="4096" softlimit="100000" clonesonconnect="no" netbuffersize="65534" quietbursts="yes">
+<security maxtargets="20" announceinvites="none">
+<options prefixquit="" suffixquit="" syntaxhints="no" casemapping="rfc1459">
+
+<class name="bench" commands="*" privs="users/flood/no-fakelag users/flood/no-throttle users/flood/increased-buffers" usermodes="*" chanmodes="*">
+<type name="Bench" classes="bench">
+<oper name="{OPER[0]}" password="{OPER[1]}" host="*@*" type="Bench">
+""")
+    return ["inspircd", "--nofork", "--runasroot", "--config", str(path)]
+
+
+SERVERS: dict[str, ServerSpec] = {
+    "pircd": ServerSpec(
+        "pircd",
+        None,
+        _pircd(no_uvloop=False),
+        version_argv=[sys.executable, "-m", "ircd", "--version"],
+        env={"PYTHONPATH": str(_REPO)},
+    ),
+    "pircd-asyncio": ServerSpec(
+        "pircd-asyncio",
+        None,
+        _pircd(no_uvloop=True),
+        version_argv=[sys.executable, "-m", "ircd", "--version"],
+        env={"PYTHONPATH": str(_REPO)},
+    ),
+    "ngircd": ServerSpec(
+        "ngircd", "ngircd", _ngircd, oper=OPER, oper_modes="+F", version_argv=["ngircd", "--version"]
+    ),
+    "inspircd": ServerSpec(
+        "inspircd", "inspircd", _inspircd, oper=OPER, version_argv=["inspircd", "--version"]
+    ),
+}
