@@ -41,7 +41,9 @@ MULTILINE = 1 << 20
 READ_MARKER = 1 << 21
 ACCOUNT_REGISTRATION = 1 << 22
 EXTENDED_MONITOR = 1 << 23
-_FIRST_FREE_BIT = 32
+# The first bit for capabilities added at run time (accounts, extensions): a bit
+# past every fixed one above, so no added capability shares a bit with a core one.
+_FIRST_FREE_BIT = 1 << 24
 
 # Bits that change how a relayed line is tagged; fan-out formats once per
 # distinct combination of these.

@@ -307,3 +307,23 @@ def test_links_lists_this_server(h):
         ":irc.test 364 alice irc.test irc.test :0 pircd IRC server",
         ":irc.test 365 alice * :End of /LINKS list",
     ]
+
+
+# capabilities added at run time -----------------------------------------------------
+
+
+def test_added_capabilities_get_their_own_bits(h):
+    """A capability added by accounts or an extension must not share a bit with a core one:
+    it did (bit 32 = chghost), so CAP LIST showed draft/account-registration to anyone who
+    enabled echo-message (irctest testCapRemovalByClient)."""
+    from ircd.caps import Capability
+
+    registry = h.server.caps
+    for name in ("x.test/one", "x.test/two"):
+        registry.add(Capability(name))
+    bits = [cap.bit for cap in registry._by_name.values()]
+    assert all(bit and bit & (bit - 1) == 0 for bit in bits)  # one bit each
+    assert len(set(bits)) == len(bits)
+    h.register("alice", caps=["echo-message", "server-time", "chghost"])
+    h.send("alice", "CAP LIST")
+    assert [m.params[-1] for m in h.messages("alice")] == ["cap-notify chghost echo-message server-time"]
