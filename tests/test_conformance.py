@@ -327,3 +327,28 @@ def test_added_capabilities_get_their_own_bits(h):
     h.register("alice", caps=["echo-message", "server-time", "chghost"])
     h.send("alice", "CAP LIST")
     assert [m.params[-1] for m in h.messages("alice")] == ["cap-notify chghost echo-message server-time"]
+
+
+# INVITE without parameters ------------------------------------------------------------
+
+
+def test_invite_without_parameters_lists_invites(h):
+    """Modern IRC: "Servers MAY allow the INVITE with no parameter, and reply with a list of
+    channels the sender is invited to as RPL_INVITELIST (336) numerics, ending with a
+    RPL_ENDOFINVITELIST (337) numeric." (irctest testInviteList)"""
+    h.register("foo")
+    h.register("bar")
+    h.send("foo", "JOIN #chan")
+    h.send("foo", "INVITE bar #chan")
+    h.take("bar")
+    h.send("bar", "INVITE")
+    assert h.lines("bar") == [
+        ":irc.test 336 bar #chan",
+        ":irc.test 337 bar :End of /INVITE list",
+    ]
+    h.send("bar", "JOIN #chan")  # joining uses the invitation up
+    h.take("bar")
+    h.send("bar", "INVITE")
+    assert h.lines("bar") == [":irc.test 337 bar :End of /INVITE list"]
+    h.send("bar", "INVITE foo")
+    assert h.lines("bar") == [":irc.test 461 bar INVITE :Not enough parameters"]

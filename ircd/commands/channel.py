@@ -297,11 +297,18 @@ def handle_list(ctx: CommandContext, msg: Message) -> None:
 # INVITE --------------------------------------------------------------------
 
 
-@command("INVITE", min_params=2)
+@command("INVITE")
 def handle_invite(ctx: CommandContext, msg: Message) -> None:
-    """INVITE <nick> <channel>
-    Invites someone to a channel; needed to join a +i channel. On +i channels only operators may invite."""
+    """INVITE [<nick> <channel>]
+    Invites someone to a channel; needed to join a +i channel. On +i channels only operators may invite.
+    Without parameters, lists the channels you are invited to."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
+    if not msg.params:
+        _list_invites(ctx)
+        return
+    if len(msg.params) < 2:
+        reply.numeric(N.ERR_NEEDMOREPARAMS, "INVITE", "Not enough parameters")
+        return
     nick, name = msg.params[0], msg.params[1]
     target = server.registry.find_nick(nick)
     if target is None or not target.registered:
@@ -338,6 +345,17 @@ def handle_invite(ctx: CommandContext, msg: Message) -> None:
     server.relay(notify, relay)
     for hook in server.invite_hooks:
         hook(client, target, channel)
+
+
+def _list_invites(ctx: CommandContext) -> None:
+    """Modern IRC: "Servers MAY allow the INVITE with no parameter, and reply with a list of
+    channels the sender is invited to as RPL_INVITELIST (336) numerics, ending with a
+    RPL_ENDOFINVITELIST (337) numeric." """
+    folded = ctx.client.nick_folded
+    for channel in ctx.server.registry.channels.values():
+        if folded in channel.invited:
+            ctx.reply.numeric(N.RPL_INVITED, channel.name)
+    ctx.reply.numeric(N.RPL_ENDOFINVITED, "End of /INVITE list")
 
 
 # KICK ----------------------------------------------------------------------
