@@ -131,7 +131,38 @@ class Server:
     def rehash(self, config: Config) -> None:
         if config.server.casemapping != self.config.server.casemapping:
             raise ValueError("server.casemapping cannot change while the server runs")
+        before = self._cap_snapshot()
         self._apply_config(config)
+        self._announce_cap_changes(before)
+
+    def _cap_snapshot(self) -> dict[str, tuple[int, str]]:
+        """Offered capabilities: name -> (bit, CAP LS 302 token)."""
+        offered = self.caps.offered(self)
+        tokens = self.caps.ls_tokens(self, 302)
+        return {cap.name: (cap.bit, token) for cap, token in zip(offered, tokens)}
+
+    def _announce_cap_changes(self, before: dict[str, tuple[int, str]]) -> None:
+        """IRCv3 cap-notify: CAP DEL for capabilities no longer offered (they are also
+        switched off), CAP NEW for new ones and for ones whose value changed."""
+        after = self._cap_snapshot()
+        removed = [name for name in before if name not in after]
+        added = [name for name in after if before.get(name) != after[name]]
+        if not removed and not added:
+            return
+        removed_bits = 0
+        for name in removed:
+            removed_bits |= before[name][0]
+        for client in self.clients:
+            if client.closing or not client.caps & C.CAP_NOTIFY:
+                continue
+            client.caps &= ~removed_bits
+            reply = ReplyBuffer(self, client)
+            for chunk in C.chunk_tokens(removed) if removed else ():
+                reply.send("CAP", client.nick, "DEL", chunk)
+            tokens = [after[n][1] if client.cap_version >= 302 else n for n in added]
+            for chunk in C.chunk_tokens(tokens) if tokens else ():
+                reply.send("CAP", client.nick, "NEW", chunk)
+            reply.flush()
 
     def now(self) -> float:
         return self.clock()

@@ -214,6 +214,45 @@ def test_cap_notify_is_implied_by_cap_302(h):
     assert h.lines("b") == [":irc.test CAP * ACK cap-notify", ":irc.test CAP * ACK -cap-notify"]
 
 
+def test_cap_notify_new_and_del_on_rehash(h):
+    """IRCv3 cap-notify: "the server MUST send CAP NEW ... when capabilities become available\" and
+    "CAP DEL ... when capabilities are no longer available\"; a deleted capability is switched off."""
+    from ircd.caps import Capability
+    from tests.harness import config
+
+    h.server.caps.add(Capability(
+        "vendor.example/watch",
+        value=lambda s: str(s.config.limits.monitor),
+        available=lambda s: s.config.limits.monitor > 5,
+    ))
+    h.register("new", caps=["vendor.example/watch"])  # CAP LS 302 implies cap-notify
+    h.register("old")
+    h.connect("v1")
+    h.send("v1", "CAP REQ :cap-notify")
+    h.send("v1", "NICK v1")
+    h.send("v1", "USER v1 0 * :V1")
+    h.send("v1", "CAP END")
+    h.take("v1")
+
+    def rehash(cfg) -> None:
+        h.server.rehash(cfg)
+        h.server.flush_all()
+
+    rehash(config(limits={"monitor": 0}))
+    assert h.lines("new") == [":irc.test CAP new DEL vendor.example/watch"]
+    assert h.lines("v1") == [":irc.test CAP v1 DEL vendor.example/watch"]
+    assert h.lines("old") == []
+    h.send("new", "CAP LIST")
+    assert "vendor.example/watch" not in h.lines("new")[0]
+    rehash(config(limits={"monitor": 10}))
+    assert h.lines("new") == [":irc.test CAP new NEW vendor.example/watch=10"]
+    assert h.lines("v1") == [":irc.test CAP v1 NEW vendor.example/watch"]
+    rehash(config(limits={"monitor": 10}))
+    assert h.lines("new") == []
+    rehash(config(limits={"monitor": 20}))
+    assert h.lines("new") == [":irc.test CAP new NEW vendor.example/watch=20"]
+
+
 def test_setname(h):
     """IRCv3 setname: "the server MUST send the SETNAME message to the client itself and to clients that share
     a channel with the client and have negotiated the setname capability\""""
