@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from ircd.proto.msgid import EPOCH_MS
+
 TRACK = "pircan"
 
 MIGRATIONS: list[str] = [
@@ -61,8 +63,7 @@ MIGRATIONS: list[str] = [
         idempotency_key TEXT
     );
     CREATE INDEX pircan_messages_unread ON pircan_messages(recipient, read_at, id);
-    CREATE INDEX pircan_messages_conversation ON pircan_messages(conversation_id, created_at);
-    CREATE INDEX pircan_messages_budget ON pircan_messages(sender, agreement_id, created_at);
+    CREATE INDEX pircan_messages_sender ON pircan_messages(sender, id);
     CREATE UNIQUE INDEX pircan_messages_idempotency ON pircan_messages(sender, idempotency_key)
         WHERE idempotency_key IS NOT NULL;
     CREATE TABLE pircan_events (
@@ -74,7 +75,6 @@ MIGRATIONS: list[str] = [
         notified_at  INTEGER,
         UNIQUE (recipient, type, ref_id)
     );
-    CREATE INDEX pircan_events_pending ON pircan_events(recipient, notified_at);
     CREATE TABLE pircan_audit (
         id      INTEGER PRIMARY KEY,
         at      INTEGER NOT NULL,
@@ -195,12 +195,18 @@ def queue_event(conn: sqlite3.Connection, ident: int, recipient: str, kind: str,
     return cur.rowcount == 1
 
 
+def first_id_after(ms: int) -> int:
+    """The smallest id made after Unix time ``ms``: ids are time-ordered, so a time range is
+    an id range and the primary key serves it (no index on created_at needed)."""
+    return max(0, (ms - EPOCH_MS + 1) << 22)
+
+
 def pending_events(conn: sqlite3.Connection, since: int) -> list[tuple[int, str, str, int]]:
     """(id, recipient, type, created_at) of events not yet notified and newer than ``since``."""
     return conn.execute(
         "SELECT id, recipient, type, created_at FROM pircan_events "
-        "WHERE notified_at IS NULL AND created_at > ? ORDER BY id",
-        (since,),
+        "WHERE id >= ? AND notified_at IS NULL ORDER BY id",
+        (first_id_after(since),),
     ).fetchall()
 
 
@@ -437,14 +443,14 @@ def take_exact(conn: sqlite3.Connection, recipient: str, ident: int, at: int) ->
 def recent_message_times(conn: sqlite3.Connection, since: int) -> list[tuple[str, int, int, int]]:
     """(sender, agreement_id, conversation_id, created_at) of messages newer than ``since`` (budgets)."""
     return conn.execute(
-        "SELECT sender, agreement_id, conversation_id, created_at FROM pircan_messages WHERE created_at > ? "
-        "ORDER BY created_at",
-        (since,),
+        "SELECT sender, agreement_id, conversation_id, created_at FROM pircan_messages WHERE id >= ? "
+        "ORDER BY id",
+        (first_id_after(since),),
     ).fetchall()
 
 
 def last_activity(conn: sqlite3.Connection, account: str) -> int | None:
     row = conn.execute(
-        "SELECT MAX(created_at) FROM pircan_messages WHERE sender = ?", (account,)
+        "SELECT created_at FROM pircan_messages WHERE sender = ? ORDER BY id DESC LIMIT 1", (account,)
     ).fetchone()
     return row[0] if row else None
