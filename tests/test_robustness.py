@@ -316,3 +316,39 @@ def test_sendq_overflow_during_the_ping_tick(make_harness):
     assert h.lines("a2") == ["ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
     for name in ("a1", "a3", "a4"):
         assert h.lines(name) == ["PING irc.test"]
+
+
+ODD_ARGUMENTS = [
+    "", ":", ": ", "*", "0", "-1", "#", "#a", "#a,#a", ",", ",,,", "alice", "bob,#a", "+", "-", "+-+-",
+    "x" * 450, "\u00e9\u00e8", "\x01ACTION waves\x01", "#a :", "#a +b", "#a +k :", "#a +l 99999999999999999999",
+    "#a +ov", "#a b", "* *", "a b c d e f g h i j k l m n o", "%tcuihsnfdlaor,1", "#a %", "#a %,",
+    "L", "C", "S", "+ ,", "- a", "LS 302", "REQ :", "REQ :-", "END", ":-", "*!*@*", "$a:x", "@#a :x",
+    "~#a :x", "@ :x", "!", "a!b@c", "#a 0", "#a :" + "t" * 400,
+]
+
+
+def test_no_input_makes_a_handler_fail(make_harness, caplog):
+    """Bad input gets a clear reply, never a traceback: every verb in the command table, with odd arguments,
+    from a registered client with every capability and from an unregistered one, never ends in
+    FAIL ... INTERNAL_ERROR or a logged handler error."""
+    h = make_harness()
+    caps = [c.name for c in h.server.caps.offered(h.server) if c.name != "sasl"]
+    h.register("alice", caps=caps)
+    h.register("bob")
+    h.send("alice", "JOIN #a")
+    h.send("bob", "JOIN #a")
+    h.connect("u")
+    replies = 0
+    with caplog.at_level(logging.ERROR, logger="pircd"):
+        for verb in sorted(h.server.commands.specs):
+            if verb == "QUIT":
+                continue
+            for arg in ODD_ARGUMENTS:
+                for who in ("alice", "u"):
+                    h.send(who, f"@label=l1;+x=y {verb} {arg}".strip())
+                    lines = h.lines(who)
+                    replies += len(lines)
+                    assert not [ln for ln in lines if "INTERNAL_ERROR" in ln], (who, verb, arg, lines)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert replies > 5000
+    assert not h.clients["alice"].closing and not h.clients["u"].closing
