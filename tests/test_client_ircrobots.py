@@ -29,12 +29,15 @@ def ircrobots_python(request, tmp_path_factory) -> Path:
     if python.exists() and marker.exists() and marker.read_text() == IRCROBOTS:
         return python
     shutil.rmtree(base, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True, timeout=300)
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", IRCROBOTS],
-        check=True,
-        timeout=600,
-    )
+    install = ["install", "--quiet", "--disable-pip-version-check", IRCROBOTS]
+    made = subprocess.run([sys.executable, "-m", "venv", str(base)], capture_output=True, timeout=300)
+    if made.returncode == 0:
+        subprocess.run([str(python), "-m", "pip", *install], check=True, timeout=600)
+    else:
+        # no ensurepip (Debian's python3 without python3-venv): an empty venv, filled by this pip
+        shutil.rmtree(base, ignore_errors=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True, timeout=300)
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(python), *install], check=True, timeout=600)
     marker.write_text(IRCROBOTS)
     return python
 
