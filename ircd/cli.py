@@ -100,7 +100,7 @@ def check_config(path: str) -> None:
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
 def init(directory: str, name: str, force: bool) -> None:
     """Write a commented config and a self-signed TLS certificate into DIRECTORY."""
-    from ircd.tlsgen import write_self_signed
+    from ircd.tlsgen import write_client_ca, write_self_signed
 
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
@@ -115,11 +115,16 @@ def init(directory: str, name: str, force: bool) -> None:
     template = template.replace('tls_listen = []', 'tls_listen = ["127.0.0.1:6697"]', 1)
     template = template.replace('# tls_cert = "tls/cert.pem"', f'tls_cert = "{cert.resolve()}"', 1)
     template = template.replace('# tls_key = "tls/key.pem"', f'tls_key = "{key.resolve()}"', 1)
+    ca, ca_key = target / "tls" / "client-ca.pem", target / "tls" / "client-ca.key"
+    template = template.replace('# tls_client_ca = "tls/client-ca.pem"', f'tls_client_ca = "{ca.resolve()}"', 1)
+    template = template.replace('# tls_client_ca_key = "tls/client-ca.key"', f'tls_client_ca_key = "{ca_key.resolve()}"', 1)
     template = template.replace('db = "pircd.db"', f'db = "{(target / "pircd.db").resolve()}"', 1)
     config_file.write_text(template, encoding="utf-8")
     write_self_signed(cert, key, name)
+    write_client_ca(ca, ca_key, name)
     click.echo(f"wrote {config_file}")
     click.echo(f"wrote {cert} and {key} (self-signed for {name})")
+    click.echo(f"wrote {ca} and {ca_key} (issues client certificates: pircd account issue-cert NAME)")
     click.echo(f"start with: pircd serve --config {config_file}")
 
 

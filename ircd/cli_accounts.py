@@ -297,3 +297,35 @@ def agent_list(owner: str | None, config_path: str | None, db: str | None) -> No
         click.echo(f"{a.name} owner={a.owner}{' suspended' if a.suspended else ''}")
     if not agents:
         click.echo("no agents")
+
+
+@account_group.command("issue-cert")
+@click.argument("name")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Directory for NAME.pem and NAME.key.")
+@with_db
+def account_issue_cert(name: str, out_dir: str, config_path: str | None, db: str | None) -> None:
+    """Issue a TLS client certificate for NAME from server.tls_client_ca and register its
+    fingerprint, so the account can log in with SASL EXTERNAL."""
+    from pathlib import Path
+
+    from ircd.tlsgen import issue_client_cert
+
+    ctx = _open(config_path, db)
+    server = ctx.config.server
+    if not server.tls_client_ca or not server.tls_client_ca_key:
+        _fail("server.tls_client_ca and server.tls_client_ca_key must be set (pircd init makes them)")
+    folded = ctx.casefold(name)
+    conn = ctx.connect()
+    try:
+        if rows.get_account(conn, folded) is None:
+            _fail(f"no account named {name!r}")
+        out = Path(out_dir)
+        cert, key = out / f"{name}.pem", out / f"{name}.key"
+        fp = issue_client_cert(Path(server.tls_client_ca), Path(server.tls_client_ca_key), name, cert, key)  # type: ignore[arg-type]
+        with transaction(conn):
+            rows.add_certfp(conn, folded, fp)
+    finally:
+        conn.close()
+    click.echo(f"wrote {cert} and {key}")
+    click.echo(f"fingerprint {fp} registered for {name}")

@@ -44,6 +44,10 @@ class ServerSection(_Section):
     tls_listen: list[str] = []
     tls_cert: str | None = None
     tls_key: str | None = None
+    # Clients may present certificates issued by this CA (for SASL EXTERNAL);
+    # the key is read only by `pircd account issue-cert`.
+    tls_client_ca: str | None = None
+    tls_client_ca_key: str | None = None
     db: str = "pircd.db"
     password: str | None = None
     casemapping: Literal["ascii", "rfc1459"] = "rfc1459"

@@ -23,12 +23,18 @@ _tokens = itertools.count(1)
 
 
 class LiveServer:
-    def __init__(self, config: Config, setup: Callable[[Server], None] | None = None) -> None:
+    def __init__(
+        self, config: Config, setup: Callable[[Server], None] | None = None, db: str | None = None
+    ) -> None:
+        """``db``: a SQLite path to give the server its store (accounts, PIRCAN)."""
         from ircd.api import load_extensions
+        from ircd.app import attach_store
         from ircd.net.runner import run_server
 
         self.config = config
         self.server = Server(config)
+        if db is not None:
+            attach_store(self.server, db)
         load_extensions(self.server)
         if setup is not None:
             setup(self.server)

@@ -16,10 +16,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("pircd")
 
 
-def make_tls_context(cert: str, key: str) -> ssl.SSLContext:
+def make_tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(cert, key)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if client_ca:
+        # ask for a client certificate (SASL EXTERNAL) without requiring one
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+        ctx.load_verify_locations(client_ca)
     return ctx
 
 
@@ -42,7 +46,7 @@ async def start_listeners(server: "Server") -> list[asyncio.base_events.Server]:
     if cfg.tls_listen:
         if not cfg.tls_cert or not cfg.tls_key:
             raise ValueError("server.tls_listen needs server.tls_cert and server.tls_key")
-        tls_ctx = make_tls_context(cfg.tls_cert, cfg.tls_key)
+        tls_ctx = make_tls_context(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca)
     for addresses, ctx in ((cfg.listen, None), (cfg.tls_listen, tls_ctx)):
         for address in addresses:
             host, port = parse_hostport(address)
