@@ -25,16 +25,16 @@ def together(h, channel, *names):
 
 
 def test_labeled_response_ack(h):
-    """IRCv3 labeled-response: "If the response to a labeled command would consist of no messages, the server
-    MUST send an ACK message with the label.\""""
+    """IRCv3 labeled-response: "Servers MUST respond with a labeled `ACK` message when a client sends a labeled
+    command that normally produces no response.\""""
     h.register("alice", caps=["labeled-response", "batch"])
     h.send("alice", "@label=abc PONG x")
     assert h.lines("alice") == ["@label=abc :irc.test ACK"]
 
 
 def test_labeled_response_single_line(h):
-    """IRCv3 labeled-response: "If the response is a single message, the server MUST add the label tag to
-    it.\""""
+    """IRCv3 labeled-response: "For any message received from a client that includes this tag, the server MUST
+    include the same tag and value in any response produced from this message\"."""
     h.register("alice", caps=["labeled-response", "batch"])
     h.send("alice", "@label=x1 PING tok")
     assert h.lines("alice") == ["@label=x1 :irc.test PONG irc.test tok"]
@@ -43,8 +43,8 @@ def test_labeled_response_single_line(h):
 
 
 def test_labeled_response_batch(h):
-    """IRCv3 labeled-response: "If the response consists of more than one message, the server MUST send
-    them in a batch of type labeled-response, with the label tag on the BATCH start message.\""""
+    """IRCv3 labeled-response: "If a response consists of more than one message, a batch MUST be used to group
+    them into a single logical response. The start of the batch MUST be tagged with the `label` tag.\""""
     h.register("alice", caps=["labeled-response", "batch"])
     h.send("alice", "@label=j1 JOIN #a")
     lines = h.lines("alice")
@@ -63,7 +63,8 @@ def test_labeled_response_batch(h):
 
 
 def test_label_ignored_without_the_cap(h):
-    """A label from a client that did not enable labeled-response is not echoed."""
+    """IRCv3 labeled-response: "This specification depends on the `batch` capability which MUST be negotiated to
+    use labeled responses.\"; without the capability the label is ignored."""
     h.register("alice")
     h.send("alice", "@label=abc PING tok")
     h.send("alice", "@label=abc PONG tok")
@@ -81,8 +82,8 @@ def test_labeled_errors_in_a_failed_gate(h):
 
 
 def test_echo_message(h):
-    """IRCv3 echo-message: "servers MUST send a copy of PRIVMSG and NOTICE messages to the sender, with the
-    same content as sent to the recipients.\""""
+    """IRCv3 echo-message: "If enabled, servers MUST send `PRIVMSG` and `NOTICE` messages back to the client that
+    sent them.\" (the same message the recipients get, msgid included)."""
     h.register("alice", caps=["echo-message", "message-tags"])
     h.register("bob", caps=["message-tags"])
     together(h, "#a", "alice", "bob")
@@ -199,8 +200,9 @@ def test_bot_tag(h):
 
 
 def test_cap_notify_is_implied_by_cap_302(h):
-    """IRCv3 cap-notify: "Clients that support CAP version 302 ... the server MUST consider the cap-notify
-    capability enabled, and MUST NOT allow it to be disabled.\""""
+    """IRCv3 cap-notify: "servers MUST NOT disable the `cap-notify` capability if the client requests `CAP LS`
+    with a version of 302 or newer.\"; "Clients that do not support CAP version 302 MAY request the
+    `cap-notify` capability explicitly. Such clients MAY explicitly disable the capability\"."""
     h.connect("a")
     h.send("a", "CAP LS 302")
     h.take("a")
@@ -215,8 +217,9 @@ def test_cap_notify_is_implied_by_cap_302(h):
 
 
 def test_cap_notify_new_and_del_on_rehash(h):
-    """IRCv3 cap-notify: "the server MUST send CAP NEW ... when capabilities become available\" and
-    "CAP DEL ... when capabilities are no longer available\"; a deleted capability is switched off."""
+    """IRCv3 cap-notify: "When enabled, the server MUST notify the client about all new capabilities and about
+    existing capabilities that are no longer available using the `NEW` and `DEL` subcommands\"; "Servers MUST
+    cancel any capability-specific behavior for a client after sending the `CAP DEL` message\"."""
     from ircd.caps import Capability
     from tests.harness import config
 
@@ -410,8 +413,8 @@ def test_account_tag_and_standard_replies_are_offered(h):
 
 
 def test_monitor_add_and_status(h):
-    """IRCv3 monitor: "MONITOR + target[,target2]* ... the server MUST send RPL_MONONLINE or RPL_MONOFFLINE for
-    each target\""""
+    """IRCv3 monitor: "If any of the targets being added are online, the server will generate `RPL_MONONLINE`
+    numerics listing those targets that are online.\" (and RPL_MONOFFLINE for the offline ones)."""
     h.register("alice")
     h.register("bob")
     h.send("alice", "MONITOR + bob,carol")
@@ -422,8 +425,9 @@ def test_monitor_add_and_status(h):
 
 
 def test_monitor_notifications(h):
-    """IRCv3 monitor: "the server MUST send RPL_MONONLINE when a monitored nick comes online and RPL_MONOFFLINE
-    when it goes offline\" (a nick change counts as both)."""
+    """IRCv3 monitor, RPL_MONONLINE: "This numeric is used to indicate to a client that either a target has just
+    become online\"; RPL_MONOFFLINE: "that either a target has just left the irc network\" (a nick change
+    counts as both)."""
     h.register("alice")
     h.send("alice", "MONITOR + bob,robert")
     h.take("alice")
@@ -439,8 +443,9 @@ def test_monitor_notifications(h):
 
 
 def test_monitor_list_remove_clear_status(h):
-    """IRCv3 monitor: "MONITOR L ... RPL_MONLIST ... RPL_ENDOFMONLIST\", "MONITOR - ...\", "MONITOR C\" and
-    "MONITOR S\"."""
+    """IRCv3 monitor: "`MONITOR L` Outputs the current list of targets being monitored. All output will use
+    `RPL_MONLIST`, and the output will be terminated with `RPL_ENDOFMONLIST`.\"; "`MONITOR C` Clears the list
+    of targets being monitored.\""""
     h.register("alice")
     h.register("bob")
     h.send("alice", "MONITOR + bob,carol,dave")
@@ -462,8 +467,9 @@ def test_monitor_list_remove_clear_status(h):
 
 
 def test_monitor_limit_734(make_harness):
-    """IRCv3 monitor: "ERR_MONLISTFULL ... <limit> <targets> :Monitor list is full\" and "the server MUST
-    process the targets in order and stop at the first one that does not fit."""
+    """IRCv3 monitor, ERR_MONLISTFULL: "The `<limit>` parameter is the maximum number of targets a client may
+    have in their list, the `<targets>` parameter is the list of targets, as the client sent them, that cannot
+    be added.\"; "Targets already in the list MUST NOT be added again.\""""
     h = make_harness(limits={"monitor": 2})
     h.register("alice")
     h.send("alice", "MONITOR + a1,a2,a3,a4")
@@ -477,7 +483,8 @@ def test_monitor_limit_734(make_harness):
 
 
 def test_monitor_isupport(make_harness):
-    """IRCv3 monitor: "MONITOR=<limit>\" in RPL_ISUPPORT."""
+    """IRCv3 monitor: "This token takes an optional parameter, of the maximum amount of targets a client may
+    have in their monitor list.\""""
     h = make_harness(limits={"monitor": 7})
     h.connect("a")
     h.send("a", "NICK alice")

@@ -305,7 +305,8 @@ def test_registration_waits_for_cap_end(h):
 
 
 def test_registration_waits_after_cap_req_alone(h):
-    """The same holds for a CAP REQ without a preceding CAP LS."""
+    """IRCv3: "If a server receives a REQ subcommand while client registration is in progress, it MUST suspend
+    registration until an END subcommand is received.\""""
     h.connect("a")
     h.send("a", "CAP REQ :multi-prefix")
     h.send("a", "NICK alice")
@@ -316,14 +317,16 @@ def test_registration_waits_after_cap_req_alone(h):
 
 
 def test_cap_end_after_registration_is_ignored(h):
-    """IRCv3: "If the client is already registered, the server MUST ignore a CAP END"."""
+    """IRCv3 capability negotiation: "If the client is already registered, this command MUST be ignored by the
+    server.\""""
     h.register("alice")
     h.send("alice", "CAP END")
     assert h.lines("alice") == []
 
 
 def test_cap_req_ack_nak_and_list(h):
-    """IRCv3: "The capability identifier set must be accepted as a whole, or rejected entirely.\""""
+    """IRCv3 capability negotiation: "The capability identifier set must be accepted as a whole, or rejected
+    entirely.\"; CAP LIST: "If no capabilities are enabled, an empty parameter must be sent.\""""
     h.connect("a")
     h.send("a", "CAP REQ :multi-prefix bogus-cap")
     h.send("a", "CAP LIST")
@@ -345,17 +348,17 @@ def test_cap_req_ack_nak_and_list(h):
 
 
 def test_cap_unknown_subcommand_is_410(h):
-    """IRCv3: "If a client sends a subcommand which is not in the list above ... the server MUST respond
-    with the ERR_INVALIDCAPCMD (410) numeric.\""""
+    """IRCv3 capability negotiation: "If a client sends a subcommand which is not in the list above or otherwise
+    issues an invalid command, then numeric `410` (`ERR_INVALIDCAPCMD`) should be sent.\""""
     h.connect("a")
     h.send("a", "CAP FROB")
     assert h.lines("a") == [":irc.test 410 * FROB :Invalid CAP command"]
 
 
 def test_cap_ls_302_continuation(h):
-    """IRCv3 CAP 302: "If the reply contains multiple lines (due to IRC line length limitations), and the
-    client supports CAP version 302, all but the last line MUST contain an asterisk (*) as the third
-    parameter.\""""
+    """IRCv3 CAP 302: "If the reply contains multiple lines (due to IRC line length limitations), and the client
+    supports CAP version `302`, all but the last reply MUST have a parameter containing only an asterisk (`*`)
+    preceding the capability list.\""""
     for i in range(30):
         h.server.caps.add(Capability(f"vendor.example/cap-{i:02d}", value="v" * 20))
     h.connect("a")
@@ -374,7 +377,9 @@ def test_cap_ls_302_continuation(h):
 
 
 def test_cap_ls_without_302_has_no_values(h):
-    """IRCv3 CAP 302: capability values are only sent to clients that ask for version 302."""
+    """IRCv3 CAP 302: "If the client supports CAP version `302`, the server MAY specify additional data for each
+    capability using the `<name>=<value>` format\"; "If a client has not indicated support for `CAP LS 302`
+    features, the server MUST NOT send these new features to the client.\""""
     h.server.caps.add(Capability("vendor.example/valued", value="x,y"))
     h.connect("a")
     h.send("a", "CAP LS")
