@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ExtensionAPI",
     "load_extensions",
+    "open_database_sync",
     "Capability",
     "CommandContext",
     "ReplyBuffer",
@@ -274,6 +275,15 @@ class ExtensionAPI:
 
     def format_line(self, command: str, *params: str, source: str | None = None) -> bytes:
         return format_line(command, params, source)
+
+
+def open_database_sync(config_path: str | None, db: str | None) -> tuple[Any, Callable[[str], str]]:
+    """For an extension's CLI commands: a plain sqlite3 connection to the server's database
+    (core migrations applied) and the server's casefold."""
+    from ircd.cli_accounts import open_context
+
+    ctx = open_context(config_path, db)
+    return ctx.connect(), ctx.casefold
 
 
 def load_extensions(server: "Server") -> list[ExtensionAPI]:

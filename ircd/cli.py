@@ -145,10 +145,22 @@ def hash_password(from_stdin: bool) -> None:
 
 
 def _register_groups() -> None:
+    import importlib
+    import pkgutil
+
+    import ext
     from ircd.cli_accounts import account_group, agent_group
 
     main.add_command(account_group)
     main.add_command(agent_group)
+    # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands)
+    for module in pkgutil.iter_modules(ext.__path__):
+        try:
+            cli_module = importlib.import_module(f"ext.{module.name}.cli")
+        except ModuleNotFoundError:
+            continue
+        for cmd in cli_module.commands():
+            main.add_command(cmd)
 
 
 _register_groups()

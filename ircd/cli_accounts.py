@@ -34,7 +34,7 @@ class Ctx:
         return conn
 
 
-def _open(config_path: str | None, db: str | None) -> Ctx:
+def open_context(config_path: str | None, db: str | None) -> Ctx:
     try:
         config = load(config_path) if config_path else Config()
     except ConfigError as exc:
@@ -128,7 +128,7 @@ def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, g
     """Create an account."""
     if password_stdin and generate:
         _fail("choose one of --password-stdin and --generate", 2)
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     password, generated = _read_password(password_stdin, generate)
     account = create_account(ctx, name, kind, owner, password)
     click.echo(f"created {account.kind} account {account.name}" + (f" owned by {account.owner}" if account.owner else ""))
@@ -141,7 +141,7 @@ def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, g
 @with_db
 def account_list(owner: str | None, config_path: str | None, db: str | None) -> None:
     """List accounts: name, kind, owner, created, state."""
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     conn = ctx.connect()
     try:
         accounts = rows.list_accounts(conn, ctx.casefold(owner) if owner else None)
@@ -164,7 +164,7 @@ def account_list(owner: str | None, config_path: str | None, db: str | None) -> 
 @with_db
 def account_passwd(name: str, password_stdin: bool, generate: bool, config_path: str | None, db: str | None) -> None:
     """Set an account's password."""
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     password, generated = _read_password(password_stdin, generate)
     hashed, keys = _credentials(password, ctx.config.accounts.scram_iterations)
     conn = ctx.connect()
@@ -181,7 +181,7 @@ def account_passwd(name: str, password_stdin: bool, generate: bool, config_path:
 
 
 def _set_suspended(name: str, value: bool, config_path: str | None, db: str | None) -> None:
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     conn = ctx.connect()
     try:
         with transaction(conn):
@@ -215,7 +215,7 @@ def account_unsuspend(name: str, config_path: str | None, db: str | None) -> Non
 @with_db
 def account_del(name: str, yes: bool, config_path: str | None, db: str | None) -> None:
     """Delete an account (and the agents it owns)."""
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     if not yes:
         click.confirm(f"Delete account {name} and any agents it owns?", abort=True)
     conn = ctx.connect()
@@ -236,7 +236,7 @@ def account_del(name: str, yes: bool, config_path: str | None, db: str | None) -
 @with_db
 def account_certfp(name: str, action: str, fingerprint: str | None, config_path: str | None, db: str | None) -> None:
     """Manage the TLS client certificate fingerprints (SHA-256, hex) for SASL EXTERNAL."""
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     folded = ctx.casefold(name)
     conn = ctx.connect()
     try:
@@ -275,7 +275,7 @@ def agent_group() -> None:
 @with_db
 def agent_add(name: str, owner: str, config_path: str | None, db: str | None) -> None:
     """Create an agent owned by OWNER and print its generated password once."""
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     password = secrets.token_urlsafe(18)
     account = create_account(ctx, name, "agent", owner, password)
     click.echo(f"created agent {account.name} owned by {account.owner}")
@@ -287,7 +287,7 @@ def agent_add(name: str, owner: str, config_path: str | None, db: str | None) ->
 @with_db
 def agent_list(owner: str | None, config_path: str | None, db: str | None) -> None:
     """List agents and their owners."""
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     conn = ctx.connect()
     try:
         agents = [a for a in rows.list_accounts(conn, ctx.casefold(owner) if owner else None) if a.is_agent]
@@ -311,7 +311,7 @@ def account_issue_cert(name: str, out_dir: str, config_path: str | None, db: str
 
     from ircd.tlsgen import issue_client_cert
 
-    ctx = _open(config_path, db)
+    ctx = open_context(config_path, db)
     server = ctx.config.server
     if not server.tls_client_ca or not server.tls_client_ca_key:
         _fail("server.tls_client_ca and server.tls_client_ca_key must be set (pircd init makes them)")
