@@ -330,6 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=30, help="functions listed by --profile")
     p.add_argument("--out", type=Path, default=None, help="directory for profiles and the JSON results")
     p.add_argument("--json", type=Path, default=None, help="also write all results as JSON here")
+    p.add_argument(
+        "--pircd-src",
+        type=Path,
+        default=None,
+        help="run pircd from this source tree (e.g. a `git archive` of one commit) instead of "
+        "this checkout, so that edits in the checkout during a long run do not leak in",
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = p.parse_args(argv)
 
@@ -345,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         if s.pending:
             print(f"skipping {s.name}: {s.pending}")
     runnable = [s for s in chosen if not s.pending]
+    if args.pircd_src is not None:
+        for name in ("pircd", "pircd-asyncio"):
+            SERVERS[name].env["PYTHONPATH"] = str(args.pircd_src.resolve())
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()
     asyncio.set_event_loop(loop)
