@@ -70,7 +70,8 @@ def parse_scopes(text: str) -> tuple[str, ...] | None:
 
 
 def parse_days(text: str) -> int | None:
-    if not text.isdigit():
+    """``1``..``365`` in ASCII digits; None otherwise (``str.isdigit`` alone passes ``²``, which ``int`` rejects)."""
+    if not (text.isascii() and text.isdigit()):
         return None
     days = int(text)
     return days if Limits.min_days <= days <= Limits.max_days else None
