@@ -297,7 +297,11 @@ async def _revoke(state: Pircan, ctx: CommandContext, account: str, args: list[s
     if account in parties:
         subject = account
     else:
-        subject = next((p for p in parties if await owns(state, account, p)), "")
+        subject = ""
+        for party in parties:  # an owner acting for its agent
+            if await owns(state, account, party):
+                subject = party
+                break
         if not subject:
             fail(ctx, VERB, "NO_SUCH_AGREEMENT", args[0])
             return

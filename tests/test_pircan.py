@@ -1,0 +1,618 @@
+"""PIRCAN through the socket-free harness: every verb and every FAIL code, with exact lines and stored rows.
+
+The server has a real SQLite store (tmp_path) and the pircan extension. The
+harness clock is fake: ``h.advance(seconds)`` moves it and fires the timers
+that came due (NOTIFY coalescing, INBOX WAIT timeouts, the once-a-minute
+expiry sweep). Stored rows are read with sqlite3 after ``h.settle()``.
+
+Accounts: olive and paul are persons; alice, bob and carol are olive's agents,
+dave is paul's.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+
+import pytest
+
+from ext.pircan import store as pstore
+from ext.pircan.store import StoredMessage
+from ext.pircan.wire import ts
+from tests.harness import Harness, config
+
+S = ":irc.test"
+SVC = ":PIRCAN!pircan@services.pircd"
+LOBBY = "pircan.dev/lobby"
+DAY = 86_400
+T0_MS = 1_800_000_000_000  # the harness clock's start
+
+
+class P:
+    """A harness with PIRCAN, accounts and SASL logins."""
+
+    def __init__(self, tmp_path, **sections) -> None:
+        sections.setdefault("server", {})
+        sections["server"] = {"extensions": ["pircan"], **sections["server"]}
+        sections.setdefault("storage", {"durability": "off"})
+        sections.setdefault("flood", {"enabled": False})
+        self.path = str(tmp_path / "p.db")
+        self.h = Harness(config(**sections), db=self.path, extensions=True)
+        self.passwords: dict[str, str] = {}
+
+    # accounts and connections
+
+    def account(self, name: str, kind: str = "agent", owner: str | None = "olive", password: str = "sesame123"):
+        self.passwords[name] = password
+        return self.h.run(self.h.server.accounts.create(name, password, kind=kind, owner=owner if kind == "agent" else None))
+
+    def login(self, conn: str, account: str | None = None, caps: tuple[str, ...] = (), password: str | None = None):
+        """Connect ``conn``, log in to ``account`` (default: conn) with SASL PLAIN, register, drop the welcome."""
+        h = self.h
+        account = account or conn
+        h.connect(conn)
+        h.send(conn, "CAP LS 302")
+        h.send(conn, "CAP REQ :" + " ".join(("sasl", *caps)))
+        h.send(conn, f"NICK {account}")
+        h.send(conn, f"USER {conn} 0 * :R")
+        h.send(conn, "AUTHENTICATE PLAIN")
+        secret = password or self.passwords[account]
+        h.send(conn, "AUTHENTICATE " + base64.b64encode(f"\0{account}\0{secret}".encode()).decode())
+        h.send(conn, "CAP END")
+        client = h.clients[conn]
+        assert client.registered and client.account_folded == account.lower(), h.lines(conn)
+        h.take(conn)
+        return client
+
+    def plain(self, conn: str, nick: str | None = None, caps=()):
+        """A registered client without an account."""
+        return self.h.register(conn, nick or conn, caps=caps)
+
+    # lines
+
+    def cmd(self, conn: str, line: str) -> list[str]:
+        self.h.send(conn, line)
+        return self.h.lines(conn)
+
+    def lines(self, conn: str) -> list[str]:
+        return self.h.lines(conn)
+
+    def advance(self, seconds: float) -> None:
+        self.h.advance(seconds)
+
+    def at(self, offset_ms: int) -> None:
+        """Set the clock to exactly T0 + ``offset_ms`` (no float drift) and fire the timers due."""
+        self.h.clock.now = (T0_MS + offset_ms) / 1000
+        self.h.server.timers.run_due()
+        self.h.server.flush_all()
+
+    def now_ms(self) -> int:
+        return int(self.h.clock.now * 1000)
+
+    def notifies(self, seconds: float = 0.25) -> None:
+        """Let the NOTIFY coalescing window pass."""
+        self.h.advance(seconds)
+
+    # store
+
+    def rows(self, sql: str, *args) -> list[tuple]:
+        self.h.settle()
+        conn = sqlite3.connect(self.path)
+        try:
+            return conn.execute(sql, args).fetchall()
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.h.close()
+
+
+@pytest.fixture
+def p(tmp_path):
+    harness = P(tmp_path)
+    harness.account("olive", kind="person")
+    harness.account("paul", kind="person")
+    for name in ("alice", "bob", "carol"):
+        harness.account(name)
+    harness.account("dave", owner="paul")
+    yield harness
+    harness.close()
+
+
+def word(line: str, index: int) -> str:
+    return line.split(" ")[index]
+
+
+def request(p: P, frm: str, to: str, scopes: str = "message", days: int = 30, purpose: str = "talk") -> str:
+    """CONTACT REQUEST; the request id."""
+    out = p.cmd(frm, f"CONTACT REQUEST {to} {scopes} {days} :{purpose}")
+    assert len(out) == 1 and word(out[0], 3) == "REQUESTED", out
+    return word(out[0], 4)
+
+
+def agree(p: P, frm: str, to: str, scopes: str = "message", days: int = 30, decider: str | None = None) -> str:
+    """A request from ``frm`` accepted by ``to`` (or ``decider``); the agreement id."""
+    rid = request(p, frm, to, scopes, days)
+    out = p.cmd(decider or to, f"CONTACT ACCEPT {rid}")
+    assert len(out) == 1 and word(out[0], 3) == "ACCEPTED", out
+    p.notifies()
+    for conn in list(p.h.clients):
+        p.h.take(conn)
+    return word(out[0], 5)
+
+
+def send(p: P, frm: str, to: str, text: str = "hi", reply_to: str | None = None) -> list[str]:
+    middle = f" {reply_to}" if reply_to else ""
+    return p.cmd(frm, f"SEND {to}{middle} :{text}")
+
+
+def sent_id(out: list[str]) -> str:
+    assert len(out) == 1 and word(out[0], 3) == "OK", out
+    return word(out[0], 4)
+
+
+def expires(days: int, start_ms: int = T0_MS) -> str:
+    return ts(start_ms + days * DAY * 1000)
+
+
+# ACCOUNT_REQUIRED ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", ["CONTACT LIST", "SEND bob :hi", "INBOX", "AGENTS", "AUDIT"])
+def test_every_verb_needs_an_account(p, line):
+    """PIRCAN.md: 'PIRCAN verbs need a logged-in account; otherwise FAIL <VERB> ACCOUNT_REQUIRED.'"""
+    p.plain("x", "guest")
+    verb = line.split()[0]
+    assert p.cmd("x", line) == [
+        f"{S} FAIL {verb} ACCOUNT_REQUIRED :You must be logged in to an account (SASL) to use PIRCAN"
+    ]
+
+
+# CONTACT REQUEST -------------------------------------------------------------------------------
+
+
+def test_request_is_pending_stored_notified_and_audited(p):
+    p.login("alice")
+    p.login("bob", caps=(LOBBY,))
+    p.login("olive")
+    out = p.cmd("alice", "CONTACT REQUEST bob task:translate,message 30 :Translate my docs, please")
+    rid = word(out[0], 4)
+    assert out == [f"{S} CONTACT alice REQUESTED {rid} bob pending"]
+    assert len(rid) == 16 and int(rid, 16)
+    assert p.lines("bob") == []  # coalesced: not yet
+    p.notifies()
+    assert p.lines("bob") == [f"{S} NOTIFY bob request 1"]
+    assert p.lines("olive") == [f"{SVC} NOTICE olive :NOTIFY request 1"]  # bob's owner, no capability
+    assert p.lines("alice") == []
+    assert p.rows("SELECT id, requester, target, scopes, days, purpose, state, created_at, decided_at, decided_by, "
+                  "agreement_id FROM pircan_requests") == [
+        (int(rid, 16), "alice", "bob", "message,task:translate", 30, "Translate my docs, please", "pending",
+         T0_MS, None, None, None)
+    ]
+    assert p.rows("SELECT recipient, type, ref_id, created_at FROM pircan_events ORDER BY recipient") == [
+        ("bob", "request", int(rid, 16), T0_MS),
+        ("olive", "request", int(rid, 16), T0_MS),
+    ]
+    assert p.rows("SELECT at, actor, subject, action, detail FROM pircan_audit") == [
+        (T0_MS, "alice", "bob", "contact.request", f"{rid} to bob scopes=message,task:translate days=30")
+    ]
+
+
+@pytest.mark.parametrize(
+    "line, code, context, text",
+    [
+        ("CONTACT REQUEST bob message 30", "NEED_MORE_PARAMS", "REQUEST",
+         "Syntax: CONTACT REQUEST <account> <scope>[,<scope>...] <days> :<purpose>"),
+        ("CONTACT REQUEST bob message 30 :   ", "NEED_MORE_PARAMS", "REQUEST",
+         "Syntax: CONTACT REQUEST <account> <scope>[,<scope>...] <days> :<purpose>"),
+        ("CONTACT REQUEST nobody message 30 :hi", "NO_SUCH_ACCOUNT", "nobody", "No such account"),
+        ("CONTACT REQUEST alice message 30 :hi", "SELF_CONTACT", "alice", "You cannot do this with yourself"),
+        ("CONTACT REQUEST olive message 30 :hi", "NOT_ALLOWED", "olive", "Contact requests go to agent accounts"),
+        ("CONTACT REQUEST bob message,gossip 30 :hi", "INVALID_SCOPE", "message,gossip",
+         "Scopes are message, task:<skill> or resource:read, comma-separated; an acceptance may only narrow them"),
+        ("CONTACT REQUEST bob message 0 :hi", "INVALID_DURATION", "0",
+         "Durations are 1 to 365 days; an acceptance may only shorten them"),
+        ("CONTACT REQUEST bob message 366 :hi", "INVALID_DURATION", "366",
+         "Durations are 1 to 365 days; an acceptance may only shorten them"),
+        ("CONTACT REQUEST bob message 1.5 :hi", "INVALID_DURATION", "1.5",
+         "Durations are 1 to 365 days; an acceptance may only shorten them"),
+        ("CONTACT FROB", "UNKNOWN_SUBCOMMAND", "FROB", "Unknown subcommand; see HELP"),
+        ("CONTACT", "UNKNOWN_SUBCOMMAND", "*", "Unknown subcommand; see HELP"),
+    ],
+)
+def test_request_refusals(p, line, code, context, text):
+    p.login("alice")
+    assert p.cmd("alice", line) == [f"{S} FAIL CONTACT {code} {context} :{text}"]
+    assert p.rows("SELECT COUNT(*) FROM pircan_requests") == [(0,)]
+
+
+def test_request_durations_1_and_365_days(p):
+    p.login("alice")
+    request(p, "alice", "bob", days=1)
+    request(p, "alice", "carol", days=365)
+    assert p.rows("SELECT target, days FROM pircan_requests ORDER BY target") == [("bob", 1), ("carol", 365)]
+
+
+def test_request_target_is_case_insensitive(p):
+    p.login("alice")
+    rid = request(p, "alice", "BoB")
+    assert p.rows("SELECT target FROM pircan_requests WHERE id = ?", int(rid, 16)) == [("bob",)]
+
+
+def test_self_contact_is_audited(p):
+    p.login("alice")
+    p.cmd("alice", "CONTACT REQUEST alice message 30 :me")
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit") == [
+        ("alice", "alice", "refused", "REQUEST SELF_CONTACT")
+    ]
+
+
+# abuse limits (seed section 2), with the harness clock ------------------------------------------
+
+
+def many_agents(p: P, count: int, prefix: str = "ag") -> list[str]:
+    names = [f"{prefix}{i}" for i in range(count)]
+    for name in names:
+        p.account(name)
+    return names
+
+
+def test_one_pending_request_per_target(p):
+    p.login("alice")
+    request(p, "alice", "bob")
+    assert p.cmd("alice", "CONTACT REQUEST bob message 30 :again") == [
+        f"{S} FAIL CONTACT PENDING_EXISTS bob :You already have a pending request to this account"
+    ]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'refused'") == [
+        ("alice", "bob", "refused", "REQUEST PENDING_EXISTS bob")
+    ]
+    assert p.rows("SELECT COUNT(*) FROM pircan_requests") == [(1,)]
+
+
+def test_twenty_pending_requests_at_most(p):
+    targets = many_agents(p, 21)
+    p.login("alice")
+    for i, target in enumerate(targets[:20]):
+        if i and i % 10 == 0:
+            p.advance(3600)  # stay under 10 requests per hour
+        request(p, "alice", target)
+    p.advance(3600)
+    assert p.cmd("alice", f"CONTACT REQUEST {targets[20]} message 30 :one more") == [
+        f"{S} FAIL CONTACT PENDING_LIMIT {targets[20]} :You have 20 pending requests; wait for decisions first"
+    ]
+    # a decision frees a slot
+    p.login("ag0")
+    p.cmd("ag0", "CONTACT DECLINE " + p.rows("SELECT printf('%016x', id) FROM pircan_requests WHERE target='ag0'")[0][0])
+    request(p, "alice", targets[20])
+
+
+def test_ten_requests_per_sliding_hour(p):
+    targets = many_agents(p, 12)
+    p.login("alice")
+    for target in targets[:10]:
+        request(p, "alice", target)
+        p.advance(60)  # one a minute: the first at T0, the 10th at T0+9min
+    # T0 + 10 min: the 11th inside the hour is refused
+    assert p.cmd("alice", f"CONTACT REQUEST {targets[10]} message 30 :x") == [
+        f"{S} FAIL CONTACT RATE_LIMITED {targets[10]} :At most 10 contact requests per hour"
+    ]
+    p.at(3600_000 - 1)  # T0 + 1h - 1ms
+    assert word(p.cmd("alice", f"CONTACT REQUEST {targets[10]} message 30 :x")[0], 3) == "RATE_LIMITED"
+    p.at(3600_000)  # the oldest is an hour old
+    request(p, "alice", targets[10])
+    assert word(p.cmd("alice", f"CONTACT REQUEST {targets[11]} message 30 :x")[0], 3) == "RATE_LIMITED"
+    assert p.rows("SELECT COUNT(*) FROM pircan_audit WHERE action = 'refused'") == [(3,)]
+
+
+def test_24_hours_before_asking_again_after_a_decline(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob")
+    assert p.cmd("bob", f"CONTACT DECLINE {rid}") == [f"{S} CONTACT bob DECLINED {rid} alice"]
+    p.at(DAY * 1000 - 1)
+    p.h.take("alice")
+    assert p.cmd("alice", "CONTACT REQUEST bob message 30 :please") == [
+        f"{S} FAIL CONTACT COOLDOWN bob :This account declined you less than 24 hours ago"
+    ]
+    p.at(DAY * 1000)
+    request(p, "alice", "bob")
+    assert p.rows("SELECT detail FROM pircan_audit WHERE action = 'refused'") == [("REQUEST COOLDOWN bob",)]
+
+
+def test_cooldown_is_per_target(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob")
+    p.cmd("bob", f"CONTACT DECLINE {rid}")
+    request(p, "alice", "carol")
+    p.login("carol")
+    assert word(p.cmd("carol", "CONTACT REQUEST bob message 30 :x")[0], 3) == "REQUESTED"
+
+
+# ACCEPT / DECLINE ----------------------------------------------------------------------------------
+
+
+def test_accept_creates_the_agreement(p):
+    p.login("alice", caps=(LOBBY,))
+    p.login("bob")
+    rid = request(p, "alice", "bob", "message,task:translate", 30)
+    p.advance(10)
+    p.h.take("bob")
+    out = p.cmd("bob", f"CONTACT ACCEPT {rid}")
+    aid = word(out[0], 5)
+    assert out == [f"{S} CONTACT bob ACCEPTED {rid} {aid} alice message,task:translate {ts(T0_MS + 10_000 + 30 * DAY * 1000)}"]
+    p.notifies()
+    assert p.lines("alice") == [f"{S} NOTIFY alice decision 1"]
+    assert p.rows("SELECT id, request_id, requester, target, scopes, created_at, expires_at, revoked_at, revoked_by "
+                  "FROM pircan_agreements") == [
+        (int(aid, 16), int(rid, 16), "alice", "bob", "message,task:translate", T0_MS + 10_000,
+         T0_MS + 10_000 + 30 * DAY * 1000, None, None)
+    ]
+    assert p.rows("SELECT state, decided_at, decided_by, agreement_id FROM pircan_requests") == [
+        ("accepted", T0_MS + 10_000, "bob", int(aid, 16))
+    ]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit ORDER BY id")[1:] == [
+        ("bob", "bob", "contact.accept", f"{rid} from alice agreement={aid} scopes=message,task:translate")
+    ]
+
+
+def test_accept_may_narrow_scopes_and_shorten_days(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob", "message,task:a,resource:read", 30)
+    out = p.cmd("bob", f"CONTACT ACCEPT {rid} resource:read,message 7")
+    aid = word(out[0], 5)
+    assert out == [f"{S} CONTACT bob ACCEPTED {rid} {aid} alice message,resource:read {expires(7)}"]
+    assert p.rows("SELECT scopes, expires_at FROM pircan_agreements") == [("message,resource:read", T0_MS + 7 * DAY * 1000)]
+
+
+def test_accept_scopes_only_keeps_the_days(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob", "message,task:a", 30)
+    out = p.cmd("bob", f"CONTACT ACCEPT {rid} task:a")
+    assert out == [f"{S} CONTACT bob ACCEPTED {rid} {word(out[0], 5)} alice task:a {expires(30)}"]
+
+
+@pytest.mark.parametrize(
+    "extra, code, context",
+    [
+        ("message,task:a", "INVALID_SCOPE", "message,task:a"),  # widening
+        ("task:b", "INVALID_SCOPE", "task:b"),
+        ("bogus", "INVALID_SCOPE", "bogus"),
+        ("message 31", "INVALID_DURATION", "31"),  # longer
+        ("message 0", "INVALID_DURATION", "0"),
+        ("message x", "INVALID_DURATION", "x"),
+    ],
+)
+def test_accept_never_widens(p, extra, code, context):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob", "message", 30)
+    out = p.cmd("bob", f"CONTACT ACCEPT {rid} {extra}")
+    assert len(out) == 1 and out[0].startswith(f"{S} FAIL CONTACT {code} {context} :")
+    assert p.rows("SELECT state FROM pircan_requests") == [("pending",)]
+    assert p.rows("SELECT COUNT(*) FROM pircan_agreements") == [(0,)]
+
+
+def test_accept_and_decline_refusals(p):
+    p.login("alice")
+    p.login("bob")
+    p.login("carol")
+    rid = request(p, "alice", "bob")
+    assert p.cmd("bob", "CONTACT ACCEPT") == [
+        f"{S} FAIL CONTACT NEED_MORE_PARAMS ACCEPT :Syntax: CONTACT ACCEPT <request-id> [<scopes> [<days>]]"
+    ]
+    assert p.cmd("bob", "CONTACT DECLINE") == [
+        f"{S} FAIL CONTACT NEED_MORE_PARAMS DECLINE :Syntax: CONTACT DECLINE <request-id>"
+    ]
+    for bad in ("0000000000000001", "nothex", "12345", rid.upper() + "0"):
+        assert p.cmd("bob", f"CONTACT ACCEPT {bad}") == [
+            f"{S} FAIL CONTACT NO_SUCH_REQUEST {bad} :No such contact request for you"
+        ]
+    assert p.cmd("alice", f"CONTACT ACCEPT {rid}") == [
+        f"{S} FAIL CONTACT NOT_ALLOWED {rid} :Only the requested account (or its owner) decides"
+    ]
+    assert p.cmd("carol", f"CONTACT DECLINE {rid}") == [
+        f"{S} FAIL CONTACT NO_SUCH_REQUEST {rid} :No such contact request for you"
+    ]
+    assert word(p.cmd("bob", f"CONTACT ACCEPT {rid}")[0], 3) == "ACCEPTED"
+    for sub in ("ACCEPT", "DECLINE"):
+        assert p.cmd("bob", f"CONTACT {sub} {rid}") == [
+            f"{S} FAIL CONTACT NOT_PENDING {rid} :That request was already decided or has expired"
+        ]
+
+
+def test_decline_is_stored_and_notified(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob")
+    p.notifies()
+    p.h.take("bob")
+    assert p.cmd("bob", f"CONTACT DECLINE {rid}") == [f"{S} CONTACT bob DECLINED {rid} alice"]
+    p.notifies()
+    assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY decision 1"]
+    assert p.rows("SELECT state, decided_at, decided_by, agreement_id FROM pircan_requests") == [
+        ("declined", T0_MS + 250, "bob", None)
+    ]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'contact.decline'") == [
+        ("bob", "bob", "contact.decline", f"{rid} from alice")
+    ]
+
+
+# POLICY ----------------------------------------------------------------------------------------------
+
+
+def test_policy_show_and_set(p):
+    p.login("bob")
+    assert p.cmd("bob", "CONTACT POLICY") == [f"{S} CONTACT bob POLICY bob agent-decides"]
+    for policy in ("owner-decides", "auto-accept", "deny", "agent-decides"):
+        assert p.cmd("bob", f"CONTACT POLICY {policy}") == [f"{S} CONTACT bob POLICY bob {policy}"]
+        assert p.rows("SELECT account, policy FROM pircan_policies") == [("bob", policy)]
+    assert p.cmd("bob", "CONTACT POLICY bob DENY") == [f"{S} CONTACT bob POLICY bob deny"]
+    assert p.cmd("bob", "CONTACT POLICY bob") == [f"{S} CONTACT bob POLICY bob deny"]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit") == [
+        ("bob", "bob", "policy.set", "owner-decides"),
+        ("bob", "bob", "policy.set", "auto-accept"),
+        ("bob", "bob", "policy.set", "deny"),
+        ("bob", "bob", "policy.set", "agent-decides"),
+        ("bob", "bob", "policy.set", "deny"),
+    ]
+
+
+def test_policy_refusals(p):
+    p.login("bob")
+    assert p.cmd("bob", "CONTACT POLICY bob sometimes") == [
+        f"{S} FAIL CONTACT INVALID_POLICY sometimes :Policies are agent-decides, owner-decides, auto-accept and deny"
+    ]
+    assert p.cmd("bob", "CONTACT POLICY nobody") == [f"{S} FAIL CONTACT NO_SUCH_ACCOUNT nobody :No such account"]
+    assert p.cmd("bob", "CONTACT POLICY carol deny") == [
+        f"{S} FAIL CONTACT NOT_ALLOWED carol :Only an agent and its owner see or set its policy"
+    ]
+    assert p.cmd("bob", "CONTACT POLICY carol") == [
+        f"{S} FAIL CONTACT NOT_ALLOWED carol :Only an agent and its owner see or set its policy"
+    ]
+    p.login("paul")
+    assert p.cmd("paul", "CONTACT POLICY bob deny") == [
+        f"{S} FAIL CONTACT NOT_ALLOWED bob :Only an agent and its owner see or set its policy"
+    ]
+    assert p.rows("SELECT COUNT(*) FROM pircan_policies") == [(0,)]
+
+
+def test_policy_survives_a_restart(tmp_path):
+    first = P(tmp_path)
+    first.account("olive", kind="person")
+    first.account("bob")
+    first.login("bob")
+    first.cmd("bob", "CONTACT POLICY deny")
+    first.close()
+    again = P(tmp_path)
+    again.passwords["bob"] = "sesame123"
+    again.login("bob")
+    assert again.cmd("bob", "CONTACT POLICY") == [f"{S} CONTACT bob POLICY bob deny"]
+    again.close()
+
+
+def test_owner_decides_only_the_owner_accepts(p):
+    p.login("alice")
+    p.login("bob")
+    p.login("olive")
+    p.cmd("bob", "CONTACT POLICY owner-decides")
+    rid = request(p, "alice", "bob")
+    for sub in ("ACCEPT", "DECLINE"):
+        assert p.cmd("bob", f"CONTACT {sub} {rid}") == [
+            f"{S} FAIL CONTACT NOT_ALLOWED {rid} :Your policy is owner-decides: your owner decides"
+        ]
+    out = p.cmd("olive", f"CONTACT ACCEPT {rid} message 3")
+    aid = word(out[0], 5)
+    assert out == [f"{S} CONTACT olive ACCEPTED {rid} {aid} alice message {expires(3)}"]
+    assert p.rows("SELECT state, decided_by FROM pircan_requests") == [("accepted", "olive")]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'contact.accept'") == [
+        ("olive", "bob", "contact.accept", f"{rid} from alice agreement={aid} scopes=message by owner")
+    ]
+    p.notifies()
+    # the agent hears that its owner made an agreement for it; the requester hears the decision
+    assert p.lines("bob") == [f"{SVC} NOTICE bob :NOTIFY request 1", f"{SVC} NOTICE bob :NOTIFY agreement 1"]
+    assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY decision 1"]
+
+
+def test_auto_accept_grants_only_message(p):
+    p.login("alice")
+    p.login("bob")
+    p.cmd("bob", "CONTACT POLICY auto-accept")
+    out = p.cmd("alice", "CONTACT REQUEST bob message,task:x,resource:read 10 :hello")
+    rid, aid = word(out[0], 4), word(out[0], 5)
+    assert out == [f"{S} CONTACT alice ACCEPTED {rid} {aid} bob message {expires(10)}"]
+    assert p.rows("SELECT requester, target, scopes FROM pircan_agreements") == [("alice", "bob", "message")]
+    assert p.rows("SELECT state, decided_by, agreement_id FROM pircan_requests") == [("accepted", "bob", int(aid, 16))]
+    assert p.rows("SELECT action FROM pircan_audit WHERE subject = 'bob' ORDER BY id") == [
+        ("policy.set",), ("contact.auto-accepted",)
+    ]
+    p.notifies()
+    assert p.lines("bob") == [f"{SVC} NOTICE bob :NOTIFY agreement 1"]
+    assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY decision 1"]
+    assert sent_id(send(p, "alice", "bob"))
+
+
+def test_auto_accept_without_message_waits_like_agent_decides(p):
+    p.login("alice")
+    p.login("bob")
+    p.cmd("bob", "CONTACT POLICY auto-accept")
+    rid = request(p, "alice", "bob", "task:x")
+    assert word(p.cmd("bob", f"CONTACT ACCEPT {rid}")[0], 3) == "ACCEPTED"
+
+
+def test_deny_refuses_at_once_and_is_recorded(p):
+    p.login("alice")
+    p.login("bob")
+    p.cmd("bob", "CONTACT POLICY deny")
+    assert p.cmd("alice", "CONTACT REQUEST bob message 30 :hello") == [
+        f"{S} FAIL CONTACT DENIED bob :This account does not accept contact requests"
+    ]
+    rows = p.rows("SELECT printf('%016x', id), requester, target, state, decided_at, decided_by FROM pircan_requests")
+    assert rows == [(rows[0][0], "alice", "bob", "denied", T0_MS, "bob")]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'contact.denied'") == [
+        ("alice", "bob", "contact.denied", f"{rows[0][0]} to bob scopes=message days=30")
+    ]
+    p.notifies()
+    assert p.lines("bob") == []  # nothing to decide
+
+
+def test_owner_may_decide_under_any_policy(p):
+    p.login("alice")
+    p.login("olive")
+    rid = request(p, "alice", "bob")  # agent-decides
+    assert word(p.cmd("olive", f"CONTACT DECLINE {rid}")[0], 3) == "DECLINED"
+    assert p.rows("SELECT state, decided_by FROM pircan_requests") == [("declined", "olive")]
+    assert p.rows("SELECT detail FROM pircan_audit WHERE action = 'contact.decline'") == [(f"{rid} from alice by owner",)]
+
+
+# REVOKE --------------------------------------------------------------------------------------------
+
+
+def test_revoke_by_either_party_takes_effect_at_once(p):
+    p.login("alice")
+    p.login("bob", caps=(LOBBY,))
+    aid = agree(p, "alice", "bob")
+    assert sent_id(send(p, "alice", "bob"))
+    p.notifies()
+    p.h.take("bob")
+    assert p.cmd("alice", f"CONTACT REVOKE {aid}") == [f"{S} CONTACT alice REVOKED {aid} bob"]
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :You have no active agreement with this account"]
+    assert send(p, "bob", "alice") == [f"{S} FAIL SEND NO_AGREEMENT alice :You have no active agreement with this account"]
+    p.notifies()
+    assert p.lines("bob") == [f"{S} NOTIFY bob agreement 1"]
+    assert p.rows("SELECT revoked_at, revoked_by FROM pircan_agreements") == [(p.now_ms() - 250, "alice")]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'agreement.revoke'") == [
+        ("alice", "alice", "agreement.revoke", f"{aid} with bob")
+    ]
+    assert p.cmd("bob", f"CONTACT REVOKE {aid}") == [
+        f"{S} FAIL CONTACT NO_SUCH_AGREEMENT {aid} :No such agreement for you"
+    ]
+
+
+def test_revoke_refusals(p):
+    p.login("alice")
+    p.login("bob")
+    p.login("dave")
+    aid = agree(p, "alice", "bob")
+    assert p.cmd("dave", f"CONTACT REVOKE {aid}") == [
+        f"{S} FAIL CONTACT NO_SUCH_AGREEMENT {aid} :No such agreement for you"
+    ]
+    assert p.cmd("dave", "CONTACT REVOKE xyz") == [f"{S} FAIL CONTACT NO_SUCH_AGREEMENT xyz :No such agreement for you"]
+    assert p.cmd("dave", "CONTACT REVOKE") == [
+        f"{S} FAIL CONTACT NEED_MORE_PARAMS REVOKE :Syntax: CONTACT REVOKE <agreement-id>"
+    ]
+    assert p.rows("SELECT revoked_at FROM pircan_agreements") == [(None,)]
+
+
+def test_revoke_stops_agreement_checked_privmsg(p):
+    p.login("alice")
+    p.login("bob")
+    aid = agree(p, "alice", "bob")
+    p.cmd("alice", "PRIVMSG bob :before")
+    assert p.lines("bob") == [":alice!alice@127.0.0.1 PRIVMSG bob before"]
+    p.cmd("bob", f"CONTACT REVOKE {aid}")
+    assert p.cmd("alice", "PRIVMSG bob :after") == [
+        f"{S} FAIL PRIVMSG NO_AGREEMENT bob :Agents need a message agreement to talk directly (CONTACT REQUEST)"
+    ]
