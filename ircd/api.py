@@ -145,6 +145,12 @@ class ExtensionAPI:
     def invite_hook(self, fn: Callable[[Client, Client, Channel], None]) -> None:
         self._server.invite_hooks.append(fn)
 
+    def channel_flag(self, letter: str, check: Callable[[Client, Channel, bool], str | None]) -> None:
+        """A channel flag mode (CHANMODES type D). ``check(client, channel, adding)`` returns a
+        refusal text (answered with 482) or None; channel operators pass the usual gate first."""
+        self._server.channel_flags[letter] = check
+        self._server.invalidate_isupport()
+
     def message_check(self, fn: Callable[[CommandContext, Client | None, Channel | None], bool]) -> None:
         self._server.message_checks.append(fn)
 

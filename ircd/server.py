@@ -111,6 +111,9 @@ class Server:
         self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
+        # channel flag modes added by extensions: letter -> check(client, channel, adding)
+        # returning a refusal text or None
+        self.channel_flags: dict[str, Callable[[Client, Channel, bool], str | None]] = {}
         self.message_checks: list[Callable[[CommandContext, Client | None, Channel | None], bool]] = []
         self._apply_config(config)
         from ircd import commands

@@ -124,7 +124,8 @@ def channel_mode(ctx: CommandContext, msg: Message) -> None:
         reply.numeric(N.RPL_CHANNELMODEIS, channel.name, modes, *params)
         reply.numeric(N.RPL_CREATIONTIME, channel.name, str(channel.created))
         return
-    changes, unknown = parse_modes(msg.params[1], msg.params[2:], CHANNEL_MODE_KINDS)
+    kinds = mode_kinds(server)
+    changes, unknown = parse_modes(msg.params[1], msg.params[2:], kinds)
     for ch in unknown:
         reply.numeric(N.ERR_UNKNOWNMODE, ch, "is unknown mode char to me")
     applied: list[ModeChange] = []
@@ -132,7 +133,7 @@ def channel_mode(ctx: CommandContext, msg: Message) -> None:
     budget = server.config.limits.modes_per_line
     listed: set[str] = set()
     for change in changes:
-        if CHANNEL_MODE_KINDS[change.mode] == LIST and change.arg is None:
+        if kinds[change.mode] == LIST and change.arg is None:
             if change.mode not in listed:
                 listed.add(change.mode)
                 send_list(ctx, channel, change.mode)
@@ -157,13 +158,25 @@ def channel_mode(ctx: CommandContext, msg: Message) -> None:
         server.events.publish(ChannelModeChanged(client, channel, modestr, tuple(params)))
 
 
+def mode_kinds(server: "Server") -> dict[str, str]:
+    """The core's channel modes plus the flags extensions added (api.channel_flag)."""
+    if not server.channel_flags:
+        return CHANNEL_MODE_KINDS
+    return {**CHANNEL_MODE_KINDS, **{letter: FLAG for letter in server.channel_flags}}
+
+
 def apply_change(ctx: CommandContext, channel: Channel, change: ModeChange) -> ModeChange | None:
     """Apply one change; returns what to announce, or None when nothing changed."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     mode, adding, arg = change.mode, change.adding, change.arg
-    kind = CHANNEL_MODE_KINDS[mode]
+    kind = CHANNEL_MODE_KINDS.get(mode, FLAG)
     if kind == FLAG:
         if adding == (mode in channel.modes):
+            return None
+        check = server.channel_flags.get(mode)
+        refusal = check(client, channel, adding) if check is not None else None
+        if refusal is not None:
+            reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, refusal)
             return None
         (channel.modes.add if adding else channel.modes.discard)(mode)
         return change

@@ -55,7 +55,7 @@ def build_isupport(server: "Server") -> list[str]:
         "BOT": "B",
         "CASEMAPPING": cfg.server.casemapping,
         "CHANLIMIT": f"#:{lim.channels_per_client}",
-        "CHANMODES": "beI,k,l,imnst",
+        "CHANMODES": "beI,k,l,imnst" + "".join(sorted(server.channel_flags)),
         "CHANNELLEN": lim.channellen,
         "CHANTYPES": CHANNEL_TYPES,
         "ELIST": "CMNTU",
@@ -94,7 +94,12 @@ def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
     unknown = len(server.clients) - len(registered)
     total = len(registered)
     server.max_clients_seen = max(server.max_clients_seen, total)
-    channels = sum(1 for ch in server.registry.channels.values() if ch.members or ch.owner_account)
+    viewer = reply.client
+    exists = server.visibility.channel_exists_for
+    # channels hidden from this client (PIRCAN private channels) are not counted either
+    channels = sum(
+        1 for ch in server.registry.channels.values() if (ch.members or ch.owner_account) and exists(viewer, ch)
+    )
     reply.numeric(
         N.RPL_LUSERCLIENT,
         f"There are {total - invisible} users and {invisible} invisible on 1 servers",
@@ -166,7 +171,8 @@ def try_register(ctx: CommandContext) -> None:
     reply.numeric(N.RPL_WELCOME, f"Welcome to the {cfg.server.network} IRC Network {client.prefix}")
     reply.numeric(N.RPL_YOURHOST, f"Your host is {server.name}, running version {VERSION}")
     reply.numeric(N.RPL_CREATED, f"This server was created {server.created_str}")
-    reply.numeric(N.RPL_MYINFO, server.name, VERSION, USER_MODES, CHANNEL_MODES, CHANNEL_MODES_WITH_PARAM)
+    chan_modes = CHANNEL_MODES + "".join(sorted(server.channel_flags))
+    reply.numeric(N.RPL_MYINFO, server.name, VERSION, USER_MODES, chan_modes, CHANNEL_MODES_WITH_PARAM)
     send_isupport(server, reply)
     send_lusers(server, reply)
     send_motd(server, reply)
