@@ -352,3 +352,35 @@ def test_invite_without_parameters_lists_invites(h):
     assert h.lines("bar") == [":irc.test 337 bar :End of /INVITE list"]
     h.send("bar", "INVITE foo")
     assert h.lines("bar") == [":irc.test 461 bar INVITE :Not enough parameters"]
+
+
+# the optional <target> of MOTD, VERSION, TIME, ADMIN, INFO -----------------------------
+
+
+@pytest.mark.parametrize("command", ["MOTD", "VERSION", "TIME", "ADMIN", "INFO"])
+def test_target_naming_another_server_is_402(h, command):
+    """RFC 2812 3.4.10 (INFO, and likewise MOTD, VERSION, TIME, ADMIN): ERR_NOSUCHSERVER when
+    <target> names no server (irctest testInfoNosuchserver, outside the default selection)."""
+    h.register("alice")
+    for target in ("invalid.server.example", "invalidserver"):
+        h.send("alice", f"{command} {target}")
+        assert h.lines("alice") == [f":irc.test 402 alice {target} :No such server"]
+
+
+@pytest.mark.parametrize(
+    "command, first",
+    [
+        ("MOTD", "375"),
+        ("VERSION", "351"),
+        ("TIME", "391"),
+        ("ADMIN", "256"),
+        ("INFO", "371"),
+    ],
+)
+def test_target_naming_this_server(h, command, first):
+    """This server by name, by a mask matching it, or by the nick of someone connected here."""
+    h.register("alice")
+    h.register("bob")
+    for target in ("irc.test", "IRC.TEST", "*.test", "bob"):
+        h.send("alice", f"{command} {target}")
+        assert h.numerics("alice")[0] == first, (command, target)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ircd import caps as C
 from ircd.channel import prefix_of
-from ircd.commands.registration import VERSION, send_isupport
+from ircd.commands.registration import VERSION, refuse_other_server, send_isupport
 from ircd.dispatch import CommandContext, command
 from ircd.events import AwayChanged
 from ircd.proto import numerics as N
@@ -295,6 +295,8 @@ def change_host(server: "Server", client: "Client", user: str, host: str) -> Non
 def handle_version(ctx: CommandContext, msg: Message) -> None:
     """VERSION [<server>]
     Shows the server software version and its ISUPPORT tokens."""
+    if refuse_other_server(ctx, msg):
+        return
     ctx.reply.numeric(N.RPL_VERSION, VERSION, ctx.server.name, "pure-Python IRC server with PIRCAN")
     send_isupport(ctx.server, ctx.reply)
 
@@ -314,6 +316,8 @@ def handle_links(ctx: CommandContext, msg: Message) -> None:
 def handle_time(ctx: CommandContext, msg: Message) -> None:
     """TIME [<server>]
     Shows the server's local time."""
+    if refuse_other_server(ctx, msg):
+        return
     now = ctx.server.clock()
     text = time.strftime("%A %B %d %Y -- %H:%M:%S +00:00", time.gmtime(now))
     ctx.reply.numeric(N.RPL_TIME, ctx.server.name, text)
@@ -331,6 +335,8 @@ INFO_LINES = [
 def handle_info(ctx: CommandContext, msg: Message) -> None:
     """INFO [<server>]
     Describes the server software."""
+    if refuse_other_server(ctx, msg):
+        return
     for line in INFO_LINES + [f"Version {VERSION}, running since {ctx.server.created_str}."]:
         ctx.reply.numeric(N.RPL_INFO, line)
     ctx.reply.numeric(N.RPL_ENDOFINFO, "End of INFO list")
@@ -340,6 +346,8 @@ def handle_info(ctx: CommandContext, msg: Message) -> None:
 def handle_admin(ctx: CommandContext, msg: Message) -> None:
     """ADMIN [<server>]
     Shows who runs this server and how to reach them."""
+    if refuse_other_server(ctx, msg):
+        return
     admin = ctx.server.config.admin
     ctx.reply.numeric(N.RPL_ADMINME, ctx.server.name, "Administrative info")
     ctx.reply.numeric(N.RPL_ADMINLOC1, admin.location1)

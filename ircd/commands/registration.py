@@ -14,7 +14,7 @@ from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
 from ircd.proto import numerics as N
 from ircd.proto.isupport import format_token, split_tokens
-from ircd.proto.lines import Message, safe_param
+from ircd.proto.lines import Message, mask_matches, safe_param
 from ircd.replies import ReplyBuffer
 
 if TYPE_CHECKING:
@@ -314,7 +314,26 @@ def handle_lusers(ctx: CommandContext, msg: Message) -> None:
 def handle_motd(ctx: CommandContext, msg: Message) -> None:
     """MOTD [<server>]
     Shows the message of the day."""
-    if msg.params and ctx.server.casefold(msg.params[0]) != ctx.server.casefold(ctx.server.name):
-        ctx.reply.numeric(N.ERR_NOSUCHSERVER, msg.params[0], "No such server")
+    if refuse_other_server(ctx, msg):
         return
     send_motd(ctx.server, ctx.reply)
+
+
+def refuse_other_server(ctx: CommandContext, msg: Message) -> bool:
+    """Answer ERR_NOSUCHSERVER (and return True) when the optional <target> of MOTD, VERSION,
+    TIME, ADMIN or INFO names another server.
+
+    RFC 2812 3.4: the target is a server name, a mask, or a nick standing for the server that
+    user is on; pircd is a network of one server, so anything matching its name or a nick
+    connected here means this server.
+    """
+    if not msg.params or not msg.params[0]:
+        return False
+    server, target = ctx.server, msg.params[0]
+    if mask_matches(target, server.name, server.casefold):
+        return False
+    user = server.registry.find_nick(target)
+    if user is not None and user.registered:
+        return False
+    ctx.reply.numeric(N.ERR_NOSUCHSERVER, target, "No such server")
+    return True
