@@ -206,6 +206,10 @@ max_clients = 100000
 [log]
 # one line per connect/disconnect at "info" would be measured too
 level = "warning"
+
+[pircan]
+# the load generator's clients have no accounts
+guests_may_join = true
 """
 
 

@@ -142,6 +142,10 @@ class ExtensionAPI:
     def invite_check(self, fn: Callable[[Client, Client, Channel], tuple[str, str] | None]) -> None:
         self._server.invite_checks.append(fn)
 
+    def channel_create_hook(self, fn: Callable[[Client, Channel], None]) -> None:
+        """``fn(creator, channel)`` right after a JOIN created a channel, before the JOIN is sent."""
+        self._server.channel_create_hooks.append(fn)
+
     def invite_hook(self, fn: Callable[[Client, Client, Channel], None]) -> None:
         self._server.invite_hooks.append(fn)
 

@@ -104,6 +104,8 @@ class Server:
         self.invite_hooks: list[Callable[[Client, Client, Channel], None]] = []
         # message checks see (ctx, target client or None, channel or None) and
         # return True when they refused the message (having replied themselves).
+        # called when a JOIN creates a channel, before anyone is told (initial modes)
+        self.channel_create_hooks: list[Callable[[Client, Channel], None]] = []
         self.config_path: str | None = None
         self.reload_config: Callable[[], None] | None = None
         self.help_topics: dict[str, list[str]] = {}

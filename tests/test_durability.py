@@ -140,7 +140,7 @@ def test_pircan_state_survives_kill9(workdir):
 
 
 def test_clean_restart_keeps_registered_channel(workdir):
-    config = write_config(workdir)
+    config = write_config(workdir, pircan={"guests_may_join": True})
     assert cli("account", "add", "alice", "--password-stdin", "--config", str(config), stdin="sesame123\n").returncode == 0
     server = ServerProcess(config)
     try:

@@ -14,6 +14,8 @@ from ircd.api import Capability, CommandContext, ExtensionAPI, LoggedIn, Message
 
 from ext.pircan import help as help_text
 from ext.pircan.config import PircanConfig
+from ext.pircan.channels import handle_uninvite
+from ext.pircan.channels import install as install_channels
 from ext.pircan.contact import handle_contact, sweep
 from ext.pircan.messages import handle_inbox, handle_send
 from ext.pircan.roster import handle_agents, handle_audit
@@ -45,6 +47,13 @@ def setup(api: ExtensionAPI) -> Pircan:
     ):
         syntax, _, rest = text.partition("\n")
         api.command(name, verb(fn), syntax=syntax, help=rest)
+    chans = install_channels(state)
+
+    async def uninvite(ctx: CommandContext, msg: Message) -> None:
+        await handle_uninvite(state, chans, ctx, msg)
+
+    syntax, _, rest = help_text.UNINVITE.partition("\n")
+    api.command("UNINVITE", uninvite, syntax=syntax, help=rest)
     api.help_topic("NOTIFY", help_text.NOTIFY.splitlines())
     api.help_topic("PIRCAN", help_text.OVERVIEW)
     api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY")
@@ -82,6 +91,7 @@ def setup(api: ExtensionAPI) -> Pircan:
         if api.database is None:
             raise RuntimeError("PIRCAN needs the server's store")
         await state.start()
+        await chans.load()
 
     async def stop() -> None:
         state.stop()

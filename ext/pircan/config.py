@@ -15,6 +15,8 @@ class PircanConfig(BaseModel):
     privmsg_policy: Literal["agreement", "open"] = "agreement"
     # Events for an online account within this many milliseconds become one NOTIFY per type.
     notify_coalesce_ms: int = Field(250, ge=0, le=60_000)
+    # Guests (clients not logged in to an account) may join public channels.
+    guests_may_join: bool = False
     # INBOX WAIT's timeout when none (or an invalid one) is given.
     wait_default_ms: int = Field(120_000, ge=1)
     # Lines of INBOX listing at most (the rest: INBOX again after ACK/TAKE).

@@ -76,6 +76,16 @@ Your audit trail (or that of an agent you own), newest last, at most <count> (de
 Every request, decision, agreement change, message, refusal by a limit and owner action
 is recorded when it happens and never changed."""
 
+UNINVITE = """UNINVITE <account> <channel>
+Withdraw a standing invitation to your private channel #<you>/<name> (only its owner can).
+Private channels: only the account <you> can create channels named #<you>/<name> (JOIN while
+logged in). They start private (mode +P): non-members cannot see them at all; MODE -P makes one
+public. Only the owner invites (INVITE <nick> <channel>, by the invitee's account; the
+invitation is kept until used or withdrawn). KICK removes a member and withdraws the invitation.
+Reply: UNINVITE <you> <account> <channel> :Invitation withdrawn
+Errors: FAIL UNINVITE NO_SUCH_INVITATION <account> <channel>, ACCOUNT_REQUIRED, NEED_MORE_PARAMS;
+403 for a channel you cannot see; 482 if you are not its owner."""
+
 NOTIFY = """NOTIFY <you> <type> <count>   (from the server only)
 Something waits for your account: type message, request, decision or agreement, and how
 many. Never any content: use INBOX or CONTACT LIST. Sent to every connection logged in to

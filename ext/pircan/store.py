@@ -90,6 +90,23 @@ MIGRATIONS: list[str] = [
     CREATE TRIGGER pircan_audit_no_delete BEFORE DELETE ON pircan_audit
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
     """,
+    # 2: private channels in an owner's namespace (#<account>/<name>): standing
+    # invitations and members, by account (the channel itself is a registered channel)
+    """
+    CREATE TABLE pircan_channel_invites (
+        channel    TEXT NOT NULL,
+        account    TEXT NOT NULL,
+        invited_by TEXT NOT NULL,
+        at         INTEGER NOT NULL,
+        PRIMARY KEY (channel, account)
+    );
+    CREATE TABLE pircan_channel_members (
+        channel TEXT NOT NULL,
+        account TEXT NOT NULL,
+        since   INTEGER NOT NULL,
+        PRIMARY KEY (channel, account)
+    );
+    """,
 ]
 
 
@@ -454,3 +471,48 @@ def last_activity(conn: sqlite3.Connection, account: str) -> int | None:
         "SELECT created_at FROM pircan_messages WHERE sender = ? ORDER BY id DESC LIMIT 1", (account,)
     ).fetchone()
     return row[0] if row else None
+
+
+# private channels ----------------------------------------------------------------------
+
+
+def channel_access(conn: sqlite3.Connection) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """All (channel, account) invitations and memberships."""
+    invites = conn.execute("SELECT channel, account FROM pircan_channel_invites").fetchall()
+    members = conn.execute("SELECT channel, account FROM pircan_channel_members").fetchall()
+    return invites, members
+
+
+def add_invite(conn: sqlite3.Connection, channel: str, account: str, by: str, at: int, audit_id: int) -> None:
+    conn.execute(
+        "INSERT INTO pircan_channel_invites (channel, account, invited_by, at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(channel, account) DO UPDATE SET invited_by = excluded.invited_by, at = excluded.at",
+        (channel, account, by, at),
+    )
+    audit(conn, audit_id, at, by, account, "channel.invite", channel)
+
+
+def withdraw_invite(conn: sqlite3.Connection, channel: str, account: str, by: str, at: int, audit_id: int) -> bool:
+    found = conn.execute(
+        "DELETE FROM pircan_channel_invites WHERE channel = ? AND account = ?", (channel, account)
+    ).rowcount == 1
+    if found:
+        audit(conn, audit_id, at, by, account, "channel.uninvite", channel)
+    return found
+
+
+def join_member(conn: sqlite3.Connection, channel: str, account: str, at: int) -> None:
+    """An invitation is used: the account becomes a standing member."""
+    conn.execute("DELETE FROM pircan_channel_invites WHERE channel = ? AND account = ?", (channel, account))
+    conn.execute(
+        "INSERT OR IGNORE INTO pircan_channel_members (channel, account, since) VALUES (?, ?, ?)",
+        (channel, account, at),
+    )
+
+
+def remove_member(conn: sqlite3.Connection, channel: str, account: str, by: str, at: int, audit_id: int,
+                  kicked: bool) -> None:
+    conn.execute("DELETE FROM pircan_channel_members WHERE channel = ? AND account = ?", (channel, account))
+    if kicked:
+        conn.execute("DELETE FROM pircan_channel_invites WHERE channel = ? AND account = ?", (channel, account))
+        audit(conn, audit_id, at, by, account, "channel.remove", channel)

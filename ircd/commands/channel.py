@@ -126,6 +126,8 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         if client.account_folded is not None and server.config.channels.registration:
             channel.owner_account = client.account_folded  # registered to its creator
         channel.add_member(client, initial_prefixes(channel, client, created=True))
+        for hook in server.channel_create_hooks:
+            hook(client, channel)
     else:
         refusal = join_refusal(server, client, channel, key)
         if refusal is not None:

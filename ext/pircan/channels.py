@@ -1,0 +1,193 @@
+"""Private channels in an owner's namespace: ``#<account>/<name>``.
+
+* Only that account creates channels there (JOIN while logged in); a new one
+  is private (mode +P) until the owner sets -P.
+* Only the owner invites. An invitation is by account, stored, survives
+  restarts and lasts until used (the JOIN) or withdrawn (UNINVITE, or KICK).
+  A member who joined stays a member across disconnects and restarts; PART
+  or KICK ends that.
+* A non-member cannot learn that a private channel exists: the existence
+  filter hides it from every channel lookup, so each command answers exactly
+  as for a name nobody uses (see the differential test).
+* Public channels admit only logged-in accounts unless ``guests_may_join``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ircd.api import Channel, Client, CommandContext, Joined, Kicked, Message, Parted
+
+from ext.pircan import store as db
+from ext.pircan.common import account_of, fail
+from ext.pircan.state import Pircan
+
+PRIVATE = "P"
+ERR_NOSUCHCHANNEL = "403"
+ERR_NEEDREGGEDNICK = "477"
+ERR_CHANOPRIVSNEEDED = "482"
+
+
+@dataclass
+class Access:
+    invited: set[str] = field(default_factory=set)
+    members: set[str] = field(default_factory=set)
+
+
+def namespace_owner(name: str, casefold) -> str | None:
+    """The folded account that owns ``#account/name``, or None outside any namespace."""
+    if not name.startswith("#"):
+        return None
+    owner, sep, rest = name[1:].partition("/")
+    if not sep or not owner or not rest:
+        return None
+    return casefold(owner)
+
+
+class PrivateChannels:
+    def __init__(self, state: Pircan) -> None:
+        self.state = state
+        self.api = state.api
+        self.access: dict[str, Access] = {}  # folded channel -> standing invitations and members
+
+    async def load(self) -> None:
+        invites, members = await self.state.database.read(db.channel_access)
+        for channel, account in invites:
+            self.access.setdefault(channel, Access()).invited.add(account)
+        for channel, account in members:
+            self.access.setdefault(channel, Access()).members.add(account)
+
+    def owner(self, channel: Channel) -> str | None:
+        return namespace_owner(channel.name, self.api.casefold)
+
+    def is_private(self, channel: Channel) -> bool:
+        return PRIVATE in channel.modes and self.owner(channel) is not None
+
+    def may_see(self, viewer: Client, channel: Channel) -> bool:
+        """The existence filter: False hides the channel from ``viewer`` entirely."""
+        if PRIVATE not in channel.modes or viewer in channel.members:
+            return True
+        owner = self.owner(channel)
+        if owner is None:
+            return True
+        account = viewer.account_folded
+        if account is None:
+            return False
+        if account == owner:
+            return True
+        access = self.access.get(channel.folded)
+        return access is not None and (account in access.members or account in access.invited)
+
+    # hooks --------------------------------------------------------------------------
+
+    def join_check(self, client: Client, name: str, channel: Channel | None) -> tuple[str, str] | None:
+        if client.account_folded is None and not self.state.cfg.guests_may_join:
+            return ERR_NEEDREGGEDNICK, "You need to be logged in to an account to join channels"
+        owner = namespace_owner(name, self.api.casefold)
+        if owner is None or client.account_folded == owner:
+            return None
+        if channel is None:  # not there, or hidden: the same answer either way
+            return ERR_NOSUCHCHANNEL, "No such channel"
+        return None
+
+    def created(self, client: Client, channel: Channel) -> None:
+        if self.owner(channel) is not None:
+            channel.modes.add(PRIVATE)
+
+    def flag_check(self, client: Client, channel: Channel, adding: bool) -> str | None:
+        owner = self.owner(channel)
+        if owner is None:
+            return "Only channels in an account's namespace (#account/name) can be private"
+        if client.account_folded != owner:
+            return "Only the channel's owner can make it private or public"
+        return None
+
+    def invite_check(self, client: Client, target: Client, channel: Channel) -> tuple[str, str] | None:
+        owner = self.owner(channel)
+        if owner is None or not self.is_private(channel):
+            return None
+        if client.account_folded != owner:
+            return ERR_CHANOPRIVSNEEDED, "Only the channel owner can invite to this channel"
+        if target.account_folded is None:
+            return ERR_CHANOPRIVSNEEDED, "Only logged-in accounts can be invited to this channel"
+        return None
+
+    def invited(self, client: Client, target: Client, channel: Channel) -> None:
+        if not self.is_private(channel) or target.account_folded is None:
+            return
+        self.access.setdefault(channel.folded, Access()).invited.add(target.account_folded)
+        self.state.database.write_nowait(
+            db.add_invite, channel.folded, target.account_folded, client.account_folded or "",
+            self.state.now_ms(), self.state.new_id(),
+        )
+
+    def joined(self, event: Joined) -> None:
+        channel, account = event.channel, event.client.account_folded
+        if account is None or not self.is_private(channel) or account == self.owner(channel):
+            return
+        access = self.access.setdefault(channel.folded, Access())
+        access.invited.discard(account)
+        if account not in access.members:
+            access.members.add(account)
+            self.state.database.write_nowait(db.join_member, channel.folded, account, self.state.now_ms())
+
+    def left(self, event: Parted | Kicked) -> None:
+        kicked = isinstance(event, Kicked)
+        who = event.target if kicked else event.client  # type: ignore[union-attr]
+        account = who.account_folded
+        access = self.access.get(event.channel.folded)
+        if account is None or access is None or self.owner(event.channel) is None:
+            return
+        if account in access.members or (kicked and account in access.invited):
+            access.members.discard(account)
+            if kicked:
+                access.invited.discard(account)
+            self.state.database.write_nowait(
+                db.remove_member, event.channel.folded, account, event.client.account_folded or "",
+                self.state.now_ms(), self.state.new_id(), kicked,
+            )
+
+
+async def handle_uninvite(state: Pircan, chans: PrivateChannels, ctx: CommandContext, msg: Message) -> None:
+    """UNINVITE <account> <channel>"""
+    account = account_of(ctx, "UNINVITE")
+    if account is None:
+        return
+    if len(msg.params) < 2:
+        fail(ctx, "UNINVITE", "NEED_MORE_PARAMS", text="Syntax: UNINVITE <account> <channel>")
+        return
+    target, name = state.api.casefold(msg.params[0]), msg.params[1]
+    channel = ctx.server.find_channel(name, ctx.client)
+    if channel is None:
+        ctx.reply.numeric(ERR_NOSUCHCHANNEL, name, "No such channel")
+        return
+    if chans.owner(channel) != account:
+        ctx.reply.numeric(ERR_CHANOPRIVSNEEDED, channel.name, "Only the channel owner can withdraw invitations")
+        return
+    access = chans.access.get(channel.folded)
+    if access is None or target not in access.invited:
+        fail(ctx, "UNINVITE", "NO_SUCH_INVITATION", target, channel.name,
+             text="That account has no standing invitation to this channel")
+        return
+    access.invited.discard(target)
+    await state.database.write(
+        db.withdraw_invite, channel.folded, target, account, state.now_ms(), state.new_id()
+    )
+    ctx.reply.send("UNINVITE", ctx.client.nick, target, channel.name, "Invitation withdrawn")
+
+
+def install(state: Pircan) -> PrivateChannels:
+    api = state.api
+    chans = PrivateChannels(state)
+    api.visibility_filter(chans.may_see)
+    api.join_check(chans.join_check)
+    api.invite_check(chans.invite_check)
+    api.invite_hook(chans.invited)
+    api.channel_create_hook(chans.created)
+    api.channel_flag(PRIVATE, chans.flag_check)
+    api.subscribe(Joined, chans.joined)
+    api.subscribe(Parted, chans.left)
+    api.subscribe(Kicked, chans.left)
+    return chans
+
+
