@@ -342,8 +342,18 @@ class Server:
         dirty = self._dirty
         if dirty:
             self._dirty = []
-            for client in dirty:
-                client.flush()
+            limit = self.sendq_limit
+            for client in dirty:  # Client.flush, inlined: this runs for every recipient of a fan-out
+                client.dirty = False
+                data = client.outbuf
+                if not data or client.closing:
+                    continue
+                conn = client.conn
+                if conn.buffered() + len(data) > limit:
+                    self.sendq_exceeded(client)
+                    continue
+                client.outbuf = bytearray()
+                conn.write(data)
         if self._dropped:
             dropped, self._dropped = self._dropped, []
             for client in dropped:
@@ -377,7 +387,11 @@ class Server:
         self._reply_now(client, code, *params)
 
     def relay(self, recipients: Iterable[Client], relay: Relay, exclude: Client | None = None) -> None:
-        """Append one formatted line to each recipient's outbox."""
+        """Append one formatted line to each recipient's outbox.
+
+        This is the inner loop of every fan-out, so ``Client.send`` is inlined:
+        per recipient, one bytearray append, the dirty mark and the SendQ check.
+        """
         cache = relay.cache
         body = relay.body
         for client in recipients:
