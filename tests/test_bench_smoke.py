@@ -27,7 +27,7 @@ def _run(pircd: RunningServer, make) -> dict:
     loop = loadgen.new_event_loop()
     try:
         target = loadgen.Target("pircd", "127.0.0.1", pircd.port, pircd.sample)
-        return loop.run_until_complete(asyncio.wait_for(make(target), 30))
+        return loop.run_until_complete(asyncio.wait_for(make(target), 60))
     finally:
         loop.close()
 
@@ -51,7 +51,7 @@ def test_connections_are_held(pircd):
 
 
 def test_churn_cycles(pircd):
-    result = _run(pircd, lambda t: loadgen.churn(t, total=10, workers=3))
+    result = _run(pircd, lambda t: loadgen.churn(t, total=10, workers=3, timeout=5))
     assert result["cycles"] == 10
     assert result["errors"] == 0
 
