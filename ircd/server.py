@@ -83,6 +83,8 @@ class Server:
         self.max_clients_seen = 0
         self.oper_count = 0
         self._client_seq = 0
+        self.registered_count = 0  # registered clients, and those of them with +i (for LUSERS)
+        self.invisible_count = 0
         self._dirty: list[Client] = []
         self._dropped: list[Client] = []  # SendQ overflows waiting to be forgotten
         self._time_ms = -1
@@ -569,6 +571,9 @@ class Server:
         self.flush_all()
 
     # timers --------------------------------------------------------------
+            self.registered_count -= 1
+            if "i" in client.modes:
+                self.invisible_count -= 1
 
     def tick(self) -> None:
         """Once a second: registration and ping timeouts."""

@@ -75,9 +75,13 @@ def user_mode(ctx: CommandContext, msg: Message) -> None:
             if adding and ch not in client.modes:
                 client.modes.add(ch)
                 applied.append(ModeChange(True, ch, None))
+                if ch == "i":
+                    server.invisible_count += 1
             elif not adding and ch in client.modes:
                 client.modes.discard(ch)
                 applied.append(ModeChange(False, ch, None))
+                if ch == "i":
+                    server.invisible_count -= 1
                 if ch == "o":
                     server.oper_count -= 1
                     client.oper_name = None

@@ -89,10 +89,10 @@ def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
 
 
 def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
-    registered = [c for c in server.clients if c.registered]
-    invisible = sum(1 for c in registered if "i" in c.modes)
-    unknown = len(server.clients) - len(registered)
-    total = len(registered)
+    # running counts: LUSERS is part of every registration, so it must not walk all clients
+    total = server.registered_count
+    invisible = server.invisible_count
+    unknown = len(server.clients) - total
     server.max_clients_seen = max(server.max_clients_seen, total)
     viewer = reply.client
     exists = server.visibility.channel_exists_for
@@ -166,6 +166,9 @@ def try_register(ctx: CommandContext) -> None:
     for mode in server.config.server.default_user_modes:
         if mode in "iwB":
             client.modes.add(mode)
+    server.registered_count += 1
+    if "i" in client.modes:
+        server.invisible_count += 1
     log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
     cfg = server.config
     reply.numeric(N.RPL_WELCOME, f"Welcome to the {cfg.server.network} IRC Network {client.prefix}")
