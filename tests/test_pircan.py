@@ -616,3 +616,245 @@ def test_revoke_stops_agreement_checked_privmsg(p):
     assert p.cmd("alice", "PRIVMSG bob :after") == [
         f"{S} FAIL PRIVMSG NO_AGREEMENT bob :Agents need a message agreement to talk directly (CONTACT REQUEST)"
     ]
+
+
+def test_owner_revokes_for_its_agent(p):
+    p.login("alice")
+    p.login("dave")
+    p.login("olive")
+    aid = agree(p, "dave", "alice")
+    assert p.cmd("olive", f"CONTACT REVOKE {aid}") == [f"{S} CONTACT olive REVOKED {aid} dave"]
+    assert send(p, "dave", "alice")[0].startswith(f"{S} FAIL SEND NO_AGREEMENT")
+    assert p.rows("SELECT revoked_by FROM pircan_agreements") == [("olive",)]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'agreement.revoke'") == [
+        ("olive", "alice", "agreement.revoke", f"{aid} with dave by owner")
+    ]
+    p.notifies()
+    assert p.lines("dave") == [f"{SVC} NOTICE dave :NOTIFY agreement 1"]
+    assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY agreement 1"]
+
+
+# LIST --------------------------------------------------------------------------------------------------
+
+
+def test_list_requests_and_agreements(p):
+    p.login("alice")
+    p.login("bob")
+    aid = agree(p, "alice", "bob", "message,task:x", 30)
+    rid1 = p.rows("SELECT printf('%016x', id) FROM pircan_requests")[0][0]
+    p.advance(1)
+    rid2 = request(p, "alice", "carol", "resource:read", 5, purpose="Read your notes")
+    req1 = f"{S} CONTACT alice REQUEST {rid1} alice bob message,task:x 30 accepted {ts(T0_MS)} talk"
+    req2 = f"{S} CONTACT alice REQUEST {rid2} alice carol resource:read 5 pending {ts(T0_MS + 1250)} :Read your notes"
+    agr = f"{S} CONTACT alice AGREEMENT {aid} alice bob message,task:x {ts(T0_MS)} {expires(30)} active"
+    end = f"{S} CONTACT alice END"
+    assert p.cmd("alice", "CONTACT LIST") == [req1, req2, agr, end]
+    assert p.cmd("alice", "CONTACT LIST requests") == [req1, req2, end]
+    assert p.cmd("alice", "CONTACT LIST AGREEMENTS") == [agr, end]
+    assert p.cmd("alice", "CONTACT LIST bogus") == [
+        f"{S} FAIL CONTACT UNKNOWN_SUBCOMMAND bogus :Syntax: CONTACT LIST [requests|agreements]"
+    ]
+    p.login("carol")
+    assert p.cmd("carol", "CONTACT LIST") == [req2.replace("alice REQUEST", "carol REQUEST"), f"{S} CONTACT carol END"]
+    p.login("dave")
+    assert p.cmd("dave", "CONTACT LIST") == [f"{S} CONTACT dave END"]
+
+
+def test_list_states_expired_revoked_declined(p):
+    p.login("alice")
+    p.login("bob")
+    p.login("carol")
+    aid = agree(p, "alice", "bob", days=1)
+    rid_c = request(p, "alice", "carol")
+    p.cmd("carol", f"CONTACT DECLINE {rid_c}")
+    p.login("dave")
+    aid2 = agree(p, "dave", "carol")
+    p.cmd("dave", f"CONTACT REVOKE {aid2}")
+    p.at(DAY * 1000)
+    lines = p.cmd("alice", "CONTACT LIST")
+    assert [(word(ln, 3), word(ln, 9) if word(ln, 3) == "REQUEST" else word(ln, 10)) for ln in lines[:-1]] == [
+        ("REQUEST", "accepted"), ("REQUEST", "declined"), ("AGREEMENT", "expired")
+    ]
+    assert p.cmd("dave", "CONTACT LIST agreements") == [
+        f"{S} CONTACT dave AGREEMENT {aid2} dave carol message {ts(T0_MS + 250)} {expires(30, T0_MS + 250)} revoked",
+        f"{S} CONTACT dave END",
+    ]
+    assert aid
+
+
+def test_list_is_one_batch_with_the_batch_capability(p):
+    p.login("alice", caps=("batch",))
+    lines = p.cmd("alice", "CONTACT LIST")
+    ref = word(lines[0], 2)[1:]
+    assert lines == [
+        f"{S} BATCH +{ref} pircan/contacts",
+        f"@batch={ref} {S} CONTACT alice END",
+        f"{S} BATCH -{ref}",
+    ]
+
+
+# owners act for their agents ------------------------------------------------------------------------------
+
+
+def test_owner_lists_its_agents_requests_and_agreements(p):
+    p.login("olive")
+    p.login("dave")
+    p.login("alice")
+    rid = request(p, "dave", "alice", purpose="hello alice")
+    aid = agree(p, "dave", "bob", decider="olive")
+    lines = p.cmd("olive", "CONTACT LIST")
+    rid2 = p.rows("SELECT printf('%016x', id) FROM pircan_requests WHERE target = 'bob'")[0][0]
+    assert lines == [
+        f"{S} CONTACT olive REQUEST {rid} dave alice message 30 pending {ts(T0_MS)} :hello alice",
+        f"{S} CONTACT olive REQUEST {rid2} dave bob message 30 accepted {ts(T0_MS)} talk",
+        f"{S} CONTACT olive AGREEMENT {aid} dave bob message {ts(T0_MS)} {expires(30)} active",
+        f"{S} CONTACT olive END",
+    ]
+    # paul (dave's owner) sees the same rows; an unrelated person sees nothing
+    p.login("paul")
+    assert len(p.cmd("paul", "CONTACT LIST")) == 4
+    p.account("zoe", kind="person")
+    p.login("zoe")
+    assert p.cmd("zoe", "CONTACT LIST") == [f"{S} CONTACT zoe END"]
+
+
+def test_owner_accepts_declines_and_sets_policy(p):
+    p.login("olive")
+    p.login("dave")
+    rid = request(p, "dave", "alice")
+    out = p.cmd("olive", f"CONTACT ACCEPT {rid}")
+    assert word(out[0], 3) == "ACCEPTED" and word(out[0], 6) == "dave"
+    rid2 = request(p, "dave", "bob")
+    assert p.cmd("olive", f"CONTACT DECLINE {rid2}") == [f"{S} CONTACT olive DECLINED {rid2} dave"]
+    assert p.cmd("olive", "CONTACT POLICY alice owner-decides") == [f"{S} CONTACT olive POLICY alice owner-decides"]
+    assert p.cmd("olive", "CONTACT POLICY carol") == [f"{S} CONTACT olive POLICY carol agent-decides"]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE actor = 'olive' ORDER BY id") == [
+        ("olive", "alice", "contact.accept",
+         f"{rid} from dave agreement={word(out[0], 5)} scopes=message by owner"),
+        ("olive", "bob", "contact.decline", f"{rid2} from dave by owner"),
+        ("olive", "alice", "policy.set", "owner-decides by owner"),
+    ]
+    # paul does not own alice
+    p.login("paul")
+    rid3 = request(p, "dave", "carol")
+    assert p.cmd("paul", f"CONTACT ACCEPT {rid3}") == [
+        f"{S} FAIL CONTACT NOT_ALLOWED {rid3} :Only the requested account (or its owner) decides"
+    ]
+    p.account("zoe", kind="person")
+    p.login("zoe")
+    assert p.cmd("zoe", f"CONTACT ACCEPT {rid3}") == [
+        f"{S} FAIL CONTACT NO_SUCH_REQUEST {rid3} :No such contact request for you"
+    ]
+
+
+# AGENTS ---------------------------------------------------------------------------------------------------
+
+
+def test_owner_creates_an_agent_that_can_log_in(p):
+    p.login("olive")
+    out = p.cmd("olive", "AGENTS CREATE Robo")
+    password = word(out[0], 5)
+    assert out == [f"{S} AGENTS olive CREATED Robo {password} :Store this password now: it is not shown again"]
+    assert len(password) >= 20
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit") == [
+        ("olive", "robo", "agent.create", "by owner")
+    ]
+    p.login("robo", "Robo", password=password)
+    assert p.h.clients["robo"].account_kind == "agent"
+    assert p.cmd("olive", "AGENTS CREATE robo") == [f"{S} FAIL AGENTS ACCOUNT_EXISTS robo :That account already exists"]
+    assert p.cmd("olive", "AGENTS CREATE 9lives") == [
+        f"{S} FAIL AGENTS INVALID_NAME 9lives :That is not a valid account name"
+    ]
+    assert p.cmd("olive", "AGENTS CREATE") == [f"{S} FAIL AGENTS NEED_MORE_PARAMS CREATE :Syntax: AGENTS CREATE <name>"]
+    assert p.cmd("olive", "AGENTS DESTROY x") == [f"{S} FAIL AGENTS UNKNOWN_SUBCOMMAND DESTROY :Unknown subcommand; see HELP"]
+    assert p.cmd("robo", "AGENTS CREATE minion") == [
+        f"{S} FAIL AGENTS NOT_ALLOWED minion :Only person accounts own agents"
+    ]
+
+
+def test_agents_roster_for_an_owner_and_for_an_agent(p):
+    p.login("olive")
+    p.login("alice")
+    p.login("bob")
+    p.login("dave")
+    agree(p, "dave", "alice")
+    p.cmd("bob", "AWAY :busy")
+    p.advance(5)
+    sent_id(send(p, "dave", "alice", "one"))
+    sent_id(send(p, "dave", "alice", "two"))
+    assert p.cmd("olive", "AGENTS") == [
+        f"{S} AGENTS olive AGENT alice online 2 * owned olive",
+        f"{S} AGENTS olive AGENT bob away 0 * owned olive",
+        f"{S} AGENTS olive AGENT carol offline 0 * owned olive",
+        f"{S} AGENTS olive END 3",
+    ]
+    assert p.cmd("alice", "AGENTS") == [
+        f"{S} AGENTS alice AGENT dave online 2 {ts(T0_MS + 5250)} agreement paul",
+        f"{S} AGENTS alice END 1",
+    ]
+    assert p.cmd("dave", "AGENTS") == [
+        f"{S} AGENTS dave AGENT alice online 0 * agreement olive",
+        f"{S} AGENTS dave END 1",
+    ]
+
+
+# expiry: the once-a-minute sweep ------------------------------------------------------------------------
+
+
+def test_request_expires_after_seven_days(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob")
+    rid2 = request(p, "alice", "carol")
+    p.notifies()
+    p.h.take("bob")
+    p.at(7 * DAY * 1000 - 1)  # the sweep ran: 1 ms short of 7 days, still pending
+    assert p.rows("SELECT state FROM pircan_requests ORDER BY id") == [("pending",), ("pending",)]
+    assert p.lines("alice") == []
+    p.at(7 * DAY * 1000 + 60_000)  # the next sweep
+    assert p.rows("SELECT state FROM pircan_requests ORDER BY id") == [("expired",), ("expired",)]
+    p.notifies()
+    assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY decision 2"]
+    assert p.cmd("bob", f"CONTACT ACCEPT {rid}") == [
+        f"{S} FAIL CONTACT NOT_PENDING {rid} :That request was already decided or has expired"
+    ]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'contact.expire' ORDER BY id") == [
+        ("server", "bob", "contact.expire", f"{rid} from alice"),
+        ("server", "carol", "contact.expire", f"{rid2} from alice"),
+    ]
+    # an expired request is no longer pending: asking again is allowed
+    request(p, "alice", "bob")
+
+
+def test_request_at_exactly_seven_days_cannot_be_accepted(p):
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob")
+    p.h.clock.now = (T0_MS + 7 * DAY * 1000) / 1000  # before any sweep
+    assert p.cmd("bob", f"CONTACT ACCEPT {rid}") == [
+        f"{S} FAIL CONTACT NOT_PENDING {rid} :That request was already decided or has expired"
+    ]
+    p.h.clock.now = (T0_MS + 7 * DAY * 1000 - 1) / 1000
+    assert word(p.cmd("bob", f"CONTACT ACCEPT {rid}")[0], 3) == "ACCEPTED"
+
+
+def test_agreement_expires_at_its_end(p):
+    p.login("alice")
+    p.login("bob", caps=(LOBBY,))
+    aid = agree(p, "alice", "bob", days=1)
+    end = T0_MS + DAY * 1000
+    p.h.clock.now = (end - 1) / 1000
+    assert sent_id(send(p, "alice", "bob"))
+    p.h.clock.now = end / 1000
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :You have no active agreement with this account"]
+    p.h.take("bob")
+    p.at(end - T0_MS + 60_000)
+    p.notifies()
+    assert p.lines("bob") == [f"{S} NOTIFY bob message 1", f"{S} NOTIFY bob agreement 1"]
+    assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY agreement 1"]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'agreement.expire'") == [
+        ("server", "alice", "agreement.expire", f"{aid} with bob")
+    ]
+    assert p.cmd("alice", f"CONTACT REVOKE {aid}") == [
+        f"{S} FAIL CONTACT NO_SUCH_AGREEMENT {aid} :No such agreement for you"
+    ]

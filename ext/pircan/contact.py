@@ -180,7 +180,8 @@ async def _decidable(state: Pircan, ctx: CommandContext, account: str, sub: str,
         return None
     is_owner = req.target != account and await owns(state, account, req.target)
     if req.target != account and not is_owner:
-        if req.requester == account:
+        if req.requester == account or await owns(state, account, req.requester):
+            # the requester's side sees the request in CONTACT LIST, so it exists for them
             fail(ctx, VERB, "NOT_ALLOWED", ident_text, text="Only the requested account (or its owner) decides")
         else:
             fail(ctx, VERB, "NO_SUCH_REQUEST", ident_text)
