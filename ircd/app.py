@@ -36,6 +36,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
     from ircd import passwords
     from ircd.accounts import AccountService
     from ircd.chanreg import ChannelRegistry
+    from ircd.history import History
     from ircd.commands.account import NICKSERV, install_caps, nickserv
     from ircd.store import Store
 
@@ -46,6 +47,11 @@ def attach_store(server: Server, path: str | None = None) -> None:
     accounts = AccountService(server, store)
     server.accounts = accounts
     channels = ChannelRegistry(server, store)
+    history = server.history = History(server, store) if config.history.enabled else None
+    if history is not None:
+        server.isupport_extra["CHATHISTORY"] = config.history.max_query
+        server.isupport_extra["MSGREFTYPES"] = "msgid,timestamp"
+        server.invalidate_isupport()
     install_caps(server)
     server.services[server.casefold(NICKSERV)] = nickserv
     polling: set[asyncio.Task[None]] = set()
@@ -60,10 +66,14 @@ def attach_store(server: Server, path: str | None = None) -> None:
         await store.open()
         await accounts.refresh()
         await channels.load()
+        if history is not None:
+            await history.start()
         server.tick_hooks.append(poll)
 
     async def stop() -> None:
-        await store.close()
+        if history is not None:
+            await history.stop()
+        await store.close()  # commits what the history writer handed over
 
     server.on_startup.insert(0, start)
     server.on_shutdown.insert(0, stop)

@@ -61,6 +61,15 @@ class Capability:
     available: Callable[["Server"], bool] | None = None
 
 
+def _multiline_value(server: "Server") -> str:
+    limits = server.config.limits
+    return f"max-bytes={limits.multiline_max_bytes},max-lines={limits.multiline_max_lines}"
+
+
+def _history_on(server: "Server") -> bool:
+    return server.history is not None and server.config.history.enabled
+
+
 CORE_CAPS = [
     Capability("account-notify", bit=ACCOUNT_NOTIFY),
     Capability("account-tag", bit=ACCOUNT_TAG),
@@ -80,6 +89,10 @@ CORE_CAPS = [
     Capability("standard-replies", bit=STANDARD_REPLIES),
     Capability("draft/no-implicit-names", bit=NO_IMPLICIT_NAMES),
     Capability("extended-monitor", bit=EXTENDED_MONITOR),
+    Capability("draft/multiline", value=_multiline_value, bit=MULTILINE),
+    Capability("draft/read-marker", bit=READ_MARKER),
+    Capability("draft/chathistory", bit=CHATHISTORY, available=_history_on),
+    Capability("draft/event-playback", bit=EVENT_PLAYBACK, available=_history_on),
 ]
 
 

@@ -150,9 +150,11 @@ def _register_groups() -> None:
 
     import ext
     from ircd.cli_accounts import account_group, agent_group
+    from ircd.cli_history import history_group
 
     main.add_command(account_group)
     main.add_command(agent_group)
+    main.add_command(history_group)
     # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands)
     for module in pkgutil.iter_modules(ext.__path__):
         try:

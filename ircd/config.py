@@ -93,6 +93,8 @@ class LimitsSection(_Section):
     modes_per_line: int = Field(6, ge=1)
     whowas: int = Field(100, ge=0)
     sendq: int = Field(262144, ge=4096, description="bytes queued for one client before it is dropped")
+    multiline_max_bytes: int = Field(4096, ge=512, le=65536, description="draft/multiline max-bytes")
+    multiline_max_lines: int = Field(100, ge=2, le=1000, description="draft/multiline max-lines")
 
 
 class TimeoutsSection(_Section):
@@ -142,6 +144,17 @@ class AccountsSection(_Section):
     scram_iterations: int = Field(4096, ge=4096)
 
 
+class HistorySection(_Section):
+    # Channel messages (and direct messages between logged-in accounts) are stored
+    # and served through IRCv3 CHATHISTORY. Needs the store (server.db).
+    enabled: bool = True
+    direct_messages: bool = True
+    retention_days: float = Field(0, ge=0, description="delete older history; 0 keeps everything")
+    max_query: int = Field(100, ge=1, le=1000, description="lines per CHATHISTORY (ISUPPORT CHATHISTORY)")
+    flush_interval: float = Field(0.05, gt=0, le=10, description="seconds lines wait in memory at most")
+    flush_lines: int = Field(500, ge=1, description="buffered lines that trigger a write at once")
+
+
 class ChannelsSection(_Section):
     # A channel created by a logged-in account is registered to it (owner ~, kept across restarts).
     registration: bool = True
@@ -155,7 +168,7 @@ class OperBlock(_Section):
 
 def _core_sections() -> set[str]:
     return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers", "storage",
-            "accounts", "channels"}
+            "accounts", "channels", "history"}
 
 
 class Config(BaseModel):
@@ -171,6 +184,7 @@ class Config(BaseModel):
     storage: StorageSection = StorageSection()
     accounts: AccountsSection = AccountsSection()
     channels: ChannelsSection = ChannelsSection()
+    history: HistorySection = HistorySection()
     opers: list[OperBlock] = []
     extensions: dict[str, dict[str, Any]] = {}
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from ircd.channel import Channel
     from ircd.client import Client
+    from ircd.replies import Relay
 
 __all__ = [
     "EventBus",
@@ -81,7 +82,11 @@ class Kicked:
 
 @dataclass(frozen=True, slots=True)
 class ChannelMessage:
-    """A PRIVMSG/NOTICE/TAGMSG delivered to a channel."""
+    """A PRIVMSG/NOTICE/TAGMSG delivered to a channel.
+
+    ``relay`` is the line as it went out (source, target parameter, msgid and
+    the exact server-time tag); ``lines`` holds a draft/multiline message's
+    lines as (text, concat) pairs, ``text`` being their combination."""
 
     client: "Client"
     channel: "Channel"
@@ -90,10 +95,14 @@ class ChannelMessage:
     msgid: str
     time: float
     tags: dict[str, str] | None
+    relay: "Relay | None" = None
+    lines: tuple[tuple[str, bool], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DirectMessage:
+    """A PRIVMSG/NOTICE/TAGMSG delivered to one client (``relay`` and ``lines`` as for ChannelMessage)."""
+
     client: "Client"
     target: "Client"
     command: str
@@ -101,12 +110,15 @@ class DirectMessage:
     msgid: str
     time: float
     tags: dict[str, str] | None
+    relay: "Relay | None" = None
+    lines: tuple[tuple[str, bool], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TopicChanged:
     client: "Client | None"
     channel: "Channel"
+    relay: "Relay | None" = None  # the TOPIC line as relayed (msgid, server-time), when a client set it
 
 
 @dataclass(frozen=True, slots=True)

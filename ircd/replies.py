@@ -133,15 +133,21 @@ class ReplyBuffer:
     def note(self, command: str, code: str, *context: str) -> None:
         self.send("NOTE", command, code, *context)
 
-    def start_batch(self, kind: str, *params: str) -> str:
+    def start_batch(
+        self, kind: str, *params: str, source: str | None = None, tags: dict[str, str] | None = None
+    ) -> str:
+        """Open a batch (nested in the current one, if any); ``source`` and ``tags`` are for
+        batches that stand for a relayed message (a draft/multiline batch in history)."""
         ref = self.client.next_batch_id()
-        self.lines.append(_Line(None, self.server.name, "BATCH", ["+" + ref, kind, *params], self._current()))
+        self.lines.append(
+            _Line(tags or None, source or self.server.name, "BATCH", ["+" + ref, kind, *params], self._current())
+        )
         self._open.append(ref)
         return ref
 
-    def end_batch(self, ref: str) -> None:
+    def end_batch(self, ref: str, source: str | None = None) -> None:
         self._open.remove(ref)
-        self.lines.append(_Line(None, self.server.name, "BATCH", ["-" + ref], self._current()))
+        self.lines.append(_Line(None, source or self.server.name, "BATCH", ["-" + ref], self._current()))
 
     def _current(self) -> str | None:
         return self._open[-1] if self._open else None

@@ -31,7 +31,8 @@ from ircd.events import EventBus, Quit
 from ircd.proto import numerics as N
 from ircd.proto.casemap import get_casefold
 from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, format_line, parse_line
-from ircd.proto.msgid import IdGenerator, server_time
+from ircd.proto.msgid import IdGenerator, format_id, id_time_ms
+from ircd.proto.timestamps import format_ms
 from ircd.registry import Registry
 from ircd.replies import Relay, ReplyBuffer
 from ircd.timers import Timers
@@ -39,6 +40,7 @@ from ircd.visibility import Visibility
 
 if TYPE_CHECKING:
     from ircd.accounts import AccountService, Refusal
+    from ircd.history import History
     from ircd.store import Store
 
 __all__ = ["Server"]
@@ -115,6 +117,12 @@ class Server:
         self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
+        # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
+        self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []
+        self.history: "History | None" = None  # set by ircd.app.attach_store
+        from ircd.readmarkers import ReadMarkers
+
+        self.read_markers = ReadMarkers(self)
         # channel flag modes added by extensions: letter -> check(client, channel, adding)
         # returning a refusal text or None
         self.channel_flags: dict[str, Callable[[Client, Channel, bool], str | None]] = {}
@@ -236,7 +244,7 @@ class Server:
         spec = self.commands.get(msg.command)
         if spec is not None and spec.flood_cost and self.config.flood.enabled:
             delay = self._flood_delay(client, now)
-            if delay > 0:
+            if delay > 0 and not _in_client_batch(client, msg.tags):
                 return delay
         label = None
         tags = msg.tags
@@ -431,20 +439,25 @@ class Server:
     def new_msgid(self) -> str:
         return self.ids.next()
 
+    def message_stamp(self) -> tuple[str, str]:
+        """A new msgid and the server-time of the very millisecond it was made: one clock
+        reading for both, so a ``timestamp=`` reference (CHATHISTORY) names exactly the
+        ids of that millisecond."""
+        ident = self.ids.next_int()
+        ms = id_time_ms(ident)
+        if ms != self._time_ms:
+            self._time_ms = ms
+            self._time_str = format_ms(ms)
+        return format_id(ident), self._time_str
+
     def relay_from(self, client: Client, command: str, *params: str, msgid: bool = False) -> Relay:
         return self.relay_from_prefix(client.prefix, client, command, *params, msgid=msgid)
 
     def relay_from_prefix(
         self, prefix: str, client: Client, command: str, *params: str, msgid: bool = False
     ) -> Relay:
-        return Relay(
-            prefix,
-            command,
-            list(params),
-            time=self.server_time(),
-            msgid=self.ids.next() if msgid else None,
-            account=client.account,
-        )
+        ident, time = self.message_stamp() if msgid else (None, self.server_time())
+        return Relay(prefix, command, list(params), time=time, msgid=ident, account=client.account)
 
     # channels ------------------------------------------------------------
 
@@ -608,12 +621,17 @@ class Server:
 
     def server_time(self) -> str:
         """The current time in server-time format (formatted at most once per millisecond)."""
-        now = self.clock()
-        ms = int(now * 1000)
+        ms = int(self.clock() * 1000)  # truncated like the msgid's milliseconds
         if ms != self._time_ms:
             self._time_ms = ms
-            self._time_str = server_time(now)
+            self._time_str = format_ms(ms)
         return self._time_str
+
+
+def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
+    """A line of an open draft/multiline batch: the batch is one message, so its lines
+    pass the flood budget (its size is bounded by max-lines and max-bytes instead)."""
+    return tags is not None and "batch" in tags and client.ext_state("multiline") is not None
 
 
 async def _logged(coro: Awaitable[Any]) -> Any:

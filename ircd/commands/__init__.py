@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("registration", "cap", "channel", "modes", "messaging", "query", "oper", "monitor", "help", "account")
+MODULES = ("registration", "cap", "channel", "modes", "messaging", "query", "oper", "monitor", "help", "account",
+           "multiline", "markread", "chathistory")
 
 _loaded = False
 

@@ -137,6 +137,8 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         channel.add_member(client, initial_prefixes(channel, client, created=False))
     broadcast_join(ctx, client, channel, echo=True)
     server.events.publish(Joined(client, channel, created))
+    for hook in server.join_hooks:
+        hook(client, channel, reply)
     send_topic(reply, channel, empty_reply=False)
     if not client.caps & C.NO_IMPLICIT_NAMES:
         send_names(server, client, reply, channel)
@@ -220,7 +222,7 @@ def handle_topic(ctx: CommandContext, msg: Message) -> None:
     relay = server.relay_from(client, "TOPIC", channel.name, topic, msgid=True)
     reply.relay(relay)
     server.relay(channel.members, relay, exclude=client)
-    server.events.publish(TopicChanged(client, channel))
+    server.events.publish(TopicChanged(client, channel, relay))
 
 
 # NAMES ---------------------------------------------------------------------

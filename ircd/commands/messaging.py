@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Awaitable
 
 from ircd import caps as C
 from ircd.channel import PREFIX_CHARS, PREFIX_MODES
+from ircd.commands import multiline
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
@@ -83,7 +84,8 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
             target_name if status else channel.name,
             text,
         ]
-        relay = Relay(client.prefix, command, params, msgid=server.ids.next(), time=server.server_time(),
+        msgid, time = server.message_stamp()
+        relay = Relay(client.prefix, command, params, msgid=msgid, time=time,
                   account=client.account,                       client_tags=tags)
         if status:
             rank = min(_STATUS_RANK[s] for s in status)
@@ -100,7 +102,7 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
             reply.relay(relay)
         if not status and server.events.wants(ChannelMessage):
             server.events.publish(
-                ChannelMessage(client, channel, command, text, relay.msgid or "", server.clock(), tags)
+                ChannelMessage(client, channel, command, text, relay.msgid or "", server.clock(), tags, relay)
             )
         return
     target = server.registry.find_nick(name)
@@ -112,7 +114,8 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
         if check(ctx, target, None):
             return
     params = [target.nick] if command == "TAGMSG" else [target.nick, text]
-    relay = Relay(client.prefix, command, params, msgid=server.ids.next(), time=server.server_time(),
+    msgid, time = server.message_stamp()
+    relay = Relay(client.prefix, command, params, msgid=msgid, time=time,
                   account=client.account,                   client_tags=tags)
     # A message to oneself is delivered like any other, straight to the outbox:
     # the delivery is a side effect, so only the echo-message copy (through the
@@ -124,13 +127,18 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
     if command == "PRIVMSG" and target.away is not None:
         reply.numeric(N.RPL_AWAY, target.nick, target.away)
     if server.events.wants(DirectMessage):
-        server.events.publish(DirectMessage(client, target, command, text, relay.msgid or "", server.clock(), tags))
+        server.events.publish(
+            DirectMessage(client, target, command, text, relay.msgid or "", server.clock(), tags, relay)
+        )
 
 
 def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     """Deliver to every target; a line to a service (NickServ) returns the service's coroutine."""
     reply = ctx.reply
     command = msg.command
+    if msg.tags is not None and "batch" in msg.tags and ctx.client.ext is not None:
+        if multiline.collect(ctx, msg):  # a line of an open draft/multiline batch
+            return None
     quiet = command == "NOTICE"
     if not msg.params or not msg.params[0]:
         if not quiet:

@@ -7,16 +7,19 @@ rewrite of the server.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Callable, Sequence, TypeVar
 
 from ircd.store import accounts as _accounts
 from ircd.store import channels as _channels
+from ircd.store import history as _history
 from ircd.store.accounts import Account, AccountExists, ScramKeys
 from ircd.store.channels import ChannelRow
+from ircd.store.history import Conversation, HistoryRow
 from ircd.store.db import Database, Migration
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
-__all__ = ["Store", "Account", "AccountExists", "ScramKeys", "ChannelRow"]
+__all__ = ["Store", "Account", "AccountExists", "ScramKeys", "ChannelRow", "HistoryRow", "Conversation"]
 
 T = TypeVar("T")
 
@@ -25,12 +28,17 @@ class Store:
     def __init__(self, path: str, durability: str = "full") -> None:
         self.db = Database(path, durability)
         self.path = path
+        # writers that buffer in memory (the history writer) hand their rows to the
+        # group commit here, so flush() and close() see everything
+        self.before_flush: list[Callable[[], None]] = []
 
     async def open(self) -> None:
         await self.db.open()
         await self.db.migrate(CORE_TRACK, CORE_MIGRATIONS)
 
     async def close(self) -> None:
+        for hook in self.before_flush:
+            hook()
         await self.db.close()
 
     # for extensions (their own track, their own SQL) ----------------------
@@ -44,11 +52,13 @@ class Store:
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.db.write(fn, *args)
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
-        self.db.write_nowait(fn, *args)
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
+        return self.db.write_nowait(fn, *args)
 
     async def flush(self) -> None:
-        """Wait until every queued write is committed."""
+        """Wait until every queued write is committed, buffered ones (history) included."""
+        for hook in self.before_flush:
+            hook()
         await self.db.flush()
 
     # accounts --------------------------------------------------------------
@@ -90,3 +100,29 @@ class Store:
 
     def delete_channel(self, folded: str) -> None:
         self.db.write_nowait(_channels.delete_channel, folded)
+
+    # history and read markers (SQL in ircd.store.history) --------------------
+
+    def insert_history_nowait(
+        self, rows: Sequence[tuple], conversations: Sequence[tuple[str, str, str, int]]
+    ) -> "asyncio.Future[Any] | None":
+        """Queue history rows for the next group commit; nobody waits for it."""
+        return self.db.write_nowait(_history.insert, rows, conversations)
+
+    async def newest_history_id(self) -> int | None:
+        return await self.db.read(_history.newest_id)
+
+    async def prune_history(self, before_id: int, target: str | None = None, chunk: int = 5000) -> int:
+        """Delete history older than ``before_id``, one group-committed chunk at a time."""
+        total = 0
+        while True:
+            deleted = await self.db.write(_history.prune, before_id, target, chunk)
+            total += deleted
+            if deleted < chunk:
+                return total
+
+    async def load_read_markers(self, account: str) -> dict[str, str]:
+        return await self.db.read(_history.load_markers, account)
+
+    def save_read_marker(self, account: str, target: str, time: str) -> None:
+        self.db.write_nowait(_history.save_marker, account, target, time)

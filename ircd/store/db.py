@@ -184,14 +184,18 @@ class Database:
         self._wake.set()
         return await future
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue a write nobody waits for (it is still committed, in order, before close)."""
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
+        """Queue a write nobody waits for (it is still committed, in order, before close).
+
+        Returns the write's future (done once committed) for a caller that wants
+        to know when, or None when the database is already closing."""
         if self._closing or self._wake is None or self._loop is None:
-            return
+            return None
         future: asyncio.Future[Any] = self._loop.create_future()
         future.add_done_callback(_log_failure)
         self._queue.append((fn, args, future))
         self._wake.set()
+        return future
 
     async def flush(self) -> None:
         """Return once everything queued so far is committed."""

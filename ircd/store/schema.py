@@ -48,4 +48,36 @@ CORE_MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, which, mask)
     );
     """,
+    # 2: message history (channels and direct messages), direct-message conversations
+    # per account (for CHATHISTORY TARGETS), read markers (MARKREAD)
+    """
+    CREATE TABLE history (
+        id      INTEGER PRIMARY KEY,  -- the msgid as an integer; time-ordered, so every query is an id range
+        target  TEXT NOT NULL,        -- folded channel name, or a direct-message conversation key
+        time    TEXT NOT NULL,        -- the server-time tag the line was relayed with
+        command TEXT NOT NULL,        -- PRIVMSG, NOTICE, TAGMSG or TOPIC
+        source  TEXT NOT NULL,        -- nick!user@host of the sender
+        account TEXT,                 -- the sender's account name, when logged in
+        param   TEXT NOT NULL,        -- the target parameter as relayed (channel or nick)
+        text    TEXT NOT NULL,        -- the text (a multiline message: its lines joined)
+        tags    TEXT,                 -- client-only tags as a JSON object
+        lines   TEXT                  -- a multiline message's lines as JSON [[text, concat], ...]
+    );
+    -- an index entry ends with the rowid (= id): one range scan per target, in id order
+    CREATE INDEX history_target ON history(target);
+    CREATE TABLE history_conversations (
+        account TEXT NOT NULL,     -- folded account of one party
+        target  TEXT NOT NULL,     -- the conversation key (history.target)
+        peer    TEXT NOT NULL,     -- the other party's nick, as TARGETS shows it
+        last_id INTEGER NOT NULL,  -- the latest PRIVMSG/NOTICE of the conversation
+        PRIMARY KEY (account, target)
+    ) WITHOUT ROWID;
+    CREATE INDEX history_conversations_last ON history_conversations(account, last_id);
+    CREATE TABLE read_markers (
+        account TEXT NOT NULL,  -- folded account
+        target  TEXT NOT NULL,  -- folded channel or nick
+        time    TEXT NOT NULL,  -- server-time format, so text order is time order
+        PRIMARY KEY (account, target)
+    ) WITHOUT ROWID;
+    """,
 ]
