@@ -29,7 +29,8 @@ log = logging.getLogger("pircd")
 
 _MAX_RAW = MAX_TAGS + MAX_LINE
 _PAUSE_AT = 65536
-_CLOSE_GRACE = 10.0  # seconds a closing socket may take to drain before it is aborted
+_CLOSE_GRACE = 10.0
+_LINES_PER_PASS = 128  # lines handled per callback before the outboxes are written  # seconds a closing socket may take to drain before it is aborted
 
 
 class Connection(asyncio.Protocol):
@@ -109,6 +110,7 @@ class Connection(asyncio.Protocol):
         buf = self.inbuf
         server = self.server
         pos = 0
+        handled = 0
         while not self.blocked and client is not None and not client.closing:
             end = buf.find(b"\n", pos)
             if end < 0:
@@ -131,6 +133,14 @@ class Connection(asyncio.Protocol):
                 continue
             result = server.handle_line(client, line)
             if result is None:
+                handled += 1
+                if handled >= _LINES_PER_PASS and buf.find(b"\n", pos) >= 0:
+                    # Let the outboxes drain before the next lines: a fan-out of a
+                    # 2,000-line read would otherwise pile 2,000 lines into every
+                    # recipient's buffer (memory, cache misses, SendQ) before one write.
+                    self.blocked = True
+                    asyncio.get_running_loop().call_soon(self._resume)
+                    break
                 continue
             self.blocked = True
             if isinstance(result, float):
