@@ -120,6 +120,8 @@ class AccountService:
     # cache -----------------------------------------------------------------
 
     async def refresh(self) -> None:
+        # the version read before the list: a change committed after it is seen by the next poll
+        self._data_version = await self._read_data_version()
         accounts = await self.store.list_accounts()
         self.names = {a.folded: a.kind for a in accounts}
         suspended = {a.folded for a in accounts if a.suspended}
@@ -131,10 +133,11 @@ class AccountService:
 
     async def poll_external_changes(self) -> None:
         """Refresh the cache when another process committed to the database."""
-        version = await self.store.read(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0])
-        if self._data_version is not None and version != self._data_version:
+        if await self._read_data_version() != self._data_version:
             await self.refresh()
-        self._data_version = version
+
+    async def _read_data_version(self) -> int:
+        return await self.store.read(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0])
 
     # passwords -------------------------------------------------------------
 

@@ -42,6 +42,9 @@ def attach_store(server: Server, path: str | None = None) -> None:
 
     config = server.config
     passwords.set_concurrency(config.accounts.password_threads)
+    passwords.configure(
+        config.accounts.argon2_time_cost, config.accounts.argon2_memory_kib, config.accounts.argon2_parallelism
+    )
     store = Store(path or config.server.db, config.storage.durability)
     server.store = store
     accounts = AccountService(server, store)

@@ -41,6 +41,10 @@ def open_context(config_path: str | None, db: str | None) -> Ctx:
         for key, message in exc.problems:
             click.echo(f"{key}: {message}", err=True)
         sys.exit(2)
+    from ircd import passwords
+
+    accounts = config.accounts
+    passwords.configure(accounts.argon2_time_cost, accounts.argon2_memory_kib, accounts.argon2_parallelism)
     return Ctx(config, db or config.server.db)
 
 

@@ -140,7 +140,10 @@ class AccountsSection(_Section):
     login_attempts: int = Field(5, ge=1, description="failed logins per account per window before refusals")
     login_ip_attempts: int = Field(20, ge=1, description="failed logins per IP per window")
     login_window: float = Field(60.0, gt=0)
-    password_threads: int = Field(2, ge=1, le=64)
+    password_threads: int = Field(1, ge=1, le=64)
+    argon2_time_cost: int = Field(2, ge=1, le=20)
+    argon2_memory_kib: int = Field(19456, ge=8192, le=4194304)
+    argon2_parallelism: int = Field(1, ge=1, le=16)
     scram_iterations: int = Field(4096, ge=4096)
 
 
