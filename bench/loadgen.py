@@ -19,6 +19,7 @@ and PIRCAN exist.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import random
 import resource
@@ -27,6 +28,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -91,6 +93,7 @@ class Target:
     oper_modes: str = ""  # user modes the sender sets after OPER (ngIRCd: +F)
     nicklen: int = 30
     on_phase: Callable[[bool], None] | None = None  # measured phase starts (True) / ends (False)
+    workdir: Path | None = None  # the server's directory (pircd: its SQLite file is workdir/pircd.db)
 
     def begin(self) -> Sample:
         """The measured phase starts: a profiler attached to the server switches on."""
@@ -127,6 +130,7 @@ class Scenario:
     run: Callable[[Target], Awaitable[dict[str, Any]]] | None = None
     pending: str | None = None  # why it cannot run yet (a hook for later work)
     timeout: float = 300.0  # bound on one run, setup included
+    servers: tuple[str, ...] | None = None  # only these servers (None: every server)
 
 
 SCENARIOS: dict[str, Scenario] = {}
@@ -752,17 +756,207 @@ _CHURN_METRICS = (
 # The registry. ``quick`` variants keep every code path but shrink the counts.
 
 
+# --------------------------------------------------------------------------
+# 5. SASL logins and 6. PIRCAN SEND (pircd only: accounts in its SQLite file)
+
+PIRCD_ONLY = ("pircd", "pircd-asyncio")
+BENCH_PASSWORD = "bench-password-1"
+
+
+def create_accounts(target: Target, names: list[str], kind: str = "person", owner: str | None = None) -> None:
+    """Write accounts straight into the server's database (set-up, not measured).
+
+    One argon2 hash and one set of SCRAM keys serve every account (they share a
+    password), so set-up does not spend a verification's worth of CPU per account;
+    every login still costs the server one full argon2id verification.
+    """
+    from ircd.passwords import hash_sync
+    from ircd.sasl.scram import derive_keys
+    from ircd.store import accounts as rows
+    from ircd.store.db import connect_sync, migrate, transaction
+    from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
+
+    if target.workdir is None:
+        raise BenchError("this scenario needs the server's database (pircd only)")
+    conn = connect_sync(str(target.workdir / "pircd.db"))
+    try:
+        migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
+        hashed, keys = hash_sync(BENCH_PASSWORD), derive_keys(BENCH_PASSWORD)
+        now = int(time.time() * 1000)
+        with transaction(conn):
+            for name in names:
+                rows.insert_account(conn, name, name.lower(), kind, owner, now, hashed, keys)
+    finally:
+        conn.close()
+
+
+async def sasl_login(target: Target, name: str, timeout: float = 60.0) -> IRCClient:
+    """Connect, log in with SASL PLAIN during registration, finish registration."""
+    client = await connect(target, name, timeout=timeout)
+    plus = client.expect("AUTHENTICATE")
+    client.send("CAP REQ :sasl")
+    client.send(f"NICK {name}")
+    client.send(f"USER {name} 0 * :bench")
+    client.send("AUTHENTICATE PLAIN")
+    await asyncio.wait_for(plus, timeout)
+    result = client.expect("903", "904", "905", "906")
+    welcome = client.expect("376", "422")
+    payload = base64.b64encode(f"\0{name}\0{BENCH_PASSWORD}".encode()).decode()
+    client.send(f"AUTHENTICATE {payload}")
+    line = await asyncio.wait_for(result, timeout)
+    if b" 903 " not in line:
+        raise BenchError(f"{name}: SASL failed: {line!r}")
+    client.send("CAP END")
+    await asyncio.wait_for(welcome, timeout)
+    return client
+
+
+async def _bystander_traffic(pairs: list[tuple[IRCClient, IRCClient]], stop: asyncio.Event,
+                             latencies: list[float]) -> None:
+    """Each pair pings its partner through the server until ``stop``; records round trips."""
+
+    async def one(a: IRCClient, b: IRCClient) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            fut = b.expect("PRIVMSG", needle=f"bystander {n}")
+            t0 = time.perf_counter()
+            a.send(f"PRIVMSG {b.nick} :bystander {n}")
+            await asyncio.wait_for(fut, 30)
+            latencies.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.005)
+
+    await asyncio.gather(*(one(a, b) for a, b in pairs))
+
+
+async def sasl_logins(target: Target, n: int, bystander_pairs: int, timeout: float = 240.0) -> dict[str, Any]:
+    names = [f"login{i}" for i in range(n)]
+    create_accounts(target, names)
+    bystanders = await register_many(target, 2 * bystander_pairs, "by")
+    pairs = [(bystanders[2 * i], bystanders[2 * i + 1]) for i in range(bystander_pairs)]
+    logged_in: list[IRCClient] = []
+    try:
+        quiet: list[float] = []
+        stop = asyncio.Event()
+        traffic = asyncio.ensure_future(_bystander_traffic(pairs, stop, quiet))
+        await asyncio.sleep(1.0)  # bystander latency with nobody logging in
+        stop.set()
+        await traffic
+        storm: list[float] = []
+        stop = asyncio.Event()
+        traffic = asyncio.ensure_future(_bystander_traffic(pairs, stop, storm))
+        before = target.begin()
+        results = await asyncio.wait_for(
+            asyncio.gather(*(sasl_login(target, name) for name in names), return_exceptions=True), timeout
+        )
+        after = target.end()
+        stop.set()
+        await traffic
+        logged_in = [r for r in results if isinstance(r, IRCClient)]
+        failed = [r for r in results if not isinstance(r, IRCClient)]
+        if failed:
+            raise BenchError(f"{len(failed)} of {n} logins failed; first: {failed[0]!r}")
+        usage = _usage(before, after)
+        quiet.sort()
+        storm.sort()
+        return {
+            "logins": n,
+            "logins_per_s": n / usage["wall_s"],
+            "cpu_ms_per_login": 1e3 * usage["server_cpu_s"] / n,
+            "quiet_p50_ms": 1000 * statistics.median(quiet),
+            "quiet_p99_ms": 1000 * quiet[min(len(quiet) - 1, int(0.99 * len(quiet)))],
+            "p50_ms": 1000 * statistics.median(storm),
+            "p99_ms": 1000 * storm[min(len(storm) - 1, int(0.99 * len(storm)))],
+            **usage,
+        }
+    finally:
+        _close_all(bystanders + logged_in)
+
+
+async def pircan_send(target: Target, senders: int, per_sender: int, timeout: float = 300.0) -> dict[str, Any]:
+    create_accounts(target, ["owner"])
+    a_names = [f"sa{i}" for i in range(senders)]
+    b_names = [f"sb{i}" for i in range(senders)]
+    create_accounts(target, a_names + b_names, kind="agent", owner="owner")
+    await asyncio.sleep(1.5)  # the server picks up new accounts from the database once a second
+    agents: list[IRCClient] = []
+    try:
+        a_side = [await sasl_login(target, name) for name in a_names]
+        b_side = [await sasl_login(target, name) for name in b_names]
+        agents = a_side + b_side
+        for a, b in zip(a_side, b_side):  # agreements (set-up)
+            requested = a.expect("CONTACT", "FAIL")
+            a.send(f"CONTACT REQUEST {b.nick} message 30 :benchmark")
+            line = await asyncio.wait_for(requested, 30)
+            if b" REQUESTED " not in line:
+                raise BenchError(f"CONTACT REQUEST refused: {line!r}")
+            request_id = line.split(b" REQUESTED ")[1].split()[0].decode()
+            accepted = b.expect("CONTACT", "FAIL")
+            b.send(f"CONTACT ACCEPT {request_id}")
+            line = await asyncio.wait_for(accepted, 30)
+            if b" ACCEPTED " not in line:
+                raise BenchError(f"CONTACT ACCEPT refused: {line!r}")
+        latencies: list[float] = []
+
+        async def run_sender(a: IRCClient, b: IRCClient) -> None:
+            for i in range(per_sender):
+                receipt = a.expect("SEND", "FAIL")
+                t0 = time.perf_counter()
+                a.send(f"SEND {b.nick} :benchmark message {i} of a durable direct message run")
+                line = await receipt
+                latencies.append(time.perf_counter() - t0)
+                if b" OK " not in line:
+                    raise BenchError(f"SEND refused: {line!r}")
+
+        await asyncio.gather(*(c.ping(30) for c in agents))
+        before = target.begin()
+        await asyncio.wait_for(asyncio.gather(*(run_sender(a, b) for a, b in zip(a_side, b_side))), timeout)
+        after = target.end()
+        usage = _usage(before, after)
+        total = senders * per_sender
+        latencies.sort()
+        return {
+            "sends": total,
+            "sends_per_s": total / usage["wall_s"],
+            "p50_ms": 1000 * statistics.median(latencies),
+            "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+            "cpu_us_per_send": 1e6 * usage["server_cpu_s"] / total,
+            **usage,
+        }
+    finally:
+        _close_all(agents)
+
+
+_SASL_METRICS = (
+    Metric("logins_per_s", "logins/s", "{:,.0f}", "higher"),
+    Metric("cpu_ms_per_login", "server CPU ms/login", "{:.1f}", "lower"),
+    Metric("quiet_p50_ms", "bystander p50 before (ms)", "{:.2f}", "lower"),
+    Metric("quiet_p99_ms", "bystander p99 before (ms)", "{:.2f}", "lower"),
+    Metric("p50_ms", "bystander p50 during logins (ms)", "{:.2f}", "lower"),
+    Metric("p99_ms", "bystander p99 during logins (ms)", "{:.2f}", "lower"),
+)
+_PIRCAN_METRICS = (
+    Metric("sends_per_s", "SENDs/s", "{:,.0f}", "higher"),
+    Metric("p50_ms", "receipt latency p50 (ms)", "{:.2f}", "lower"),
+    Metric("p99_ms", "receipt latency p99 (ms)", "{:.2f}", "lower"),
+    Metric("cpu_us_per_send", "server CPU us/SEND", "{:.0f}", "lower"),
+)
+
+
 @dataclass(frozen=True)
 class Sizes:
     fanout: tuple[tuple[int, int], ...] = ((200, 2000), (1000, 500))
     dm: tuple[int, int] = (50, 200)
     connections: int = 10_000
     churn: tuple[int, int] = (2000, 20)
+    sasl: tuple[int, int] = (100, 5)  # logins at once, bystander pairs
+    pircan: tuple[int, int] = (100, 100)  # senders, SENDs per sender
 
 
 FULL = Sizes()
-QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10))
-TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2))
+QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), sasl=(20, 2),
+              pircan=(20, 20))
+TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), sasl=(4, 1), pircan=(2, 3))
 
 
 def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
@@ -815,29 +1009,28 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             run=lambda t: churn(t, total, workers),
         )
     )
-    # Hooks for later work: each becomes runnable by giving it a ``run``.
+    logins, bystanders = sizes.sasl
     add(
         Scenario(
-            "sasl-logins",
+            f"sasl-{logins}",
             "sasl",
-            "SASL PLAIN/SCRAM logins per second, and other clients' latency during a login storm",
-            (
-                Metric("logins_per_s", "logins/s", "{:,.0f}", "higher"),
-                Metric("p99_ms", "bystander latency p99 (ms)", "{:.2f}", "lower"),
-            ),
-            pending="not written yet: needs pre-created accounts (next benchmark task)",
+            f"SASL PLAIN logins: {logins} clients log in at once; {bystanders} bystander pairs "
+            "exchange messages meanwhile",
+            _SASL_METRICS,
+            run=lambda t: sasl_logins(t, logins, bystanders),
+            servers=PIRCD_ONLY,
         )
     )
+    senders, per_sender = sizes.pircan
     add(
         Scenario(
-            "pircan-send",
+            f"pircan-send-{senders}x{per_sender}",
             "pircan",
-            "durable PIRCAN SEND throughput and receipt latency",
-            (
-                Metric("sends_per_s", "SENDs/s", "{:,.0f}", "higher"),
-                Metric("p99_ms", "receipt latency p99 (ms)", "{:.2f}", "lower"),
-            ),
-            pending="not written yet: needs agent accounts with agreements (next benchmark task)",
+            f"durable PIRCAN SEND: {senders} agents each send {per_sender} messages to a partner "
+            "under an agreement, each waiting for its receipt",
+            _PIRCAN_METRICS,
+            run=lambda t: pircan_send(t, senders, per_sender),
+            servers=PIRCD_ONLY,
         )
     )
     return table

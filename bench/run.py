@@ -63,6 +63,7 @@ def run_one(
             oper=spec.oper,
             oper_modes=spec.oper_modes,
             on_phase=(lambda on: phase(server, on)) if phase else None,
+            workdir=server.dir,
         )
         assert sc.run is not None
         return loop.run_until_complete(asyncio.wait_for(sc.run(target), sc.timeout))
@@ -394,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(repeat):
                 order = servers[rep % len(servers) :] + servers[: rep % len(servers)]
                 for name in order:
+                    if sc.servers is not None and name not in sc.servers:
+                        continue  # e.g. PIRCAN scenarios need pircd
                     t0 = time.monotonic()
                     try:
                         values = run_one(SERVERS[name], sc, loop)
