@@ -142,7 +142,9 @@ def agree(p: P, frm: str, to: str, scopes: str = "message", days: int = 30, deci
 
 
 def send(p: P, frm: str, to: str, text: str = "hi", reply_to: str | None = None) -> list[str]:
+    """SEND's reply lines (what ``frm`` had received before is dropped)."""
     middle = f" {reply_to}" if reply_to else ""
+    p.h.take(frm)
     return p.cmd(frm, f"SEND {to}{middle} :{text}")
 
 
@@ -857,4 +859,227 @@ def test_agreement_expires_at_its_end(p):
     ]
     assert p.cmd("alice", f"CONTACT REVOKE {aid}") == [
         f"{S} FAIL CONTACT NO_SUCH_AGREEMENT {aid} :No such agreement for you"
+    ]
+
+
+# SEND ---------------------------------------------------------------------------------------------------
+
+
+def test_send_receipt_after_storage_notified(p):
+    p.login("alice")
+    p.login("bob", caps=(LOBBY,))
+    aid = agree(p, "alice", "bob")
+    p.advance(2)
+    out = send(p, "alice", "bob", "Hello Bob, shall we?")
+    mid = sent_id(out)
+    assert out == [f"{S} SEND alice OK {mid} bob notified {mid} 0"]
+    now = p.now_ms()
+    assert p.rows("SELECT id, sender, recipient, agreement_id, conversation_id, in_reply_to, hop_count, created_at, "
+                  "body, read_at, idempotency_key FROM pircan_messages") == [
+        (int(mid, 16), "alice", "bob", int(aid, 16), int(mid, 16), None, 0, now, "Hello Bob, shall we?", None, None)
+    ]
+    assert p.rows("SELECT recipient, type, ref_id, created_at, notified_at FROM pircan_events WHERE type = 'message'") == [
+        ("bob", "message", int(mid, 16), now, None)
+    ]
+    assert p.rows("SELECT actor, subject, action, detail FROM pircan_audit WHERE action = 'message.send'") == [
+        ("alice", "bob", "message.send", f"{mid} conversation={mid} hop=0")
+    ]
+    assert p.lines("bob") == []  # coalescing
+    p.notifies()
+    assert p.lines("bob") == [f"{S} NOTIFY bob message 1"]
+    assert p.rows("SELECT notified_at FROM pircan_events WHERE type = 'message'") == [(now + 250,)]
+
+
+def test_send_receipt_queued_when_the_recipient_is_offline(p):
+    p.login("alice")
+    p.login("bob")
+    agree(p, "alice", "bob")
+    p.h.send("bob", "QUIT :bye")
+    out = send(p, "alice", "bob")
+    mid = sent_id(out)
+    assert out == [f"{S} SEND alice OK {mid} bob queued {mid} 0"]
+
+
+def test_send_counts_code_points(p):
+    """PIRCAN.md: 'IRC SEND at most 200 characters, counted as code points'."""
+    p.login("alice")
+    p.login("bob")
+    agree(p, "alice", "bob")
+    for text in ("é" * 200, "😀" * 200, "x" * 200):
+        mid = sent_id(send(p, "alice", "bob", text))
+        assert p.rows("SELECT body FROM pircan_messages WHERE id = ?", int(mid, 16)) == [(text,)]
+    for text in ("é" * 201, "😀" * 201, "x" * 201):
+        assert send(p, "alice", "bob", text) == [f"{S} FAIL SEND TOO_LONG bob :SEND text is at most 200 characters"]
+    assert p.rows("SELECT COUNT(*) FROM pircan_messages") == [(3,)]
+
+
+def test_send_refusals(p):
+    p.login("alice")
+    p.login("bob")
+    p.login("carol")
+    p.login("dave")
+    agree(p, "alice", "bob")
+    agree(p, "alice", "carol", "task:translate")
+    assert p.cmd("alice", "SEND bob") == [
+        f"{S} FAIL SEND NEED_MORE_PARAMS :Syntax: SEND <account> [<in-reply-to>] :<text>"
+    ]
+    assert send(p, "alice", "bob", "   ") == [f"{S} FAIL SEND EMPTY bob :Empty message"]
+    assert p.cmd("alice", "SEND bob :") == [f"{S} FAIL SEND EMPTY bob :Empty message"]
+    assert send(p, "alice", "nobody") == [f"{S} FAIL SEND NO_SUCH_ACCOUNT nobody :No such account"]
+    assert send(p, "alice", "alice") == [f"{S} FAIL SEND SELF_CONTACT alice :You cannot do this with yourself"]
+    assert send(p, "alice", "dave") == [f"{S} FAIL SEND NO_AGREEMENT dave :You have no active agreement with this account"]
+    assert send(p, "alice", "carol") == [
+        f"{S} FAIL SEND SCOPE_MISSING carol :Your agreement with this account does not include the message scope"
+    ]
+    assert send(p, "carol", "alice") == [
+        f"{S} FAIL SEND SCOPE_MISSING alice :Your agreement with this account does not include the message scope"
+    ]
+    assert send(p, "alice", "bob", "hi", reply_to="0000000000000001") == [
+        f"{S} FAIL SEND NO_SUCH_MESSAGE 0000000000000001 :No such message for you"
+    ]
+    assert send(p, "alice", "bob", "hi", reply_to="zz") == [f"{S} FAIL SEND NO_SUCH_MESSAGE zz :No such message for you"]
+    assert p.rows("SELECT COUNT(*) FROM pircan_messages") == [(0,)]
+    assert p.rows("SELECT detail FROM pircan_audit WHERE action = 'refused' ORDER BY id") == [
+        ("SEND NO_AGREEMENT",), ("SEND SCOPE_MISSING",), ("SEND SCOPE_MISSING",)
+    ]
+
+
+def test_send_to_a_person_needs_an_agreement_too(p):
+    p.login("alice")
+    assert send(p, "alice", "olive") == [
+        f"{S} FAIL SEND NO_AGREEMENT olive :You have no active agreement with this account"
+    ]
+
+
+def test_reply_threading(p):
+    p.login("alice")
+    p.login("bob")
+    p.login("carol")
+    agree(p, "alice", "bob")
+    agree(p, "alice", "carol")
+    root = sent_id(send(p, "alice", "bob", "question"))
+    out = send(p, "bob", "alice", "answer", reply_to=root)
+    r1 = sent_id(out)
+    assert out == [f"{S} SEND bob OK {r1} alice notified {root} 1"]
+    r2 = sent_id(send(p, "alice", "bob", "thanks", reply_to=r1))
+    assert p.rows("SELECT printf('%016x', id), conversation_id, in_reply_to, hop_count FROM pircan_messages ORDER BY id") == [
+        (root, int(root, 16), None, 0),
+        (r1, int(root, 16), int(root, 16), 1),
+        (r2, int(root, 16), int(r1, 16), 2),
+    ]
+    # "*" means no in-reply-to: a new conversation
+    out = send(p, "alice", "bob", "new topic", reply_to="*")
+    new = sent_id(out)
+    assert out == [f"{S} SEND alice OK {new} bob notified {new} 0"]
+    # a reply must stay within the pair
+    assert send(p, "carol", "alice", "me too", reply_to=root) == [
+        f"{S} FAIL SEND NO_SUCH_MESSAGE {root} :No such message for you"
+    ]
+
+
+def test_hop_limit_at_the_ninth_hop(p):
+    """Seed 3: 'A chain MUST NOT exceed 8 hops.'"""
+    p.login("alice")
+    p.login("bob")
+    agree(p, "alice", "bob")
+    parent = sent_id(send(p, "alice", "bob", "hop 0"))
+    pair = ("bob", "alice")
+    for hop in range(1, 9):
+        frm, to = pair[(hop - 1) % 2], pair[hop % 2]
+        out = send(p, frm, to, f"hop {hop}", reply_to=parent)
+        parent = sent_id(out)
+        assert word(out[0], -1) == str(hop)
+    assert send(p, "bob", "alice", "hop 9", reply_to=parent) == [
+        f"{S} FAIL SEND HOP_LIMIT {parent} :Reply chains stop at 8 hops"
+    ]
+    assert p.rows("SELECT MAX(hop_count), COUNT(*) FROM pircan_messages") == [(8, 9)]
+    assert p.rows("SELECT actor, detail FROM pircan_audit WHERE action = 'refused'") == [
+        ("bob", f"SEND HOP_LIMIT {parent}")
+    ]
+
+
+def test_forty_messages_per_conversation_per_hour(p):
+    p.login("alice")
+    p.login("bob")
+    agree(p, "alice", "bob")
+    start = p.now_ms() - T0_MS
+    root = sent_id(send(p, "alice", "bob", "m0"))
+    for i in range(1, 40):  # both directions count
+        frm, to = ("bob", "alice") if i % 2 else ("alice", "bob")
+        sent_id(send(p, frm, to, f"m{i}", reply_to=root))
+    assert send(p, "alice", "bob", "m40", reply_to=root) == [
+        f"{S} FAIL SEND CONVERSATION_RATE {root} :This conversation reached 40 messages in the last hour"
+    ]
+    p.at(start + 3600_000 - 1)
+    assert word(send(p, "bob", "alice", "m40", reply_to=root)[0], 3) == "CONVERSATION_RATE"
+    p.at(start + 3600_000)  # the first 40 were all sent at the same ms: the window is empty again
+    sent_id(send(p, "bob", "alice", "m40", reply_to=root))
+    # other conversations of the pair were never limited
+    assert p.rows("SELECT COUNT(*) FROM pircan_messages") == [(41,)]
+    assert p.rows("SELECT actor, detail FROM pircan_audit WHERE action = 'refused'") == [
+        ("alice", f"SEND CONVERSATION_RATE {root}"), ("bob", f"SEND CONVERSATION_RATE {root}")
+    ]
+
+
+def test_120_messages_per_sender_per_agreement_per_hour(p):
+    p.login("alice")
+    p.login("bob")
+    aid = agree(p, "alice", "bob")
+    for i in range(120):
+        sent_id(send(p, "alice", "bob", f"n{i}"))
+        if i % 10 == 9:
+            p.advance(60)
+    assert send(p, "alice", "bob", "n120") == [
+        f"{S} FAIL SEND AGREEMENT_BUDGET {aid} :You sent 120 messages under this agreement in the last hour"
+    ]
+    # the other party has its own budget
+    sent_id(send(p, "bob", "alice", "mine"))
+    p.at(3600_000 + 250)  # the first ten are an hour old
+    sent_id(send(p, "alice", "bob", "n120"))
+    assert p.rows("SELECT COUNT(*) FROM pircan_messages WHERE sender = 'alice'") == [(121,)]
+    assert p.rows("SELECT actor, detail FROM pircan_audit WHERE action = 'refused'") == [
+        ("alice", f"SEND AGREEMENT_BUDGET {aid}")
+    ]
+
+
+def test_idempotent_retry_with_the_same_label(p):
+    p.login("alice", caps=("labeled-response",))
+    p.login("bob")
+    agree(p, "alice", "bob")
+    first = p.cmd("alice", "@label=k1 SEND bob :exactly once")
+    mid = word(first[0], 5)
+    assert first == [f"@label=k1 {S} SEND alice OK {mid} bob notified {mid} 0"]
+    p.advance(3)
+    assert p.cmd("alice", "@label=k1 SEND bob :exactly once") == first
+    assert p.rows("SELECT printf('%016x', id), idempotency_key FROM pircan_messages") == [(mid, "k1")]
+    assert p.rows("SELECT COUNT(*) FROM pircan_audit WHERE action = 'message.send'") == [(1,)]
+    p.notifies()
+    assert p.lines("bob") == [f"{SVC} NOTICE bob :NOTIFY message 1"]
+    # another label: another message
+    assert word(p.cmd("alice", "@label=k2 SEND bob :exactly once")[0], 5) != mid
+
+
+def test_idempotency_key_tag(p):
+    p.login("alice", caps=("message-tags",))
+    p.login("bob")
+    agree(p, "alice", "bob")
+    first = p.cmd("alice", "@+pircan.dev/key=abc SEND bob :once")
+    assert p.cmd("alice", "@+pircan.dev/key=abc SEND bob :once") == first
+    assert p.rows("SELECT idempotency_key FROM pircan_messages") == [("abc",)]
+
+
+def test_a_reused_label_with_other_text_is_a_new_message(p):
+    """Labels repeat (a client's counter starts again on every connection): only a retry of the
+    same SEND (same recipient, in-reply-to and text) returns the first receipt; nothing is swallowed."""
+    p.login("alice", caps=("labeled-response",))
+    p.login("bob")
+    agree(p, "alice", "bob")
+    first = word(p.cmd("alice", "@label=1 SEND bob :good morning")[0], 5)
+    p.advance(DAY)
+    second = p.cmd("alice", "@label=1 SEND bob :good evening")
+    mid = word(second[0], 5)
+    assert mid != first
+    assert p.cmd("alice", "@label=1 SEND bob :good evening") == second
+    assert p.rows("SELECT body, idempotency_key FROM pircan_messages ORDER BY id") == [
+        ("good morning", None), ("good evening", "1")
     ]

@@ -28,11 +28,14 @@ IDEMPOTENCY_TAG = "+pircan.dev/key"
 
 def _send_txn(conn: sqlite3.Connection, msg: StoredMessage, key: str | None, event_id: int,
               audit_id: int) -> tuple[StoredMessage, bool, bool]:
-    """(message, created, event queued). A repeated key returns the first message unchanged."""
+    """(message, created, event queued). A retry (same key, recipient, in-reply-to and text)
+    returns the first message unchanged; a key reused for another message moves to the new one."""
     if key is not None:
         first = db.message_by_key(conn, msg.sender, key)
         if first is not None:
-            return first, False, False
+            if (first.recipient, first.in_reply_to, first.body) == (msg.recipient, msg.in_reply_to, msg.body):
+                return first, False, False
+            db.release_key(conn, first.id)  # labels repeat across connections: never swallow a new SEND
     row = conn.execute(
         "SELECT revoked_at, expires_at FROM pircan_agreements WHERE id = ?", (msg.agreement_id,)
     ).fetchone()

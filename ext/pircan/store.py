@@ -400,6 +400,11 @@ def message_by_key(conn: sqlite3.Connection, sender: str, key: str) -> StoredMes
     )
 
 
+def release_key(conn: sqlite3.Connection, ident: int) -> None:
+    """Forget a message's idempotency key (it is about to name a newer message)."""
+    conn.execute("UPDATE pircan_messages SET idempotency_key = NULL WHERE id = ?", (ident,))
+
+
 def unread(conn: sqlite3.Connection, recipient: str, sender: str | None, limit: int) -> list[StoredMessage]:
     if sender is None:
         rows = conn.execute(
