@@ -123,6 +123,12 @@ class Server:
         from ircd.readmarkers import ReadMarkers
 
         self.read_markers = ReadMarkers(self)
+        # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
+        self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []
+        self.history: "History | None" = None  # set by ircd.app.attach_store
+        from ircd.readmarkers import ReadMarkers
+
+        self.read_markers = ReadMarkers(self)
         # channel flag modes added by extensions: letter -> check(client, channel, adding)
         # returning a refusal text or None
         self.channel_flags: dict[str, Callable[[Client, Channel, bool], str | None]] = {}
@@ -450,6 +456,17 @@ class Server:
             self._time_str = format_ms(ms)
         return format_id(ident), self._time_str
 
+    def message_stamp(self) -> tuple[str, str]:
+        """A new msgid and the server-time of the very millisecond it was made: one clock
+        reading for both, so a ``timestamp=`` reference (CHATHISTORY) names exactly the
+        ids of that millisecond."""
+        ident = self.ids.next_int()
+        ms = id_time_ms(ident)
+        if ms != self._time_ms:
+            self._time_ms = ms
+            self._time_str = format_ms(ms)
+        return format_id(ident), self._time_str
+
     def relay_from(self, client: Client, command: str, *params: str, msgid: bool = False) -> Relay:
         return self.relay_from_prefix(client.prefix, client, command, *params, msgid=msgid)
 
@@ -626,6 +643,12 @@ class Server:
             self._time_ms = ms
             self._time_str = format_ms(ms)
         return self._time_str
+
+
+def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
+    """A line of an open draft/multiline batch: the batch is one message, so its lines
+    pass the flood budget (its size is bounded by max-lines and max-bytes instead)."""
+    return tags is not None and "batch" in tags and client.ext_state("multiline") is not None
 
 
 def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
