@@ -195,18 +195,19 @@ class History:
         return await self.store.read(call)
 
     def direct_key(self, client: "Client", name: str) -> tuple[str, str] | None:
-        """The conversation key of ``client`` (logged in) and the nick ``name``, and the name to show."""
+        """The conversation key of ``client`` (logged in) and the nick ``name``, and the name to show
+        (``name`` as the client wrote it, as clients match the batch to the buffer they asked for)."""
         if client.account_folded is None or not self.cfg.direct_messages:
             return None
         server = self.server
         other = server.registry.find_nick(name)
         if other is not None and other.registered:
-            peer, display = party(other), other.nick
+            peer = party(other)
         else:
             folded = server.casefold(name)
             known = server.accounts is not None and folded in server.accounts.names
-            peer, display = ("a:" if known else "n:") + folded, name
-        return conversation_key(party(client), peer), display
+            peer = ("a:" if known else "n:") + folded
+        return conversation_key(party(client), peer), name
 
     # retention ------------------------------------------------------------------
 

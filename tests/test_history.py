@@ -424,7 +424,7 @@ def test_direct_message_history_between_accounts(hh):
     hh.take("alice")
     hh.take("bob")
     assert batch(hh, "alice", "CHATHISTORY LATEST BOB * 10")[1] == [
-        f"@time={ts(3)} :irc.test BATCH +REF chathistory bob",
+        f"@time={ts(3)} :irc.test BATCH +REF chathistory BOB",
         f"@msgid={mid(1)};time={ts(1)};batch=REF :{A} PRIVMSG bob m1",
         f"@msgid={mid(2)};time={ts(2)};batch=REF :{B} PRIVMSG alice m2",
         f"@time={ts(3)} :irc.test BATCH -REF",
