@@ -83,10 +83,10 @@ class Server:
         self.created_at = clock()
         self.created_str = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.created_at))
         self.max_clients_seen = 0
-        self.oper_count = 0
-        self._client_seq = 0
         self.registered_count = 0  # registered clients, and those of them with +i (for LUSERS)
         self.invisible_count = 0
+        self.oper_count = 0
+        self._client_seq = 0
         self._dirty: list[Client] = []
         self._dropped: list[Client] = []  # SendQ overflows waiting to be forgotten
         self._time_ms = -1
@@ -106,10 +106,10 @@ class Server:
         self.join_checks: list[Callable[[Client, str, Channel | None], tuple[str, str] | None]] = []
         self.invite_checks: list[Callable[[Client, Client, Channel], tuple[str, str] | None]] = []
         self.invite_hooks: list[Callable[[Client, Client, Channel], None]] = []
-        # message checks see (ctx, target client or None, channel or None) and
-        # return True when they refused the message (having replied themselves).
         # called when a JOIN creates a channel, before anyone is told (initial modes)
         self.channel_create_hooks: list[Callable[[Client, Channel], None]] = []
+        # message checks see (ctx, target client or None, channel or None) and
+        # return True when they refused the message (having replied themselves).
         self.config_path: str | None = None
         self.reload_config: Callable[[], None] | None = None
         self.help_topics: dict[str, list[str]] = {}
@@ -117,12 +117,6 @@ class Server:
         self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
-        # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
-        self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []
-        self.history: "History | None" = None  # set by ircd.app.attach_store
-        from ircd.readmarkers import ReadMarkers
-
-        self.read_markers = ReadMarkers(self)
         # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
         self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []
         self.history: "History | None" = None  # set by ircd.app.attach_store
@@ -410,17 +404,29 @@ class Server:
         """
         cache = relay.cache
         body = relay.body
+        limit = self.sendq_limit
+        dirty = self._dirty
+        mask = C.TAG_PROFILE
         for client in recipients:
-            if client is exclude:
+            if client is exclude or client.closing:
                 continue
-            profile = client.caps & C.TAG_PROFILE
-            if not profile:
-                client.send(body)
-                continue
-            data = cache.get(profile)
-            if data is None:
-                data = relay.for_client(client)
-            client.send(data)
+            profile = client.caps & mask
+            if profile:
+                data = cache.get(profile)
+                if data is None:
+                    data = relay.for_client(client)
+            else:
+                data = body
+            buf = client.outbuf
+            buf += data
+            if not client.dirty:
+                client.dirty = True
+                dirty.append(client)
+            if len(buf) > limit:
+                self.sendq_exceeded(client)  # safe mid-loop: leaving channels waits for flush_all
+        if dirty and not self._flush_pending:
+            self._flush_pending = True
+            self.schedule(self.flush_all)
 
     def common_peers(self, client: Client) -> set[Client]:
         """Everyone sharing at least one channel with ``client`` (not the client)."""
@@ -444,17 +450,6 @@ class Server:
 
     def new_msgid(self) -> str:
         return self.ids.next()
-
-    def message_stamp(self) -> tuple[str, str]:
-        """A new msgid and the server-time of the very millisecond it was made: one clock
-        reading for both, so a ``timestamp=`` reference (CHATHISTORY) names exactly the
-        ids of that millisecond."""
-        ident = self.ids.next_int()
-        ms = id_time_ms(ident)
-        if ms != self._time_ms:
-            self._time_ms = ms
-            self._time_str = format_ms(ms)
-        return format_id(ident), self._time_str
 
     def message_stamp(self) -> tuple[str, str]:
         """A new msgid and the server-time of the very millisecond it was made: one clock
@@ -576,6 +571,9 @@ class Server:
         else:
             self.ip_counts.pop(client.ip, None)
         if client.registered:
+            self.registered_count -= 1
+            if "i" in client.modes:
+                self.invisible_count -= 1
             self.account_detached(client, client.account_folded)
             peers = self.common_peers(client)
             if peers:
@@ -601,9 +599,6 @@ class Server:
         self.flush_all()
 
     # timers --------------------------------------------------------------
-            self.registered_count -= 1
-            if "i" in client.modes:
-                self.invisible_count -= 1
 
     def tick(self) -> None:
         """Once a second: registration and ping timeouts."""
@@ -643,12 +638,6 @@ class Server:
             self._time_ms = ms
             self._time_str = format_ms(ms)
         return self._time_str
-
-
-def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
-    """A line of an open draft/multiline batch: the batch is one message, so its lines
-    pass the flood budget (its size is bounded by max-lines and max-bytes instead)."""
-    return tags is not None and "batch" in tags and client.ext_state("multiline") is not None
 
 
 def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
