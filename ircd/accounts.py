@@ -196,7 +196,7 @@ class AccountService:
                 if "B" not in client.modes:
                     client.modes.add("B")
                     reply.send("MODE", client.nick, "+B", source=client.nick)
-            peers = [p for p in server.common_peers(client) if p.caps & C.ACCOUNT_NOTIFY]
+            peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
             server.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
             server.events.publish(LoggedIn(client, account.name))
 
@@ -209,7 +209,7 @@ class AccountService:
         if reply is not None:
             reply.numeric(N.RPL_LOGGEDOUT, client.prefix, "You are now logged out")
         server = self.server
-        peers = [p for p in server.common_peers(client) if p.caps & C.ACCOUNT_NOTIFY]
+        peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
         server.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
         server.events.publish(LoggedOut(client, account))
 
