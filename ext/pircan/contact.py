@@ -203,7 +203,8 @@ def _accept_txn(conn: sqlite3.Connection, req: Request, agreement: Agreement, ac
     db.insert_agreement(conn, agreement)
     db.audit(conn, audit_id, now, actor, req.target, "contact.accept",
              f"{hexid(req.id)} from {req.requester} agreement={hexid(agreement.id)} "
-             f"scopes={','.join(agreement.scopes)}" + (" by owner" if actor != req.target else ""))
+             f"scopes={','.join(agreement.scopes)}" + (" by owner" if actor != req.target else ""),
+             peer=req.requester)
     return events.write(conn, now)
 
 
@@ -250,7 +251,8 @@ def _decline_txn(conn: sqlite3.Connection, req: Request, actor: str, now: int, e
     if not db.decide_request(conn, req.id, "declined", now, actor, None):
         raise PircanError("NOT_PENDING")
     db.audit(conn, audit_id, now, actor, req.target, "contact.decline",
-             f"{hexid(req.id)} from {req.requester}" + (" by owner" if actor != req.target else ""))
+             f"{hexid(req.id)} from {req.requester}" + (" by owner" if actor != req.target else ""),
+             peer=req.requester)
     return events.write(conn, now)
 
 
@@ -277,10 +279,10 @@ async def _decline(state: Pircan, ctx: CommandContext, account: str, args: list[
 
 
 def _revoke_txn(conn: sqlite3.Connection, agreement_id: int, actor: str, now: int, events: Events,
-                audit_id: int, subject: str, detail: str) -> list:
+                audit_id: int, subject: str, detail: str, peer: str) -> list:
     if not db.revoke_agreement(conn, agreement_id, now, actor):
         raise PircanError("NO_SUCH_AGREEMENT")
-    db.audit(conn, audit_id, now, actor, subject, "agreement.revoke", detail)
+    db.audit(conn, audit_id, now, actor, subject, "agreement.revoke", detail, peer=peer)
     return events.write(conn, now)
 
 
@@ -316,7 +318,7 @@ async def _revoke(state: Pircan, ctx: CommandContext, account: str, args: list[s
     state.forget_agreement(agreement.id)
     try:
         written = await state.database.write(_revoke_txn, agreement.id, account, now, events, state.new_id(),
-                                             subject, detail)
+                                             subject, detail, other)
     except PircanError as exc:
         fail(ctx, VERB, exc.code, args[0])
         return
@@ -420,11 +422,13 @@ def _expire_txn(conn: sqlite3.Connection, now: int, requests: list[tuple[Request
     for req, audit_id, event_id in requests:
         if not db.expire_request(conn, req.id):
             continue  # decided meanwhile
-        db.audit(conn, audit_id, now, "server", req.target, "contact.expire", f"{hexid(req.id)} from {req.requester}")
+        db.audit(conn, audit_id, now, "server", req.target, "contact.expire", f"{hexid(req.id)} from {req.requester}",
+                 peer=req.requester)
         if db.queue_event(conn, event_id, req.requester, "decision", req.id, now):
             written.append((event_id, req.requester, "decision"))
     for agr, audit_id, parties in agreements:
-        db.audit(conn, audit_id, now, "server", agr.requester, "agreement.expire", f"{hexid(agr.id)} with {agr.target}")
+        db.audit(conn, audit_id, now, "server", agr.requester, "agreement.expire", f"{hexid(agr.id)} with {agr.target}",
+                 peer=agr.target)
         for party, event_id in parties:
             if db.queue_event(conn, event_id, party, "agreement", agr.id, now):
                 written.append((event_id, party, "agreement"))

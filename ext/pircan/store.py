@@ -107,6 +107,12 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, account)
     );
     """,
+    # 3: the other party of a two-party entry (the requester of a decided or expired
+    # request, the other side of a revoked or expired agreement), so it is in their trail too
+    """
+    ALTER TABLE pircan_audit ADD COLUMN peer TEXT;
+    CREATE INDEX pircan_audit_peer ON pircan_audit(peer, id) WHERE peer IS NOT NULL;
+    """,
 ]
 
 
@@ -196,10 +202,12 @@ def _message(row: tuple | None) -> StoredMessage | None:
 # audit and events ---------------------------------------------------------------
 
 
-def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: str, action: str, detail: str = "") -> None:
+def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: str, action: str, detail: str = "",
+          peer: str | None = None) -> None:
+    """One audit row; ``peer``: the other party of the change, when it is neither actor nor subject."""
     conn.execute(
-        "INSERT INTO pircan_audit (id, at, actor, subject, action, detail) VALUES (?, ?, ?, ?, ?, ?)",
-        (ident, at, actor, subject, action, detail),
+        "INSERT INTO pircan_audit (id, at, actor, subject, action, detail, peer) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (ident, at, actor, subject, action, detail, peer),
     )
 
 
@@ -255,8 +263,8 @@ def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, befor
     marks = ",".join("?" * len(accounts))
     rows = conn.execute(
         f"SELECT id, at, actor, subject, action, detail FROM pircan_audit "
-        f"WHERE (subject IN ({marks}) OR actor IN ({marks})) AND id < ? ORDER BY id DESC LIMIT ?",
-        (*accounts, *accounts, before if before is not None else (1 << 63) - 1, limit),
+        f"WHERE (subject IN ({marks}) OR actor IN ({marks}) OR peer IN ({marks})) AND id < ? ORDER BY id DESC LIMIT ?",
+        (*accounts, *accounts, *accounts, before if before is not None else (1 << 63) - 1, limit),
     ).fetchall()
     return [AuditEntry(*r) for r in rows]
 
@@ -269,8 +277,8 @@ def all_audit(conn: sqlite3.Connection, account: str | None, limit: int) -> list
     else:
         rows = conn.execute(
             "SELECT id, at, actor, subject, action, detail FROM pircan_audit "
-            "WHERE subject = ? OR actor = ? ORDER BY id DESC LIMIT ?",
-            (account, account, limit),
+            "WHERE subject = ? OR actor = ? OR peer = ? ORDER BY id DESC LIMIT ?",
+            (account, account, account, limit),
         ).fetchall()
     return [AuditEntry(*r) for r in reversed(rows)]
 
