@@ -22,7 +22,9 @@ def build_server(
     if reload is not None:
 
         def reload_config() -> None:
-            server.rehash(reload())
+            config = reload()
+            check_extensions(config)  # an invalid extension section keeps the old config too
+            server.rehash(config)
 
         server.reload_config = reload_config
     load_extensions(server)

@@ -59,6 +59,7 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
     """Run the server in the foreground (defaults: 127.0.0.1:6667, ./pircd.db)."""
     from ircd.app import build_server
     from ircd.log import setup_logging
+    from ircd.net.runner import StartupError
     from ircd.net.runner import serve as run
 
     try:
@@ -76,7 +77,11 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
     except ConfigError as exc:
         _fail_config(exc)
         return
-    run(server, use_uvloop=not no_uvloop)
+    try:
+        run(server, use_uvloop=not no_uvloop)
+    except StartupError as exc:
+        click.echo(f"pircd: {exc}", err=True)
+        sys.exit(1)
 
 
 @main.command("check-config")
@@ -130,9 +135,19 @@ def init(directory: str, name: str, force: bool) -> None:
 
 @main.command("hash-password")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the password from standard input.")
-def hash_password(from_stdin: bool) -> None:
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="Use the argon2 parameters of this config's [accounts] section.")
+def hash_password(from_stdin: bool, config_path: str | None) -> None:
     """Print an argon2id hash for an [[opers]] block or server.password."""
-    from ircd.passwords import hash_sync
+    from ircd.passwords import configure, hash_sync
+
+    if config_path:
+        try:
+            accounts = load(config_path).accounts
+        except ConfigError as exc:
+            _fail_config(exc)
+            return
+        configure(accounts.argon2_time_cost, accounts.argon2_memory_kib, accounts.argon2_parallelism)
 
     if from_stdin:
         password = sys.stdin.readline().rstrip("\n")

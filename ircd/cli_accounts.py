@@ -132,6 +132,10 @@ def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, g
     """Create an account."""
     if password_stdin and generate:
         _fail("choose one of --password-stdin and --generate", 2)
+    if kind == "agent" and not owner:  # before asking for a password
+        _fail("an agent needs --owner")
+    if kind == "person" and owner:
+        _fail("only agents have owners")
     ctx = open_context(config_path, db)
     password, generated = _read_password(password_stdin, generate)
     account = create_account(ctx, name, kind, owner, password)

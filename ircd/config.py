@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = ["Config", "ConfigError", "load", "parse_hostport"]
 
@@ -145,6 +145,12 @@ class AccountsSection(_Section):
     argon2_memory_kib: int = Field(19456, ge=8192, le=4194304)
     argon2_parallelism: int = Field(1, ge=1, le=16)
     scram_iterations: int = Field(4096, ge=4096)
+
+    @model_validator(mode="after")
+    def _check_consistent(self) -> "AccountsSection":
+        if self.require_sasl and not self.enabled:
+            raise ValueError("require_sasl needs enabled = true (nobody could log in)")
+        return self
 
 
 class HistorySection(_Section):

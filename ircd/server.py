@@ -141,14 +141,22 @@ class Server:
         self.name = config.server.name
         self.sendq_limit = config.limits.sendq
         self.registry.whowas_limit = config.limits.whowas
+        self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
 
     def rehash(self, config: Config) -> None:
-        if config.server.casemapping != self.config.server.casemapping:
-            raise ValueError("server.casemapping cannot change while the server runs")
+        """Swap in a new config (REHASH, SIGHUP). Keys that clients or the database
+        already depend on cannot change while the server runs."""
+        for section, key in (("server", "casemapping"), ("server", "name"), ("server", "db")):
+            old, new = getattr(getattr(self.config, section), key), getattr(getattr(config, section), key)
+            if old != new:
+                raise ValueError(f"{section}.{key} cannot change while the server runs (restart instead)")
         before = self._cap_snapshot()
         self._apply_config(config)
         self._announce_cap_changes(before)
+        from ircd.events import Rehashed
+
+        self.events.publish(Rehashed(config))
 
     def _cap_snapshot(self) -> dict[str, tuple[int, str]]:
         """Offered capabilities: name -> (bit, CAP LS 302 token)."""
@@ -644,6 +652,18 @@ def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
     """A line of an open draft/multiline batch: the batch is one message, so its lines
     pass the flood budget (its size is bounded by max-lines and max-bytes instead)."""
     return tags is not None and "batch" in tags and client.ext_state("multiline") is not None
+
+
+def _read_motd(config: Config) -> list[str] | None:
+    cfg = config.server
+    if cfg.motd_file:
+        try:
+            with open(cfg.motd_file, encoding="utf-8") as fh:
+                return fh.read().splitlines()
+        except OSError as exc:
+            log.warning("cannot read server.motd_file %s: %s", cfg.motd_file, exc.strerror)
+            return None
+    return cfg.motd.splitlines() if cfg.motd else None
 
 
 async def _logged(coro: Awaitable[Any]) -> Any:

@@ -232,7 +232,7 @@ def test_registered_nick_is_protected(ah):
     ah.connect("a")
     ah.send("a", "NICK alice")
     ah.send("a", "USER a 0 * :R")
-    assert ah.lines("a") == [":irc.test 433 alice alice :Nickname is reserved by a different account"]
+    assert ah.lines("a") == [":irc.test 433 * alice :Nickname is reserved by a different account"]
     assert not ah.clients["a"].registered
     ah.send("a", "NICK other")
     assert ah.numerics("a")[0] == "001"
@@ -382,3 +382,19 @@ def test_registered_channel_survives_restart(tmp_path):
         assert h2.lines("o") == [":irc.test 473 someone #club :Cannot join channel (+i)"]
     finally:
         h2.close()
+
+
+def test_registered_channel_owner_is_never_locked_out(ah):
+    create(ah, "alice")
+    ah.register("a", "al")
+    ah.send("a", "AUTHENTICATE PLAIN")
+    ah.send("a", "AUTHENTICATE " + b64(b"\0alice\0sesame123"))
+    ah.send("a", "JOIN #mine")
+    ah.send("a", "MODE #mine +iklb key 1 *!*@*")
+    ah.send("a", "PART #mine")
+    ah.register("o", "other")
+    ah.send("o", "JOIN #mine")
+    assert ah.lines("o") == [":irc.test 473 other #mine :Cannot join channel (+i)"]
+    ah.take("a")
+    ah.send("a", "JOIN #mine")
+    assert ah.lines("a")[0] == ":al!a@127.0.0.1 JOIN #mine"

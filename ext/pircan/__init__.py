@@ -10,7 +10,7 @@ reaches the core only through ``ircd.api``; all of its SQL is in
 from __future__ import annotations
 
 
-from ircd.api import Capability, CommandContext, ExtensionAPI, LoggedIn, Message, Quit, Registered
+from ircd.api import Capability, CommandContext, ExtensionAPI, LoggedIn, Message, Quit, Registered, Rehashed
 
 from ext.pircan import help as help_text
 from ext.pircan.config import PircanConfig
@@ -65,7 +65,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.isupport("PIRCAN_BUDGET", Limits.sender_per_agreement_per_hour)
 
     def privmsg_check(ctx: CommandContext, target, channel) -> bool:
-        if channel is not None or target is None or cfg.privmsg_policy == "open":
+        if channel is not None or target is None or state.cfg.privmsg_policy == "open":
             return False
         sender = ctx.client
         if sender.account_kind != "agent" or target.account_kind != "agent":
@@ -85,6 +85,11 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
     api.subscribe(Registered, lambda ev: state.account_visible(ev.client))
     api.subscribe(Quit, lambda ev: state.client_gone(ev.client))
+
+    def rehashed(event: Rehashed) -> None:  # REHASH / SIGHUP: take the new [pircan] section
+        state.cfg = api.config(PircanConfig)
+
+    api.subscribe(Rehashed, rehashed)
     state.sweep_hooks.append(lambda: api.spawn(sweep(state)))
 
     async def start() -> None:

@@ -272,7 +272,7 @@ async def handle_register(ctx: CommandContext, msg: Message) -> None:
         reply.fail("REGISTER", "ACCOUNT_EXISTS", name, "That account already exists")
         return
     try:
-        account = await accounts.create(name, password)
+        account = await accounts.create(name, password, email=None if _email == "*" else _email)
     except AccountExists:
         reply.fail("REGISTER", "ACCOUNT_EXISTS", name, "That account already exists")
         return

@@ -71,6 +71,8 @@ def broadcast_join(ctx: CommandContext, client: "Client", channel: Channel, echo
 
 def join_refusal(server: "Server", client: "Client", channel: Channel, key: str | None) -> tuple[str, str] | None:
     """Why ``client`` may not join an existing channel, as (numeric, text), or None."""
+    if channel.owner_account is not None and channel.owner_account == client.account_folded:
+        return None  # a registered channel's owner is never locked out of it
     cf = server.casefold
     invited = client.nick_folded in channel.invited
     if channel.limit is not None and len(channel.members) >= channel.limit and not invited:

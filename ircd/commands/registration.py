@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pircd")
 
-USER_MODES = "BiorwZ"
+USER_MODES = "BiowZ"
 CHANNEL_MODES = "beIiklmnoqstv"
 CHANNEL_MODES_WITH_PARAM = "beIkloqv"
 VERSION = f"pircd-{__version__}"
@@ -63,14 +63,14 @@ def build_isupport(server: "Server") -> list[str]:
         "HOSTLEN": 64,
         "INVEX": "I",
         "KICKLEN": lim.kicklen,
-        "MAXLIST": f"beI:{lim.list_entries}",
+        "MAXLIST": f"b:{lim.list_entries},e:{lim.list_entries},I:{lim.list_entries}",  # each list its own
+        "EXTBAN": "$,a",  # $a:<account> matches a logged-in account in b/e/I lists
         "MAXTARGETS": lim.targets,
         "MODES": lim.modes_per_line,
         "MONITOR": lim.monitor,
         "NETWORK": cfg.server.network,
         "NICKLEN": lim.nicklen,
         "PREFIX": prefix,
-        "SAFELIST": None,
         "STATUSMSG": "".join(PREFIX_CHARS[m] for m in PREFIX_MODES),
         "TARGMAX": targmax,
         "TOPICLEN": lim.topiclen,
@@ -114,14 +114,8 @@ def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
 
 
 def motd_lines(server: "Server") -> list[str] | None:
-    cfg = server.config.server
-    if cfg.motd_file:
-        try:
-            with open(cfg.motd_file, encoding="utf-8") as fh:
-                return fh.read().splitlines()
-        except OSError:
-            return None
-    return cfg.motd.splitlines() if cfg.motd else None
+    """The MOTD, read when the config was (re)loaded: no file I/O on the event loop."""
+    return server.motd
 
 
 def send_motd(server: "Server", reply: ReplyBuffer) -> None:
@@ -151,14 +145,15 @@ def try_register(ctx: CommandContext) -> None:
         refusal = check(client)
         if refusal is None:
             continue
+        refused_nick = client.nick
+        if not refusal.disconnect:  # wait for the client to fix it (e.g. choose another nick)
+            server.registry.remove_nick(client)
+            client.nick, client.nick_folded = "*", ""
         if refusal.numeric is not None:
-            reply.numeric(refusal.numeric, client.nick, refusal.text)
+            reply.numeric(refusal.numeric, refused_nick, refusal.text)
         reply.flush()
         if refusal.disconnect:
             server.disconnect(client, refusal.text)
-        else:  # wait for the client to fix it (e.g. choose another nick)
-            server.registry.remove_nick(client)
-            client.nick, client.nick_folded = "*", ""
         return
     client.registered = True
     client.update_prefix()
@@ -166,6 +161,8 @@ def try_register(ctx: CommandContext) -> None:
     for mode in server.config.server.default_user_modes:
         if mode in "iwB":
             client.modes.add(mode)
+    if client.tls:
+        client.modes.add("Z")  # connected over TLS
     server.registered_count += 1
     if "i" in client.modes:
         server.invisible_count += 1

@@ -2,7 +2,9 @@
 
 SIGTERM and SIGINT close the listeners, send every client ``ERROR`` (and its
 peers QUIT), run the shutdown hooks (storage flush and close), give sockets a
-moment to drain, and return.
+moment to drain, and return. SIGHUP reloads the configuration file, like
+REHASH. If start-up fails (a port in use, an unreadable certificate), what
+was started is shut down the same way and ``StartupError`` says why.
 """
 
 from __future__ import annotations
@@ -20,6 +22,22 @@ from ircd.server import Server
 log = logging.getLogger("pircd")
 
 
+class StartupError(Exception):
+    """The server could not start; the message says why (no traceback needed)."""
+
+
+def _rehash(server: Server) -> None:
+    if server.reload_config is None:
+        log.warning("SIGHUP ignored: the server was started without a configuration file")
+        return
+    try:
+        server.reload_config()
+    except Exception as exc:  # keep the old config, like REHASH does
+        log.warning("rehash on SIGHUP failed, configuration unchanged: %s", exc)
+        return
+    log.info("rehash on SIGHUP")
+
+
 async def run_server(
     server: Server,
     *,
@@ -28,21 +46,31 @@ async def run_server(
 ) -> None:
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    handled: list[int] = []
+    for sig, handler in ((signal.SIGTERM, stop.set), (signal.SIGINT, stop.set), (signal.SIGHUP, lambda: _rehash(server))):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, handler)
+            handled.append(sig)
         except (NotImplementedError, RuntimeError):  # not the main thread
             pass
-    for start in server.on_startup:
-        await start()
-    listeners = await start_listeners(server)
+    listeners: list = []
     ticker = Ticker(server)
-    ticker.start()
-    addresses = [sock.getsockname()[:2] for srv in listeners for sock in srv.sockets]
-    log.info("server %s ready", server.name)
-    if ready is not None:
-        ready(addresses)
+    started = False
     try:
+        try:
+            for start in server.on_startup:
+                await start()
+            listeners = await start_listeners(server)
+        except OSError as exc:
+            raise StartupError(f"cannot listen: {exc.strerror or exc}") from None
+        except Exception as exc:
+            raise StartupError(f"cannot start: {exc}") from None
+        ticker.start()
+        started = True
+        addresses = [sock.getsockname()[:2] for srv in listeners for sock in srv.sockets]
+        log.info("server %s ready", server.name)
+        if ready is not None:
+            ready(addresses)
         await stop.wait()
     finally:
         log.info("shutting down")
@@ -57,12 +85,9 @@ async def run_server(
             except Exception:
                 log.exception("shutdown hook failed")
         await _drain(conns)
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
-        log.info("stopped")
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        log.info("stopped" if started else "stopped before it was ready")
 
 
 async def _drain(conns: list, timeout: float = 2.0) -> None:
@@ -85,6 +110,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def serve(server: Server, *, use_uvloop: bool = True) -> None:
+    """Run until a signal stops the server; raises StartupError if it cannot start."""
     loop = new_event_loop() if use_uvloop else asyncio.new_event_loop()
     try:
         loop.run_until_complete(run_server(server))
@@ -92,4 +118,4 @@ def serve(server: Server, *, use_uvloop: bool = True) -> None:
         loop.close()
 
 
-__all__ = ["run_server", "serve", "new_event_loop", "Config"]
+__all__ = ["run_server", "serve", "new_event_loop", "StartupError", "Config"]
