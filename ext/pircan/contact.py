@@ -72,8 +72,9 @@ async def handle_contact(state: Pircan, ctx: CommandContext, msg: Message) -> No
 # REQUEST ---------------------------------------------------------------------------
 
 
-def _request_txn(conn: sqlite3.Connection, req: Request, policy: str, target_owner: str | None,
+def _request_txn(conn: sqlite3.Connection, req: Request, policy: str,
                  agreement_id: int, events: Events, audit_id: int) -> tuple[str, Agreement | None, list]:
+    """Runs on the database thread: ``events`` were made (with their ids) on the event loop."""
     now = req.created_at
     mine = db.requests_by(conn, req.requester, now - Limits.request_ttl_ms)
     pending_targets = [
@@ -97,14 +98,10 @@ def _request_txn(conn: sqlite3.Connection, req: Request, policy: str, target_own
         db.insert_request(conn, _with(req, state="accepted", decided_at=now, decided_by=req.target,
                                       agreement_id=agreement_id))
         db.insert_agreement(conn, agreement)
-        events.add(req.requester, "decision", req.id)
-        events.add(req.target, "agreement", agreement_id)
         db.audit(conn, audit_id, now, req.requester, req.target, "contact.auto-accepted",
                  f"{detail} agreement={hexid(agreement_id)}")
         return "accepted", agreement, events.write(conn, now)
     db.insert_request(conn, req)
-    events.add(req.target, "request", req.id)
-    events.add(target_owner, "request", req.id)
     db.audit(conn, audit_id, now, req.requester, req.target, "contact.request", detail)
     return "pending", None, events.write(conn, now)
 
@@ -146,11 +143,18 @@ async def _request(state: Pircan, ctx: CommandContext, account: str, args: list[
     now = state.now_ms()
     req = Request(state.new_id(), account, target, scopes, days, purpose, "pending", now, None, None, None)
     policy = state.policies.get(target, "agent-decides")
+    agreement_id = state.new_id()
+    # the events each outcome queues, made here: ids come from the event loop's generator only
     events = Events(state)
+    if policy == "auto-accept" and rules.auto_accept_scopes(scopes):
+        events.add(account, "decision", req.id)
+        events.add(target, "agreement", agreement_id)
+    elif policy != "deny":
+        events.add(target, "request", req.id)
+        events.add(target_row.owner if target_row else None, "request", req.id)
     try:
         outcome, agreement, written = await state.database.write(
-            _request_txn, req, policy, target_row.owner if target_row else None, state.new_id(), events,
-            state.new_id(),
+            _request_txn, req, policy, agreement_id, events, state.new_id(),
         )
     except PircanError as exc:
         audit_refusal(state, account, target, "REQUEST", exc.code, args[0])
