@@ -163,14 +163,15 @@ def _register_groups() -> None:
     import importlib
     import pkgutil
 
-    import ext
     from ircd.cli_accounts import account_group, agent_group
     from ircd.cli_history import history_group
 
     main.add_command(account_group)
     main.add_command(agent_group)
     main.add_command(history_group)
-    # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands)
+    # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands);
+    # like load_extensions, this reaches ext only by name (tests/test_ext_boundary.py)
+    ext = importlib.import_module("ext")
     for module in pkgutil.iter_modules(ext.__path__):
         try:
             cli_module = importlib.import_module(f"ext.{module.name}.cli")
