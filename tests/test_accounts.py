@@ -398,3 +398,35 @@ def test_registered_channel_owner_is_never_locked_out(ah):
     ah.take("a")
     ah.send("a", "JOIN #mine")
     assert ah.lines("a")[0] == ":al!a@127.0.0.1 JOIN #mine"
+
+
+# found by irctest -------------------------------------------------------------------------
+
+
+def test_cap_end_during_sasl_aborts_it_and_registers(ah):
+    """sasl-3.1: 'If the client completes registration (with CAP END, NICK, USER and any other
+    necessary messages) while the SASL authentication is still in progress, the server SHOULD
+    abort it and send a 906 numeric, then register the client without authentication.'"""
+    create(ah, "alice")
+    start_sasl(ah, "a", "x1")
+    assert ah.lines("a") == [":irc.test AUTHENTICATE +"]
+    ah.send("a", "CAP END")
+    assert ah.lines("a")[:2] == [
+        ":irc.test 906 x1 :SASL authentication aborted",
+        ":irc.test 001 x1 :Welcome to the TestNet IRC Network x1!a@127.0.0.1",
+    ]
+    assert ah.clients["a"].account is None and ah.clients["a"].sasl is None
+
+
+def test_authenticate_without_cap_then_registration_aborts_it(ah):
+    """The same when the client never requested the sasl capability: NICK and USER complete
+    registration and the half-done exchange is aborted rather than holding the client."""
+    ah.connect("a")
+    ah.send("a", "AUTHENTICATE PLAIN")
+    assert ah.lines("a") == [":irc.test AUTHENTICATE +"]
+    ah.send("a", "NICK x1")
+    ah.send("a", "USER a 0 * :R")
+    assert ah.lines("a")[:2] == [
+        ":irc.test 906 x1 :SASL authentication aborted",
+        ":irc.test 001 x1 :Welcome to the TestNet IRC Network x1!a@127.0.0.1",
+    ]

@@ -134,8 +134,13 @@ def try_register(ctx: CommandContext) -> None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
     if client.registered or client.closing or not client.user or client.nick == "*":
         return
-    if client.cap_negotiating or (client.sasl is not None and client.sasl.in_progress()):
+    if client.cap_negotiating:
         return
+    if client.sasl is not None:
+        # sasl-3.1: completing registration while SASL is in progress aborts it (906);
+        # lines run in order, so no verification of this client is still running here
+        client.sasl = None
+        reply.numeric(N.ERR_SASLABORTED, "SASL authentication aborted")
     if server.config.server.password is not None and not client.password_ok:
         reply.numeric(N.ERR_PASSWDMISMATCH, "Password incorrect")
         reply.flush()

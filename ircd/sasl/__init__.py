@@ -26,10 +26,6 @@ class SaslState:
     step: int = 0
     scram: ScramServer | None = None
     account: object | None = field(default=None)  # the account a SCRAM exchange is for
-    busy: bool = False  # a verification is running
-
-    def in_progress(self) -> bool:
-        return True
 
 
 def split_payload(data: str) -> list[str]:
