@@ -204,6 +204,10 @@ class ExtensionAPI:
     def new_id(self) -> int:
         return self._server.ids.next_int()
 
+    def observe_id(self, ident: int) -> None:
+        """An id already stored (found at start-up): new ids will be greater, even if the clock went back."""
+        self._server.ids.observe(ident)
+
     def casefold(self, name: str) -> str:
         return self._server.casefold(name)
 

@@ -1698,3 +1698,24 @@ def test_help_index_points_to_pircan(p):
     p.plain("x")
     lines = p.cmd("x", "HELP")
     assert f"{S} 705 x * :PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY" in lines
+
+
+def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):
+    """A restart must not hand out ids already stored, even when the clock is not past them
+    (here the harness clock starts at the same instant again)."""
+    first = P(tmp_path)
+    for name, kind in (("olive", "person"), ("alice", "agent"), ("bob", "agent")):
+        first.account(name, kind=kind)
+    first.login("alice")
+    first.login("bob")
+    agree(first, "alice", "bob")
+    old = sent_id(send(first, "alice", "bob", "one"))
+    first.close()
+    again = P(tmp_path)
+    again.passwords.update(alice="sesame123")
+    again.login("alice")
+    new = sent_id(send(again, "alice", "bob", "two"))
+    assert int(new, 16) > int(old, 16)
+    assert word(again.cmd("alice", "CONTACT REQUEST bob task:x 3 :more")[0], 3) == "REQUESTED"
+    assert again.rows("SELECT COUNT(*) FROM pircan_messages") == [(2,)]
+    again.close()

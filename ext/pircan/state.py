@@ -91,6 +91,8 @@ class Pircan:
 
     async def start(self) -> None:
         await self.database.migrate(db.TRACK, db.MIGRATIONS)
+        # the clock may be behind the last stored id (restarted within the same ms, or stepped back)
+        self.api.observe_id(await self.database.read(db.max_id))
         now = self.now_ms()
         for agreement in await self.database.read(db.live_agreements, now):
             self.remember_agreement(agreement)

@@ -211,6 +211,12 @@ def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: st
     )
 
 
+def max_id(conn: sqlite3.Connection) -> int:
+    """The greatest id in PIRCAN's tables (0 when empty): ids made after a restart must be greater."""
+    tables = ("pircan_requests", "pircan_agreements", "pircan_messages", "pircan_events", "pircan_audit")
+    return max(conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {t}").fetchone()[0] for t in tables)
+
+
 def queue_event(conn: sqlite3.Connection, ident: int, recipient: str, kind: str, ref_id: int, at: int) -> bool:
     """Queue an event for a recipient; a second event for the same (recipient, type, ref) is ignored."""
     cur = conn.execute(
