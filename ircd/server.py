@@ -252,7 +252,7 @@ class Server:
         spec = self.commands.get(msg.command)
         if spec is not None and spec.flood_cost and self.config.flood.enabled:
             delay = self._flood_delay(client, now)
-            if delay > 0 and not _in_client_batch(client, msg.tags):
+            if delay > 0 and not _in_client_batch(client, msg):
                 return delay
         label = None
         tags = msg.tags
@@ -648,10 +648,13 @@ class Server:
         return self._time_str
 
 
-def _in_client_batch(client: Client, tags: dict[str, str] | None) -> bool:
-    """A line of an open draft/multiline batch: the batch is one message, so its lines
-    pass the flood budget (its size is bounded by max-lines and max-bytes instead)."""
-    return tags is not None and "batch" in tags and client.ext_state("multiline") is not None
+def _in_client_batch(client: Client, msg: Any) -> bool:
+    """A message line of an open, still valid draft/multiline batch: the batch is one message,
+    so its lines pass the flood budget (max-lines bounds them; any other verb still waits)."""
+    if msg.tags is None or "batch" not in msg.tags or msg.command not in ("PRIVMSG", "NOTICE", "TAGMSG"):
+        return False
+    batch = client.ext_state("multiline")
+    return batch is not None and not batch.failed
 
 
 def _read_motd(config: Config) -> list[str] | None:

@@ -192,3 +192,21 @@ def test_batch_lines_pass_the_flood_budget():
     assert h.clock.now - start <= 2.0  # the two BATCH lines may wait a second each; the 20 PRIVMSGs do not
     assert h.lines("bob") == [f":{A} PRIVMSG #f x"] * 20  # bob has no multiline: the fallback
     h.close()
+
+
+def test_only_message_lines_of_a_valid_batch_skip_flood_control():
+    """An open batch does not let other verbs (or the lines of a batch that already failed) past the
+    flood budget: only the lines that make up a message do."""
+    h = Harness(config(flood={"burst": 2, "per_second": 1.0}, limits={"multiline_max_lines": 2}))
+    h.register("alice", caps=FULL)
+    h.send("alice", "JOIN #f")
+    h.send("alice", "BATCH +1 draft/multiline #f")
+    start = h.clock.now
+    for _ in range(3):
+        h.send("alice", "@batch=1 PING x")
+    assert h.clock.now - start >= 2.0  # PINGs wait for tokens, batch tag or not
+    start = h.clock.now
+    for _ in range(5):  # the third line fails the batch; the ones after it wait again
+        h.send("alice", "@batch=1 PRIVMSG #f :x")
+    assert h.clock.now - start >= 2.0
+    h.close()
