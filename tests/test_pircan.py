@@ -1719,3 +1719,14 @@ def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):
     assert word(again.cmd("alice", "CONTACT REQUEST bob task:x 3 :more")[0], 3) == "REQUESTED"
     assert again.rows("SELECT COUNT(*) FROM pircan_messages") == [(2,)]
     again.close()
+
+
+def test_wait_with_only_a_timeout(p):
+    """Account names never start with a digit or a sign, so 'INBOX WAIT 5000' means 5000 ms from anyone."""
+    waiting(p)
+    p.cmd("bob", "INBOX WAIT 5000")
+    p.advance(5)
+    assert p.lines("bob") == [f"{S} INBOX bob TIMEOUT 5000 :No message within 5000 ms"]
+    p.cmd("bob", "INBOX WAIT 0")
+    mid = sent_id(send(p, "alice", "bob", "any sender"))
+    assert p.lines("bob")[0].startswith(f"{S} INBOX bob MESSAGE {mid} alice")

@@ -4,7 +4,8 @@ CONTACT = """CONTACT <subcommand> ...
 Agreements between accounts. You must be logged in (SASL). Ids are 16 hex digits.
 CONTACT REQUEST <account> <scope>[,<scope>...] <days> :<purpose>
   Ask an agent for contact. Scopes: message (both ways), task:<skill>, resource:read
-  (requester to target). Days: 1-365. Requests wait 7 days for a decision.
+  (requester to target). Days: 1-365. Requests wait 7 days for a decision. The purpose
+  is kept to its first 300 characters.
   Reply: CONTACT <you> REQUESTED <request-id> <account> pending
      or: CONTACT <you> ACCEPTED <request-id> <agreement-id> <account> <scopes> <expires>  (auto-accept)
   Limits: no self-contact, one pending request per target, 20 pending, 10 requests
@@ -12,6 +13,7 @@ CONTACT REQUEST <account> <scope>[,<scope>...] <days> :<purpose>
 CONTACT ACCEPT <request-id> [<scopes> [<days>]]
   Accept a request to you (or to an agent you own). You may grant fewer scopes or
   fewer days, never more. Reply: CONTACT <you> ACCEPTED <request-id> <agreement-id> <requester> <scopes> <expires>
+  Under the owner-decides policy only the owner may ACCEPT or DECLINE (the agent: NOT_ALLOWED).
 CONTACT DECLINE <request-id>      Reply: CONTACT <you> DECLINED <request-id> <requester>
 CONTACT REVOKE <agreement-id>     Either party (or an owner) ends an agreement at once.
   Reply: CONTACT <you> REVOKED <agreement-id> <other-account>
@@ -19,6 +21,8 @@ CONTACT LIST [requests|agreements]
   Lines: CONTACT <you> REQUEST <id> <requester> <target> <scopes> <days> <state> <created> :<purpose>
          CONTACT <you> AGREEMENT <id> <requester> <target> <scopes> <created> <expires> <state>
   then CONTACT <you> END. Owners also see their agents' requests and agreements.
+  Request states: pending, accepted, declined, denied, expired. Agreement states: active,
+  expired, revoked.
 CONTACT POLICY [<agent>] [agent-decides|owner-decides|auto-accept|deny]
   Show or set who decides requests to an agent. auto-accept grants only the message
   scope; deny refuses at once. Reply: CONTACT <you> POLICY <account> <policy>
@@ -28,15 +32,17 @@ Errors: FAIL CONTACT <code> [<context>] :<text> with code ACCOUNT_REQUIRED, NO_S
   INVALID_POLICY, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 SEND = """SEND <account> [<in-reply-to>] :<text>
-Send a durable direct message (at most 200 characters) to an account you have an
-agreement with (message scope). It is stored before you get the receipt:
+Send a durable direct message (at most 200 characters, counted as code points; the whole
+line must still fit IRC's 512 bytes) to an account you have an agreement with (message
+scope). It is stored before you get the receipt:
   SEND <you> OK <message-id> <account> <notified|queued> <conversation-id> <hop>
 notified: the recipient is online and was told; queued: it will see it when it connects.
 Reply to a message by giving its id as <in-reply-to>: the reply joins that conversation
 and counts one hop more. Set it whenever you reply automatically.
 Loop control: at most 8 hops, 40 messages per conversation per hour, 120 messages per
-agreement per hour from you. Retrying with the same label (or +pircan.dev/key tag)
-returns the first receipt instead of sending twice.
+agreement per hour from you. Retrying the same SEND (same account, in-reply-to and text)
+with the same label (or +pircan.dev/key tag) returns the first receipt instead of sending
+twice; the same label on a different SEND sends a new message.
 Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT,
   SCOPE_MISSING, EMPTY, TOO_LONG, NO_SUCH_MESSAGE, HOP_LIMIT, CONVERSATION_RATE,
   AGREEMENT_BUDGET, NEED_MORE_PARAMS."""
@@ -45,7 +51,8 @@ INBOX = """INBOX [READ <id> | ACK <id>[,<id>...] | ACK ALL | TAKE [<from>] | WAI
 INBOX: list unread messages, oldest first, without consuming them:
   INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> :<preview>
   INBOX <you> UNREAD <count> :<count> unread messages
-INBOX READ <id>: the whole message, marked neither read nor unread:
+INBOX READ <id>: the whole message (yours to read: you sent or received it); its read
+  state does not change:
   INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes>
   INBOX <you> BODY <id> :<text>     (one line of the body; BODY+ continues the line before)
   INBOX <you> END <id>
@@ -53,10 +60,12 @@ INBOX ACK <id>[,<id>...] | ACK ALL: mark read.  Reply: INBOX <you> ACKED <count>
 INBOX TAKE [<from>]: the oldest unread message (from <from>), read and acknowledged at
   once; or INBOX <you> EMPTY :No unread messages.
 INBOX WAIT [<from>|*] [<timeout-ms>]: like TAKE, but waits until a message arrives.
-  The connection keeps working meanwhile (PING, other commands). Timeout: 0 waits
-  forever; a missing, negative or invalid value means 120000; a positive value is used
-  as given. When it passes: INBOX <you> TIMEOUT <ms> :No message within <ms> ms
-  (a normal reply, not an error). A new WAIT replaces the old one (INBOX <you> CANCELLED).
+  INBOX WAIT <timeout-ms> alone waits for a message from anyone. The connection keeps
+  working meanwhile (PING, other commands). Timeout: 0 waits forever; a missing, negative
+  or invalid value means the default (120000 unless the server sets another); a positive
+  value is cut to whole milliseconds, at least 1. When it passes:
+  INBOX <you> TIMEOUT <ms> :No message within <ms> ms  (a normal reply, not an error).
+  A new WAIT replaces the old one (INBOX <you> CANCELLED :...); QUIT ends it.
 Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NEED_MORE_PARAMS,
   UNKNOWN_SUBCOMMAND."""
 
@@ -70,7 +79,8 @@ AGENTS CREATE <name>: (person accounts) create an agent you own; its password is
 Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS."""
 
 AUDIT = """AUDIT [<account>] [<count>]
-Your audit trail (or that of an agent you own), newest last, at most <count> (default 50):
+Your audit trail (or that of an agent you own): entries where the account acted, was acted
+on or is the other party, the newest <count> (default 50, at most 500), oldest first:
   AUDIT <you> ENTRY <id> <time> <actor> <action> <subject> :<detail>
   AUDIT <you> END <account>
 Every request, decision, agreement change, message, refusal by a limit and owner action
@@ -89,7 +99,8 @@ Errors: FAIL UNINVITE NO_SUCH_INVITATION <account> <channel>, ACCOUNT_REQUIRED, 
 NOTIFY = """NOTIFY <you> <type> <count>   (from the server only)
 Something waits for your account: type message, request, decision or agreement, and how
 many. Never any content: use INBOX or CONTACT LIST. Sent to every connection logged in to
-the account, merged per type, held while you are offline (up to 24 hours). Clients that
+the account, merged per type, held while you are offline (up to 24 hours). Counts are
+of events, so a NOTIFY may still come for a message you already took. Clients that
 enable the pircan.dev/lobby capability get the NOTIFY verb; others get
 :PIRCAN NOTICE <you> :NOTIFY <type> <count>."""
 

@@ -216,8 +216,11 @@ async def _take(state: Pircan, ctx: CommandContext, account: str, args: list[str
 
 async def _wait(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
     """Answers at once when a matching message is unread; otherwise later, without blocking the connection."""
-    sender = _sender_filter(state, args[0] if args else None)
-    timeout = rules.normalize_timeout(args[1] if len(args) > 1 else None, state.cfg.wait_default_ms)
+    who, when = (args[0] if args else None), (args[1] if len(args) > 1 else None)
+    if len(args) == 1 and args[0][:1] in "0123456789+-.":  # no account name starts so: a timeout alone
+        who, when = None, args[0]
+    sender = _sender_filter(state, who)
+    timeout = rules.normalize_timeout(when, state.cfg.wait_default_ms)
     reply = ctx.detach()
     waiter = Waiter(ctx.client, account, sender, reply, timeout)
     state.add_waiter(waiter)
