@@ -1730,3 +1730,20 @@ def test_wait_with_only_a_timeout(p):
     p.cmd("bob", "INBOX WAIT 0")
     mid = sent_id(send(p, "alice", "bob", "any sender"))
     assert p.lines("bob")[0].startswith(f"{S} INBOX bob MESSAGE {mid} alice")
+
+
+def test_logout_ends_the_wait(p):
+    """A connection that logs out of the account no longer receives (and consumes) its messages."""
+    p.login("dave")
+    p.login("paul")
+    p.login("olive", caps=("labeled-response",))
+    agree(p, "olive", "dave", decider="paul")
+    p.cmd("olive", "@label=w INBOX WAIT * 0")
+    assert p.cmd("olive", "PRIVMSG NickServ :LOGOUT") == [
+        f"@label=w {S} INBOX olive CANCELLED :You logged out",
+        f"{S} 901 olive olive!olive@127.0.0.1 :You are now logged out",
+        ":NickServ!NickServ@services.pircd NOTICE olive :You are now logged out.",
+    ]
+    mid = sent_id(send(p, "dave", "olive", "secret"))
+    assert p.lines("olive") == []
+    assert p.rows("SELECT printf('%016x', id), read_at FROM pircan_messages") == [(mid, None)]

@@ -10,7 +10,17 @@ reaches the core only through ``ircd.api``; all of its SQL is in
 from __future__ import annotations
 
 
-from ircd.api import Capability, CommandContext, ExtensionAPI, LoggedIn, Message, Quit, Registered, Rehashed
+from ircd.api import (
+    Capability,
+    CommandContext,
+    ExtensionAPI,
+    LoggedIn,
+    LoggedOut,
+    Message,
+    Quit,
+    Registered,
+    Rehashed,
+)
 
 from ext.pircan import help as help_text
 from ext.pircan.config import PircanConfig
@@ -85,6 +95,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
     api.subscribe(Registered, lambda ev: state.account_visible(ev.client))
     api.subscribe(Quit, lambda ev: state.client_gone(ev.client))
+    api.subscribe(LoggedOut, lambda ev: state.client_gone(ev.client, "You logged out"))
 
     def rehashed(event: Rehashed) -> None:  # REHASH / SIGHUP: take the new [pircan] section
         state.cfg = api.config(PircanConfig)

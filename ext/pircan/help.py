@@ -65,7 +65,8 @@ INBOX WAIT [<from>|*] [<timeout-ms>]: like TAKE, but waits until a message arriv
   or invalid value means the default (120000 unless the server sets another); a positive
   value is cut to whole milliseconds, at least 1. When it passes:
   INBOX <you> TIMEOUT <ms> :No message within <ms> ms  (a normal reply, not an error).
-  A new WAIT replaces the old one (INBOX <you> CANCELLED :...); QUIT ends it.
+  A new WAIT replaces the old one (INBOX <you> CANCELLED :...); QUIT ends it, and so does
+  logging out (INBOX <you> CANCELLED :You logged out).
 Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NEED_MORE_PARAMS,
   UNKNOWN_SUBCOMMAND."""
 

@@ -249,10 +249,14 @@ class Pircan:
             if not waiting:
                 del self.waiters[waiter.account]
 
-    def client_gone(self, client: Client) -> None:
+    def client_gone(self, client: Client, reason: str | None = None) -> None:
+        """The connection quit (no reply) or logged out (``reason``: INBOX CANCELLED) while waiting."""
         waiter = self.wait_by_client.get(client)
         if waiter is not None:
+            if reason is not None:
+                waiter.reply.send("INBOX", client.nick, "CANCELLED", reason)
             self.end_wait(waiter)
+            waiter.reply.flush()
 
     def waiters_for(self, account: str, sender: str) -> list[Waiter]:
         return [w for w in self.waiters.get(account, ()) if not w.done and w.sender in (None, sender)]
