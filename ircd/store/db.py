@@ -55,18 +55,32 @@ def connect_sync(path: str, durability: str = "full") -> sqlite3.Connection:
     return conn
 
 
-def migrate(conn: sqlite3.Connection, track: str, migrations: Sequence[Migration]) -> int:
-    """Bring ``track`` up to ``len(migrations)``; each step commits with its version bump."""
+def _version(conn: sqlite3.Connection, track: str) -> int:
     row = conn.execute("SELECT version FROM schema_versions WHERE track = ?", (track,)).fetchone()
-    current = row[0] if row else 0
-    if current > len(migrations):
-        raise RuntimeError(
-            f"database schema {track} is at version {current}, newer than this pircd knows ({len(migrations)})"
-        )
-    for version in range(current, len(migrations)):
-        step = migrations[version]
+    return row[0] if row else 0
+
+
+def migrate(conn: sqlite3.Connection, track: str, migrations: Sequence[Migration]) -> int:
+    """Bring ``track`` up to ``len(migrations)``; each step commits with its version bump.
+
+    The version is read again inside each step's write lock: the server and a CLI
+    command may start on a new file at the same moment, and the one that waited for
+    the lock must not repeat a step the other has committed."""
+    if _version(conn, track) == len(migrations):
+        return len(migrations)  # up to date: no write lock needed
+    while True:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            version = _version(conn, track)
+            if version > len(migrations):
+                raise RuntimeError(
+                    f"database schema {track} is at version {version}, "
+                    f"newer than this pircd knows ({len(migrations)})"
+                )
+            if version == len(migrations):
+                conn.execute("COMMIT")
+                return version
+            step = migrations[version]
             if isinstance(step, str):
                 for statement in _split_sql(step):
                     conn.execute(statement)
@@ -82,7 +96,6 @@ def migrate(conn: sqlite3.Connection, track: str, migrations: Sequence[Migration
             conn.execute("ROLLBACK")
             raise
         log.info("migrated track=%s version=%d", track, version + 1)
-    return len(migrations)
 
 
 def _split_sql(script: str) -> list[str]:
