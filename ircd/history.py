@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ircd.events import ChannelMessage, DirectMessage, TopicChanged
 from ircd.proto.timestamps import first_id_at
-from ircd.store import history as rows
 
 if TYPE_CHECKING:
     from ircd.client import Client
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ircd.store import Store
     from ircd.timers import TimerHandle
 
-__all__ = ["History", "PLAIN_COMMANDS"]
+__all__ = ["PLAIN_COMMANDS", "History"]
 
 log = logging.getLogger("pircd")
 T = TypeVar("T")
@@ -51,7 +51,7 @@ _EPHEMERAL_TAGS = frozenset(("+typing", "+draft/typing", "bot"))
 _PRUNE_EVERY = 3600.0
 
 
-def party(client: "Client") -> str:
+def party(client: Client) -> str:
     """One side of a direct-message conversation."""
     if client.account_folded is not None:
         return "a:" + client.account_folded
@@ -63,13 +63,13 @@ def conversation_key(one: str, other: str) -> str:
 
 
 class History:
-    def __init__(self, server: "Server", store: "Store") -> None:
+    def __init__(self, server: Server, store: Store) -> None:
         self.server = server
         self.store = store
         self._rows: list[tuple] = []
         self._conversations: list[tuple[str, str, str, int]] = []
-        self._timer: "TimerHandle | None" = None
-        self._prune_timer: "TimerHandle | None" = None
+        self._timer: TimerHandle | None = None
+        self._prune_timer: TimerHandle | None = None
         self._in_flight = 0  # batches handed to the store, not yet committed
         self.stored = 0  # rows handed to the store since start (tests, benchmarks)
         if server.config.history.enabled:
@@ -130,7 +130,7 @@ class History:
         self._in_flight -= 1
 
     @staticmethod
-    def _row(key: str, relay: "Relay", text: str, tags: dict[str, str] | None, lines: Any = None) -> tuple:
+    def _row(key: str, relay: Relay, text: str, tags: dict[str, str] | None, lines: Any = None) -> tuple:
         return (
             int(relay.msgid or "0", 16),
             key,
@@ -194,7 +194,7 @@ class History:
             return await self.store.write(call)
         return await self.store.read(call)
 
-    def direct_key(self, client: "Client", name: str) -> tuple[str, str] | None:
+    def direct_key(self, client: Client, name: str) -> tuple[str, str] | None:
         """The conversation key of ``client`` (logged in) and the nick ``name``, and the name to show
         (``name`` as the client wrote it, as clients match the batch to the buffer they asked for)."""
         if client.account_folded is None or not self.cfg.direct_messages:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ircd.client import Client
     from ircd.server import Server
 
-__all__ = ["ReadMarkers", "CAP_NAME"]
+__all__ = ["CAP_NAME", "ReadMarkers"]
 
 log = logging.getLogger("pircd")
 CAP_NAME = "draft/read-marker"
@@ -37,11 +37,11 @@ def shown(time: str | None) -> str:
 
 
 class ReadMarkers:
-    def __init__(self, server: "Server") -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.by_account: dict[str, dict[str, str]] = {}  # loaded accounts: target (folded) -> time
         self._loads: dict[str, Any] = {}  # account -> its loading task
-        self._waiting: dict[str, list[tuple["Client", str]]] = {}  # MARKREAD owed on join, until loaded
+        self._waiting: dict[str, list[tuple[Client, str]]] = {}  # MARKREAD owed on join, until loaded
         server.events.subscribe(Registered, self._online)
         server.events.subscribe(LoggedIn, self._online)
         server.events.subscribe(LoggedOut, self._offline)
@@ -91,7 +91,7 @@ class ReadMarkers:
 
     # reading and setting ----------------------------------------------------------
 
-    def _markers(self, client: "Client") -> dict[str, str] | None:
+    def _markers(self, client: Client) -> dict[str, str] | None:
         """The client's markers, or None while its account's are still loading."""
         if client.account_folded is not None:
             return self.by_account.get(client.account_folded)
@@ -101,11 +101,11 @@ class ReadMarkers:
             client.set_ext_state(_LOCAL, markers)
         return markers
 
-    def get(self, client: "Client", target: str) -> str | None:
+    def get(self, client: Client, target: str) -> str | None:
         markers = self._markers(client)
         return None if markers is None else markers.get(self.server.casefold(target))
 
-    def set(self, client: "Client", target: str, time: str) -> tuple[str, bool]:
+    def set(self, client: Client, target: str, time: str) -> tuple[str, bool]:
         """Move the marker forward to ``time``; returns (the marker now, whether it changed)."""
         folded = self.server.casefold(target)
         markers = self._markers(client)
@@ -119,7 +119,7 @@ class ReadMarkers:
             self.server.store.save_read_marker(client.account_folded, folded, time)
         return time, True
 
-    def announce(self, client: "Client", target: str, time: str) -> None:
+    def announce(self, client: Client, target: str, time: str) -> None:
         """Tell the account's other connections that have the capability."""
         if client.account_folded is None:
             return
@@ -127,14 +127,14 @@ class ReadMarkers:
             if other is not client and other.caps & C.READ_MARKER:
                 self._send(other, target, time)
 
-    def _send(self, client: "Client", target: str, time: str | None) -> None:
+    def _send(self, client: Client, target: str, time: str | None) -> None:
         reply = ReplyBuffer(self.server, client)
         reply.send("MARKREAD", target, shown(time))
         reply.flush()
 
     # MARKREAD on join ---------------------------------------------------------
 
-    def _joined(self, client: "Client", channel: "Channel", reply: ReplyBuffer) -> None:
+    def _joined(self, client: Client, channel: Channel, reply: ReplyBuffer) -> None:
         """IRCv3 read-marker: after JOIN, "the server MUST send a MARKREAD command for that
         channel ... before the RPL_ENDOFNAMES reply"."""
         if not client.caps & C.READ_MARKER:
@@ -145,7 +145,7 @@ class ReadMarkers:
             return
         reply.send("MARKREAD", channel.name, shown(markers.get(channel.folded)))
 
-    async def wait_loaded(self, client: "Client") -> None:
+    async def wait_loaded(self, client: Client) -> None:
         if client.account_folded is not None:
             pending = self.load(client.account_folded)
             if pending is not None:

@@ -168,7 +168,7 @@ def test_latest(hh):
     If a timestamp or msgid is given, the returned messages are restricted to those sent after and excluding
     that timestamp or msgid; if a * is given, no such restriction applies." """
     channel_history(hh)
-    ref, lines = batch(hh, "alice", "CHATHISTORY LATEST #h * 10")
+    _, lines = batch(hh, "alice", "CHATHISTORY LATEST #h * 10")
     assert lines == expect([1, 2, 3, 4, 5])
     assert batch(hh, "alice", "CHATHISTORY LATEST #H * 2")[1] == expect([4, 5])
     assert batch(hh, "alice", f"CHATHISTORY LATEST #h msgid={mid(2)} 10")[1] == expect([3, 4, 5])
@@ -364,7 +364,7 @@ def test_hidden_channel_is_answered_like_a_missing_one(hh):
         lines[name] = [ln.replace(name, "NAME") for ln in hh.lines("eve")]
     assert lines["#secret"] == lines["#nosuch"]
     assert lines["#secret"][0] == f"@time={ts(0)} :irc.test FAIL CHATHISTORY INVALID_TARGET LATEST NAME :Messages could not be retrieved"
-    targets = f"CHATHISTORY TARGETS timestamp=2020-01-01T00:00:00.000Z timestamp=2030-01-01T00:00:00.000Z 10"
+    targets = "CHATHISTORY TARGETS timestamp=2020-01-01T00:00:00.000Z timestamp=2030-01-01T00:00:00.000Z 10"
     assert batch(hh, "eve", targets)[1] == [
         f"@time={ts(0)} :irc.test BATCH +REF draft/chathistory-targets",
         f"@time={ts(0)} :irc.test BATCH -REF",
@@ -509,7 +509,7 @@ def test_multiline_message_is_one_history_entry(hh):
         hh.send("bob", line)
     for name in ("alice", "old"):
         hh.take(name)
-    ref, lines = batch(hh, "alice", "CHATHISTORY LATEST #h * 10")
+    _, lines = batch(hh, "alice", "CHATHISTORY LATEST #h * 10")
     inner = parse_line(lines[1].encode()).params[0][1:]
     assert lines == [
         f"@time={ts(0)} :irc.test BATCH +REF chathistory #h",

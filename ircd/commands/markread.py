@@ -7,7 +7,7 @@ whether a channel exists.
 
 from __future__ import annotations
 
-from typing import Awaitable
+from collections.abc import Awaitable
 
 from ircd.dispatch import CommandContext, command
 from ircd.proto.lines import Message

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ircd.client import Client
     from ircd.server import Server
 
-__all__ = ["BATCH_TYPE", "CONCAT_TAG", "collect", "MultilineRelay"]
+__all__ = ["BATCH_TYPE", "CONCAT_TAG", "MultilineRelay", "collect"]
 
 BATCH_TYPE = "draft/multiline"
 CONCAT_TAG = "draft/multiline-concat"
@@ -139,7 +139,7 @@ def combine(lines: list[tuple[str, bool]] | tuple[tuple[str, bool], ...]) -> str
 class MultilineRelay:
     """A multiline message for many clients, formatted once per (tag profile, batch or fallback)."""
 
-    __slots__ = ("relay", "lines", "ref", "cache")
+    __slots__ = ("cache", "lines", "ref", "relay")
 
     def __init__(self, relay: Relay, lines: list[tuple[str, bool]] | tuple[tuple[str, bool], ...], ref: str) -> None:
         self.relay = relay  # source, target parameter, msgid, time, account, client tags
@@ -147,7 +147,7 @@ class MultilineRelay:
         self.ref = ref
         self.cache: dict[tuple[int, bool], bytes] = {}
 
-    def for_client(self, client: "Client", label: str | None = None) -> bytes:
+    def for_client(self, client: Client, label: str | None = None) -> bytes:
         profile = client.caps & C.TAG_PROFILE
         batched = client.caps & (C.MULTILINE | C.BATCH) == (C.MULTILINE | C.BATCH)
         key = (profile, batched)
@@ -182,7 +182,7 @@ class MultilineRelay:
         return b"".join(out)
 
 
-def _deliver(server: "Server", client: "Client", batch: _OpenBatch) -> None:
+def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
     from ircd.commands.messaging import cannot_send
 
     reply = batch.reply
@@ -218,8 +218,8 @@ def _deliver(server: "Server", client: "Client", batch: _OpenBatch) -> None:
         for member in channel.members:
             if member is not client:
                 member.send(multi.for_client(member))
-    else:
-        target.send(multi.for_client(target))  # type: ignore[union-attr]
+    elif target is not None:
+        target.send(multi.for_client(target))
     if client.caps & C.ECHO_MESSAGE:
         label = reply.label if client.caps & C.LABELED_RESPONSE else None
         client.send(multi.for_client(client, label))

@@ -10,11 +10,11 @@ timestamp are therefore range scans on the integer id, with no time index.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ircd.proto.msgid import EPOCH_MS
 
-__all__ = ["parse_timestamp", "format_ms", "first_id_at", "last_id_at", "MAX_ID"]
+__all__ = ["MAX_ID", "first_id_at", "format_ms", "last_id_at", "parse_timestamp"]
 
 _SEQ_BITS = 22
 MAX_ID = (1 << 63) - 1  # the largest id SQLite can hold
@@ -28,7 +28,7 @@ def parse_timestamp(text: str) -> int | None:
         return None
     year, month, day, hour, minute, second, millis = (int(g) for g in match.groups())
     try:
-        moment = datetime(year, month, day, hour, minute, second, tzinfo=timezone.utc)
+        moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError:
         return None
     return int(moment.timestamp()) * 1000 + millis
@@ -36,7 +36,7 @@ def parse_timestamp(text: str) -> int | None:
 
 def format_ms(ms: int) -> str:
     """The server-time string of Unix milliseconds (integer arithmetic, no float rounding)."""
-    moment = datetime.fromtimestamp(ms // 1000, timezone.utc)
+    moment = datetime.fromtimestamp(ms // 1000, UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
 
 

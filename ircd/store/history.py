@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 __all__ = [
-    "HistoryRow",
-    "Conversation",
     "ROW_COLUMNS",
-    "insert",
-    "newest_id",
-    "select",
-    "newest_in",
+    "Conversation",
+    "HistoryRow",
     "conversations",
-    "prune",
     "count",
+    "insert",
     "load_markers",
+    "newest_id",
+    "newest_in",
+    "prune",
     "save_marker",
+    "select",
 ]
 
 # the columns of history, in the order insert() takes them
