@@ -68,6 +68,7 @@ class Client:
         "ext",
         "sasl",
         "port",
+        "refused_nick",
     )
 
     def __init__(self, server: "Server", conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> None:
@@ -110,6 +111,9 @@ class Client:
         self.ext: dict[str, Any] | None = None
         self.sasl: Any = None
         self.port = port
+        # before registration: the last nick a NICK asked for and was refused (taken or
+        # reserved), so REGISTER can say that name is not available rather than "no nick"
+        self.refused_nick: str | None = None
 
     def __repr__(self) -> str:
         return f"<Client {self.id} {self.nick}>"

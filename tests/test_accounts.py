@@ -430,3 +430,39 @@ def test_authenticate_without_cap_then_registration_aborts_it(ah):
         ":irc.test 906 x1 :SASL authentication aborted",
         ":irc.test 001 x1 :Welcome to the TestNet IRC Network x1!a@127.0.0.1",
     ]
+
+
+def test_register_before_connect_with_a_taken_nick_is_account_exists(ah):
+    """account-registration: 'FAIL REGISTER NEED_NICK * <message>: Sent by the server if the client
+    sends REGISTER before sending a NICK command.' A client whose NICK was refused did send one;
+    the name it asked for is not available ('ACCOUNT_EXISTS ... a nick that is not available as a
+    new account's name'), and nobody can register a nick out from under the client holding it."""
+    ah.register("r", "root")
+    ah.connect("b")
+    ah.send("b", "REGISTER * * password123")
+    assert ah.lines("b") == [":irc.test FAIL REGISTER NEED_NICK * :Choose a nick first; your account is named after it"]
+    ah.send("b", "NICK root")
+    ah.send("b", "REGISTER * * password123")
+    assert ah.lines("b") == [
+        ":irc.test 433 * root :Nickname is already in use",
+        ":irc.test FAIL REGISTER ACCOUNT_EXISTS root :That name is in use; choose another nick",
+    ]
+    ah.send("b", "NICK bar")
+    ah.send("b", "REGISTER * * password123")
+    assert ah.lines("b") == [
+        ":irc.test REGISTER SUCCESS bar :Account created",
+        ":irc.test 900 bar bar!*@127.0.0.1 bar :You are now logged in as bar",
+    ]
+
+
+def test_register_before_connect_with_a_reserved_nick_is_account_exists(ah):
+    """The same when registration refused the nick because an account owns it."""
+    create(ah, "alice")
+    ah.connect("b")
+    ah.send("b", "NICK alice")
+    ah.send("b", "USER b 0 * :B")
+    ah.send("b", "REGISTER * * password123")
+    assert ah.lines("b") == [
+        ":irc.test 433 * alice :Nickname is reserved by a different account",
+        ":irc.test FAIL REGISTER ACCOUNT_EXISTS alice :That name is in use; choose another nick",
+    ]

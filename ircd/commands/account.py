@@ -254,7 +254,12 @@ async def handle_register(ctx: CommandContext, msg: Message) -> None:
         reply.fail("REGISTER", "ALREADY_AUTHENTICATED", client.account, "You are already logged in")
         return
     if client.nick == "*":
-        reply.fail("REGISTER", "NEED_NICK", name, "Choose a nick first; your account is named after it")
+        refused = client.refused_nick
+        if refused is not None and (name == "*" or server.casefold(name) == server.casefold(refused)):
+            # the client did send NICK, for a name someone else holds: not available as an account
+            reply.fail("REGISTER", "ACCOUNT_EXISTS", refused, "That name is in use; choose another nick")
+        else:
+            reply.fail("REGISTER", "NEED_NICK", "*", "Choose a nick first; your account is named after it")
         return
     if name == "*":
         name = client.nick

@@ -154,6 +154,7 @@ def try_register(ctx: CommandContext) -> None:
         if not refusal.disconnect:  # wait for the client to fix it (e.g. choose another nick)
             server.registry.remove_nick(client)
             client.nick, client.nick_folded = "*", ""
+            client.refused_nick = refused_nick
         if refusal.numeric is not None:
             reply.numeric(refusal.numeric, refused_nick, refusal.text)
         reply.flush()
@@ -220,6 +221,8 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
     holder = server.registry.nicks.get(folded)
     if holder is not None and holder is not client:
         reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
+        if not client.registered:
+            client.refused_nick = nick
         return
     if nick == client.nick:
         return
@@ -229,6 +232,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
             code, text = refusal
             reply.numeric(code, nick, text)
             return
+    client.refused_nick = None
     set_nick(ctx, nick, folded)
     if not client.registered:
         try_register(ctx)
