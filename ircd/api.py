@@ -41,7 +41,7 @@ from ircd.events import (
 )
 from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
-from ircd.store import AccountExists
+from ircd.store import AccountExists, Batched
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -59,6 +59,7 @@ __all__ = [
     "Channel",
     "ConfigError",
     "AccountExists",
+    "Batched",
     "caps",
     # events
     "AwayChanged",

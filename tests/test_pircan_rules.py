@@ -234,3 +234,17 @@ def test_sliding_window_remove():
     window.remove(1)
     window.remove(99)  # unknown: ignored
     assert window.count(3) == 1
+
+
+def test_budget_windows_are_pruned_after_an_hour():
+    from ext.pircan.rules import HOUR_MS
+    from ext.pircan.state import Pircan
+
+    state = Pircan.__new__(Pircan)  # only the windows are exercised
+    state.conversations, state.budgets = {}, {}
+    state.conversation_window(1).add(1_000)
+    state.budget_window("a", 7).add(1_000)
+    state.conversation_window(2).add(1_000 + HOUR_MS)
+    state.prune_windows(1_000 + HOUR_MS)
+    assert list(state.conversations) == [2]
+    assert state.budgets == {}

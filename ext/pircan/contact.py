@@ -442,6 +442,7 @@ def _expire_txn(conn: sqlite3.Connection, now: int, requests: list[tuple[Request
 async def sweep(state: Pircan) -> None:
     """Expire requests older than 7 days and agreements past their end (once a minute)."""
     now = state.now_ms()
+    state.prune_windows(now)
     ended = [a for a in list(state.agreements.values()) if not a.active(now)]
     for agr in ended:
         state.forget_agreement(agr.id)

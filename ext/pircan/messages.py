@@ -3,14 +3,16 @@
 A SEND is checked in memory (agreement, hops, budgets), then written in one
 transaction with its per-recipient event and its audit row; the receipt is
 sent only after that commit. The agreement is checked again inside the
-transaction, so a REVOKE that committed first always wins.
+transaction, so a REVOKE that committed first always wins. SENDs queued
+together are written together (a Batched write: a few multi-row statements
+for the whole group).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-from ircd.api import CommandContext, Message
+from ircd.api import Batched, CommandContext, Message
 
 from ext.pircan import rules
 from ext.pircan import store as db
@@ -26,26 +28,42 @@ INBOX = "INBOX"
 IDEMPOTENCY_TAG = "+pircan.dev/key"
 
 
-def _send_txn(conn: sqlite3.Connection, msg: StoredMessage, key: str | None, event_id: int,
-              audit_id: int) -> tuple[StoredMessage, bool, bool]:
-    """(message, created, event queued). A retry (same key, recipient, in-reply-to and text)
-    returns the first message unchanged; a key reused for another message moves to the new one."""
-    if key is not None:
-        first = db.message_by_key(conn, msg.sender, key)
-        if first is not None:
-            if (first.recipient, first.in_reply_to, first.body) == (msg.recipient, msg.in_reply_to, msg.body):
-                return first, False, False
-            db.release_key(conn, first.id)  # labels repeat across connections: never swallow a new SEND
-    row = conn.execute(
-        "SELECT revoked_at, expires_at FROM pircan_agreements WHERE id = ?", (msg.agreement_id,)
-    ).fetchone()
-    if row is None or row[0] is not None or row[1] <= msg.created_at:
-        raise PircanError("NO_AGREEMENT")
-    db.insert_message(conn, msg, key)
-    queued = db.queue_event(conn, event_id, msg.recipient, "message", msg.id, msg.created_at)
-    db.audit(conn, audit_id, msg.created_at, msg.sender, msg.recipient, "message.send",
-             f"{hexid(msg.id)} conversation={hexid(msg.conversation_id)} hop={msg.hop_count}")
-    return msg, True, queued
+SendItem = tuple[StoredMessage, "str | None", int, int]  # message, idempotency key, event id, audit id
+
+
+def _send_batch(conn: sqlite3.Connection, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
+    """(message, created) per item. A retry (same key, recipient, in-reply-to and text)
+    returns the first message unchanged; a key reused for another message moves to the new one.
+    Raises when any item's agreement is gone: the store then retries the items one by one."""
+    results: list[tuple[StoredMessage, bool] | None] = [None] * len(items)
+    fresh: list[SendItem] = []
+    for i, item in enumerate(items):
+        msg, key = item[0], item[1]
+        if key is not None:
+            first = db.message_by_key(conn, msg.sender, key)
+            if first is not None:
+                if (first.recipient, first.in_reply_to, first.body) == (msg.recipient, msg.in_reply_to, msg.body):
+                    results[i] = (first, False)
+                    continue
+                db.release_key(conn, first.id)  # labels repeat across connections: never swallow a new SEND
+        fresh.append(item)
+        results[i] = (msg, True)
+    if fresh:
+        now = min(item[0].created_at for item in fresh)
+        wanted = {item[0].agreement_id for item in fresh}
+        if db.live_agreement_ids(conn, wanted, now) != wanted:
+            raise PircanError("NO_AGREEMENT")
+        db.insert_messages(conn, [(m, key) for m, key, _, _ in fresh])
+        db.queue_events(conn, [(event_id, m.recipient, "message", m.id, m.created_at) for m, _, event_id, _ in fresh])
+        db.audit_rows(conn, [
+            (audit_id, m.created_at, m.sender, m.recipient, "message.send",
+             f"{hexid(m.id)} conversation={hexid(m.conversation_id)} hop={m.hop_count}")
+            for m, _, _, audit_id in fresh
+        ])
+    return results  # type: ignore[return-value]
+
+
+_SEND_WRITE = Batched(_send_batch)
 
 
 async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
@@ -111,7 +129,7 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     stored = StoredMessage(ident, sender, recipient, agreement.id, conversation, parent_id, hop, now, text, None)
     event_id = state.new_id()
     try:
-        stored, created, queued = await state.database.write(_send_txn, stored, key, event_id, state.new_id())
+        stored, created = await state.database.write_batched(_SEND_WRITE, (stored, key, event_id, state.new_id()))
     except PircanError as exc:
         conv_window.remove(now)
         budget.remove(now)
@@ -123,8 +141,7 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     else:
         state.remember_message(stored)
         state.last_active[sender] = now
-        if queued:
-            state.event_committed(recipient, "message", event_id, now)
+        state.event_committed(recipient, "message", event_id, now)
         wake_waiters(state, stored)
     status = "notified" if api.is_visible(stored.recipient) else "queued"
     ctx.reply.send(SEND, ctx.client.nick, "OK", hexid(stored.id), stored.recipient, status,

@@ -171,6 +171,12 @@ class Pircan:
             window = self.budgets[key] = SlidingWindow()
         return window
 
+    def prune_windows(self, now: int) -> None:
+        """Forget budget windows with nothing in the last hour (every new conversation makes one)."""
+        for table in (self.conversations, self.budgets):
+            for key in [k for k, window in table.items() if window.count(now) == 0]:
+                del table[key]
+
     def remember_message(self, msg: StoredMessage) -> None:
         recent = self.recent
         recent[msg.id] = msg

@@ -414,6 +414,48 @@ def message_by_key(conn: sqlite3.Connection, sender: str, key: str) -> StoredMes
     )
 
 
+def _insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: list[tuple]) -> None:
+    """One multi-row INSERT per 100 rows: a batch of SENDs costs a few statements, not hundreds."""
+    for start in range(0, len(rows), 100):
+        chunk = rows[start : start + 100]
+        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(chunk))
+        conn.execute(f"{head} VALUES {values}", [v for row in chunk for v in row])
+
+
+def insert_messages(conn: sqlite3.Connection, messages: list[tuple[StoredMessage, str | None]]) -> None:
+    _insert_rows(
+        conn,
+        f"INSERT INTO pircan_messages ({_MSG}, idempotency_key)",
+        11,
+        [
+            (m.id, m.sender, m.recipient, m.agreement_id, m.conversation_id, m.in_reply_to, m.hop_count,
+             m.created_at, m.body, m.read_at, key)
+            for m, key in messages
+        ],
+    )
+
+
+def queue_events(conn: sqlite3.Connection, events: list[tuple[int, str, str, int, int]]) -> None:
+    """(id, recipient, type, ref_id, created_at) rows; a repeated (recipient, type, ref) is ignored."""
+    _insert_rows(conn, "INSERT OR IGNORE INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events)
+
+
+def audit_rows(conn: sqlite3.Connection, rows: list[tuple[int, int, str, str, str, str]]) -> None:
+    """(id, at, actor, subject, action, detail) rows."""
+    _insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6, rows)
+
+
+def live_agreement_ids(conn: sqlite3.Connection, ids: set[int], now: int) -> set[int]:
+    marks = ",".join("?" * len(ids))
+    return {
+        row[0]
+        for row in conn.execute(
+            f"SELECT id FROM pircan_agreements WHERE id IN ({marks}) AND revoked_at IS NULL AND expires_at > ?",
+            (*ids, now),
+        )
+    }
+
+
 def release_key(conn: sqlite3.Connection, ident: int) -> None:
     """Forget a message's idempotency key (it is about to name a newer message)."""
     conn.execute("UPDATE pircan_messages SET idempotency_key = NULL WHERE id = ?", (ident,))

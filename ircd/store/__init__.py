@@ -16,10 +16,10 @@ from ircd.store import history as _history
 from ircd.store.accounts import Account, AccountExists, ScramKeys
 from ircd.store.channels import ChannelRow
 from ircd.store.history import Conversation, HistoryRow
-from ircd.store.db import Database, Migration
+from ircd.store.db import Batched, Database, Migration
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
-__all__ = ["Store", "Account", "AccountExists", "ScramKeys", "ChannelRow", "HistoryRow", "Conversation"]
+__all__ = ["Store", "Batched", "Account", "AccountExists", "ScramKeys", "ChannelRow", "HistoryRow", "Conversation"]
 
 T = TypeVar("T")
 
@@ -51,6 +51,10 @@ class Store:
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.db.write(fn, *args)
+
+    async def write_batched(self, batched: Batched, item: Any) -> Any:
+        """A write that joins the other items queued for the same Batched function."""
+        return await self.db.write_batched(batched, item)
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
         return self.db.write_nowait(fn, *args)
