@@ -1747,3 +1747,17 @@ def test_logout_ends_the_wait(p):
     mid = sent_id(send(p, "dave", "olive", "secret"))
     assert p.lines("olive") == []
     assert p.rows("SELECT printf('%016x', id), read_at FROM pircan_messages") == [(mid, None)]
+
+
+@pytest.mark.parametrize("text", ["0x23456789abcdef", "1234_6789abcdef0", "+123456789abcdef", "-123456789abcdef",
+                                  "123456789abcdeg"])
+def test_ids_are_exactly_16_hex_digits(p, text):
+    """Forms int(text, 16) would accept ('0x', '_', signs) are not ids; upper-case hex is."""
+    p.login("alice")
+    p.login("bob")
+    rid = request(p, "alice", "bob")
+    p.h.take("bob")
+    assert p.cmd("bob", f"CONTACT ACCEPT {text}") == [
+        f"{S} FAIL CONTACT NO_SUCH_REQUEST {text} :No such contact request for you"
+    ]
+    assert word(p.cmd("bob", f"CONTACT ACCEPT {rid.upper()}")[0], 3) == "ACCEPTED"

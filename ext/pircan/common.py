@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ircd.api import CommandContext
@@ -51,13 +52,12 @@ def account_of(ctx: CommandContext, verb: str) -> str | None:
     return account
 
 
+_HEX_ID = re.compile(r"[0-9a-fA-F]{16}")
+
+
 def parse_hex_id(text: str) -> int | None:
-    if len(text) != 16:
-        return None
-    try:
-        return int(text, 16)
-    except ValueError:
-        return None
+    """An id written as 16 hex digits (int() alone would also take '0x...', spaces, '_' and signs)."""
+    return int(text, 16) if _HEX_ID.fullmatch(text) else None
 
 
 async def owns(state: Pircan, owner: str, agent: str) -> bool:
