@@ -93,7 +93,7 @@ def test_decline_cooldown_is_24_hours():
 
 def test_refusal_order():
     """Self-contact, then pending per target, pending total, hourly rate, cooldown."""
-    busy = dict(pending=["bob"] + [f"a{i}" for i in range(19)], recent=[T0] * 10, declined=T0)
+    busy = {"pending": ["bob"] + [f"a{i}" for i in range(19)], "recent": [T0] * 10, "declined": T0}
     assert refusal(requester="bob", target="bob", **busy) == "SELF_CONTACT"
     assert refusal(**busy) == "PENDING_EXISTS"
     busy["pending"] = [f"a{i}" for i in range(20)]
