@@ -1680,7 +1680,7 @@ def test_isupport_advertises_pircan_and_its_limits(p):
     p.h.send("x", "NICK x")
     p.h.send("x", "USER x 0 * :x")
     tokens = [t for ln in p.lines("x") if " 005 " in ln for t in ln.split(" :")[0].split()[3:]]
-    for token in ("PIRCAN=0.1", "PIRCAN_SENDLEN=200", "PIRCAN_HOPS=8", "PIRCAN_CONVRATE=40", "PIRCAN_BUDGET=120"):
+    for token in ("PIRCAN=0.1", "PIRCANSENDLEN=200", "PIRCANHOPS=8", "PIRCANCONVRATE=40", "PIRCANBUDGET=120"):
         assert token in tokens
 
 

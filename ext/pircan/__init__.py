@@ -68,11 +68,12 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.help_topic("PIRCAN", help_text.OVERVIEW)
     api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY")
 
+    # ISUPPORT names are letters and digits only (RPL_ISUPPORT drafts), hence no separators
     api.isupport("PIRCAN", VERSION)
-    api.isupport("PIRCAN_SENDLEN", Limits.send_chars)
-    api.isupport("PIRCAN_HOPS", Limits.max_hops)
-    api.isupport("PIRCAN_CONVRATE", Limits.conversation_per_hour)
-    api.isupport("PIRCAN_BUDGET", Limits.sender_per_agreement_per_hour)
+    api.isupport("PIRCANSENDLEN", Limits.send_chars)
+    api.isupport("PIRCANHOPS", Limits.max_hops)
+    api.isupport("PIRCANCONVRATE", Limits.conversation_per_hour)
+    api.isupport("PIRCANBUDGET", Limits.sender_per_agreement_per_hour)
 
     def privmsg_check(ctx: CommandContext, target, channel) -> bool:
         if channel is not None or target is None or state.cfg.privmsg_policy == "open":
