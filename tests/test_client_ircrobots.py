@@ -71,3 +71,53 @@ def test_ircrobots_joins_and_talks(ircrobots_python, live, client_factory):
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+
+
+def _add_account(db: Path, name: str, password: str) -> None:
+    """Create an account the way an operator does: ``pircd account add`` on the server's database."""
+    subprocess.run(
+        [sys.executable, "-m", "ircd", "account", "add", name, "--password-stdin", "--db", str(db)],
+        input=password + "\n", text=True, check=True, capture_output=True, timeout=60,
+    )
+
+
+@pytest.mark.parametrize("mechanism, named", [("SCRAM", "SCRAM-SHA-256"), ("PLAIN", "PLAIN")])
+def test_ircrobots_logs_in_with_sasl(ircrobots_python, tmp_path, client_factory, mechanism, named):
+    """ircrobots logs in with SASL SCRAM-SHA-256 and with PLAIN (its own SASL code) to an account made
+    with ``pircd account add``; a channel member with extended-join and account-tag sees the account."""
+    from tests.harness import config
+    from tests.live import LiveServer
+
+    db = tmp_path / "robots.db"
+    _add_account(db, "robotacct", "robot password")
+    srv = LiveServer(config(server={"listen": ["127.0.0.1:0"]}, storage={"durability": "off"}), db=str(db))
+    srv.start()
+    proc = None
+    try:
+        observer = client_factory(srv.port)
+        observer.register("observer", caps=["extended-join", "account-tag"])
+        observer.send(f"JOIN {CHANNEL}")
+        observer.sync()
+        proc = subprocess.Popen(
+            [str(ircrobots_python), str(BOT), str(srv.port), "robot", CHANNEL, mechanism, "robotacct",
+             "robot password"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        joined = observer.read_until(lambda m: m.command == "JOIN")[-1]
+        assert (joined.source, joined.params[:2]) == ("robot!robot@127.0.0.1", [CHANNEL, "robotacct"])
+        observer.send(f"PRIVMSG {CHANNEL} :hello robot")
+        answer = observer.read_until(lambda m: m.command == "PRIVMSG")[-1]
+        assert answer.tags.get("account") == "robotacct"
+        assert answer.params == [CHANNEL, "robot heard: hello robot"]
+        observer.send(f"PRIVMSG {CHANNEL} :quit")
+        observer.read_until(lambda m: m.command == "QUIT")
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert out == f"sasl {named} SUCCESS\nircrobots bot done\n"
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        srv.stop()

@@ -3,9 +3,15 @@
 ircrobots pins anyio~=2.0 and pircd needs anyio>=4, so the two cannot share an
 environment: the test builds a venv with ircrobots and runs this file there.
 
-Usage: python ircrobots_bot.py PORT NICK CHANNEL
+Usage: python ircrobots_bot.py PORT NICK CHANNEL [PLAIN|SCRAM ACCOUNT PASSWORD]
 The bot joins CHANNEL, answers every channel message with "NICK heard: TEXT",
 and on the message "quit" sends QUIT and exits 0. It gives up after 60 seconds.
+
+With a mechanism it logs in with SASL during CAP negotiation through ircrobots'
+own SASL code: SCRAM is ircrobots' ``SASLSCRAM`` (it picks SCRAM-SHA-256 from the
+server's list); PLAIN is ircrobots' ``SASLContext.plain`` (its ``SASLUserPass``
+would prefer SCRAM when the server offers it). It prints the mechanisms it named
+in AUTHENTICATE and the SASL result before it joins.
 """
 
 import asyncio
@@ -14,14 +20,33 @@ import sys
 from ircrobots import Bot as BaseBot
 from ircrobots import ConnectionParams
 from ircrobots import Server as BaseServer
+from ircrobots.ircv3 import CAP_SASL
+from ircrobots.params import SASLParams, SASLSCRAM, SASLUserPass
+from ircrobots.sasl import SASLContext, SASLResult
 from irctokens import Line, build
 
 PORT, NICK, CHANNEL = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+MECHANISM, ACCOUNT, PASSWORD = (sys.argv[4:7] + [None, None, None])[:3]
+MECHANISMS = ("PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "SCRAM-SHA-1", "EXTERNAL")
 
 
 class Server(BaseServer):
+    named: list = []  # mechanisms this bot named in AUTHENTICATE
+
+    async def sasl_auth(self, params: SASLParams) -> bool:
+        if MECHANISM == "PLAIN" and self.sasl_state == SASLResult.NONE and self.cap_agreed(CAP_SASL):
+            self.sasl_state = await SASLContext(self).plain(params.username, params.password)
+            return True
+        return await super().sasl_auth(params)
+
+    async def line_send(self, line: Line) -> None:
+        if line.command == "AUTHENTICATE" and line.params[0] in MECHANISMS:
+            self.named.append(line.params[0])
+
     async def line_read(self, line: Line) -> None:
         if line.command == "001":
+            if MECHANISM is not None:
+                print(f"sasl {','.join(self.named)} {self.sasl_state.name}", flush=True)
             # ircrobots throttles to a polite rate after the welcome; a test need not wait
             self.set_throttle(100, 1)
             await self.send(build("JOIN", [CHANNEL]))
@@ -51,6 +76,10 @@ class Bot(BaseBot):
 async def main() -> None:
     bot = Bot()
     params = ConnectionParams(NICK, "127.0.0.1", PORT, tls=None, reconnect=3600)
+    if MECHANISM == "SCRAM":
+        params.sasl = SASLSCRAM(ACCOUNT, PASSWORD)
+    elif MECHANISM == "PLAIN":
+        params.sasl = SASLUserPass(ACCOUNT, PASSWORD)
     await bot.add_server("pircd", params)
     runner = asyncio.ensure_future(bot.run())
     await asyncio.wait_for(bot.finished.wait(), 60)
