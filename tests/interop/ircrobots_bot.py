@@ -21,18 +21,17 @@ from ircrobots import Bot as BaseBot
 from ircrobots import ConnectionParams
 from ircrobots import Server as BaseServer
 from ircrobots.ircv3 import CAP_SASL
-from ircrobots.params import SASLParams, SASLSCRAM, SASLUserPass
+from ircrobots.params import SASLSCRAM, SASLParams, SASLUserPass
 from ircrobots.sasl import SASLContext, SASLResult
 from irctokens import Line, build
 
 PORT, NICK, CHANNEL = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 MECHANISM, ACCOUNT, PASSWORD = (sys.argv[4:7] + [None, None, None])[:3]
 MECHANISMS = ("PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256", "SCRAM-SHA-1", "EXTERNAL")
+NAMED: list[str] = []  # the mechanisms this bot named in AUTHENTICATE
 
 
 class Server(BaseServer):
-    named: list = []  # mechanisms this bot named in AUTHENTICATE
-
     async def sasl_auth(self, params: SASLParams) -> bool:
         if MECHANISM == "PLAIN" and self.sasl_state == SASLResult.NONE and self.cap_agreed(CAP_SASL):
             self.sasl_state = await SASLContext(self).plain(params.username, params.password)
@@ -41,12 +40,12 @@ class Server(BaseServer):
 
     async def line_send(self, line: Line) -> None:
         if line.command == "AUTHENTICATE" and line.params[0] in MECHANISMS:
-            self.named.append(line.params[0])
+            NAMED.append(line.params[0])
 
     async def line_read(self, line: Line) -> None:
         if line.command == "001":
             if MECHANISM is not None:
-                print(f"sasl {','.join(self.named)} {self.sasl_state.name}", flush=True)
+                print(f"sasl {','.join(NAMED)} {self.sasl_state.name}", flush=True)
             # ircrobots throttles to a polite rate after the welcome; a test need not wait
             self.set_throttle(100, 1)
             await self.send(build("JOIN", [CHANNEL]))

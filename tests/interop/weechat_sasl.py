@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.interop.real_clients import CHANNEL, TIMEOUT, Observer, free_port, nick_of, say, wait_for_port  # noqa: E402
+from tests.interop.real_clients import CHANNEL, TIMEOUT, Observer, free_port, nick_of, say, wait_for_port
 
 ACCOUNT = "weeacct"
 PASSWORD = "wee-sasl-secret-1"
@@ -50,7 +50,7 @@ def run_weechat(tmp: Path, tls_port: int, obs: Observer, mechanism: str) -> None
     home = tmp / f"weechat-{mechanism}"
     home.mkdir()
     fifo = home / "weechat.fifo"
-    version = subprocess.run(["weechat-headless", "--version"], capture_output=True, text=True).stdout.strip()
+    version = subprocess.run(["weechat-headless", "--version"], capture_output=True, text=True, check=True).stdout.strip()
     tls = "tls" if int(version.split(".")[0]) >= 4 else "ssl"  # WeeChat 4.0 renamed the ssl options
     commands = "; ".join([
         f"/set fifo.file.path {fifo}",
