@@ -94,8 +94,10 @@ class IRCClient:
     """A blocking line client for tests; ``sync()`` waits for the PONG of a fresh token."""
 
     def __init__(self, port: int, host: str = "127.0.0.1", *, tls: ssl.SSLContext | None = None,
-                 timeout: float = 10.0, server_hostname: str | None = None) -> None:
-        sock = socket.create_connection((host, port), timeout=timeout)
+                 timeout: float = 10.0, server_hostname: str | None = None, source: str | None = None) -> None:
+        """``source``: the local address to connect from (e.g. 127.0.0.2, to be another client IP)."""
+        sock = socket.create_connection((host, port), timeout=timeout,
+                                        source_address=(source, 0) if source else None)
         self.sock: socket.socket = (
             tls.wrap_socket(sock, server_hostname=server_hostname or host) if tls else sock
         )

@@ -1,0 +1,103 @@
+"""Login throttling end to end: wrong passwords slow down the guessed account and the guessing IP only.
+
+Real sockets, a server on 127.0.0.1 port 0 with a SQLite file. A second client address comes from
+binding the client socket to 127.0.0.2 (the whole 127/8 is loopback on Linux). No sleeps: every
+step reads until the reply it expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import re
+
+import pytest
+
+from tests.harness import config
+from tests.live import IRCClient, LiveServer
+
+WINDOW = 600
+RIGHT = "right password"
+
+
+@pytest.fixture
+def srv(tmp_path):
+    server = LiveServer(
+        config(
+            server={"listen": ["127.0.0.1:0"], "extensions": []},
+            storage={"durability": "off"},
+            accounts={"login_attempts": 3, "login_ip_attempts": 5, "login_window": WINDOW,
+                      "argon2_time_cost": 1, "argon2_memory_kib": 8192},
+            connections={"exempt_loopback": True},
+        ),
+        db=str(tmp_path / "throttle.db"),
+    ).start()
+    for name in ("alice", "bob"):
+        coro = server.server.accounts.create(name, RIGHT)
+        asyncio.run_coroutine_threadsafe(coro, server.loop).result(30)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def connect(srv):
+    made: list[IRCClient] = []
+
+    def make(nick: str, source: str = "127.0.0.1") -> IRCClient:
+        client = IRCClient(srv.port, source=source)
+        made.append(client)
+        client.send("CAP LS 302")
+        client.send("CAP REQ :sasl")
+        client.send(f"NICK {nick}")
+        client.send(f"USER {nick} 0 * :{nick}")
+        client.sync()
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def attempt(client: IRCClient, account: str, password: str) -> str:
+    """One SASL PLAIN exchange; the final numeric line (903 or 904) as received."""
+    client.send("AUTHENTICATE PLAIN")
+    assert [m.params for m in client.read_until(lambda m: m.command == "AUTHENTICATE")] == [["+"]]
+    client.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{password}".encode()).decode())
+    while True:
+        line = client.read_line()
+        assert line is not None, "connection closed"
+        if re.match(r"^:irc\.test 90[34] ", line):
+            return line
+
+
+def throttled(line: str, nick: str) -> bool:
+    """The refusal names the wait, which is the window less the time since the counted failure."""
+    found = re.fullmatch(
+        rf":irc\.test 904 {nick} :SASL authentication failed: Too many failed attempts; try again in (\d+) seconds",
+        line,
+    )
+    return found is not None and WINDOW - 30 <= int(found.group(1)) <= WINDOW
+
+
+def test_wrong_passwords_slow_only_that_account_and_that_ip(srv, connect):
+    """accounts: 'Failed logins are counted per account and per IP in a sliding window; past the limit,
+    attempts are refused without checking the password, so guessing gets slow for the guesser only.'"""
+    invalid = ":irc.test 904 {} :SASL authentication failed: Invalid account name or password"
+    guesser = connect("guesser")
+    for _ in range(3):
+        assert attempt(guesser, "alice", "guess") == invalid.format("guesser")
+    # alice is now throttled: even the right password is refused, from any address
+    assert throttled(attempt(guesser, "alice", RIGHT), "guesser")
+    elsewhere = connect("elsewhere", source="127.0.0.2")
+    assert throttled(attempt(elsewhere, "alice", RIGHT), "elsewhere")
+    # bob logs in from the guesser's own address: three failures are under the per-IP limit of five
+    neighbour = connect("neighbour")
+    assert attempt(neighbour, "bob", RIGHT) == ":irc.test 903 neighbour :SASL authentication successful"
+    # two more guesses at a name that does not exist reach the per-IP limit...
+    for _ in range(2):
+        assert attempt(guesser, "nosuchname", "guess") == invalid.format("guesser")
+    late = connect("late")
+    assert throttled(attempt(late, "bob", RIGHT), "late")
+    # ...which holds back 127.0.0.1 only: bob still logs in from 127.0.0.2
+    other_ip = connect("otherip", source="127.0.0.2")
+    assert attempt(other_ip, "bob", RIGHT) == ":irc.test 903 otherip :SASL authentication successful"
