@@ -466,3 +466,57 @@ def test_register_before_connect_with_a_reserved_nick_is_account_exists(ah):
         ":irc.test 433 * alice :Nickname is reserved by a different account",
         ":irc.test FAIL REGISTER ACCOUNT_EXISTS alice :That name is in use; choose another nick",
     ]
+
+
+# account extban ($a:<account>) ------------------------------------------------------------
+
+
+def _login(h: Harness, name: str, nick: str, account: str) -> None:
+    h.register(name, nick)
+    h.send(name, "AUTHENTICATE PLAIN")
+    h.send(name, "AUTHENTICATE " + b64(f"\0{account}\0sesame123".encode()))
+    assert h.numerics(name) == ["AUTHENTICATE", "900", "903"]
+
+
+def test_account_extban_matches_the_account_not_the_nick(ah):
+    """account-extban: 'Servers publishing the ACCOUNTEXTBAN token allow clients to construct ban masks
+    matching account names.' pircd's is $a:<account> (EXTBAN=$,a); it matches accounts, not nicks."""
+    create(ah, "bob")
+    ah.register("op", "chanop")
+    ah.send("op", "JOIN #c")
+    ah.send("op", "MODE #c +b $a:bob")
+    ah.send("op", "MODE #c +b $a:carol")
+    ah.take("op")
+    ah.register("n", "carol")  # a nick, no account
+    ah.send("n", "JOIN #c")
+    assert ah.lines("n")[0] == ":carol!n@127.0.0.1 JOIN #c"
+    _login(ah, "b", "robert", "bob")
+    ah.send("b", "JOIN #c")
+    assert ah.lines("b") == [":irc.test 474 robert #c :Cannot join channel (+b)"]
+    ah.send("op", "MODE #c -b $a:bob")
+    ah.send("b", "JOIN #c")
+    assert ah.lines("b")[0] == ":robert!b@127.0.0.1 JOIN #c"
+
+
+def test_account_extban_in_exception_and_invite_lists(ah):
+    """$a:<account> works in +e (ban exception) and +I (invite exception) too."""
+    create(ah, "bob")
+    ah.register("op", "chanop")
+    ah.send("op", "JOIN #e")
+    ah.send("op", "MODE #e +b *!*@*")
+    ah.send("op", "MODE #e +e $a:bob")
+    ah.send("op", "JOIN #i")
+    ah.send("op", "MODE #i +i")
+    ah.send("op", "MODE #i +I $a:bob")
+    _login(ah, "b", "robert", "bob")
+    ah.send("b", "JOIN #e")
+    assert ah.lines("b")[0] == ":robert!b@127.0.0.1 JOIN #e"
+    ah.send("b", "JOIN #i")
+    assert ah.lines("b")[0] == ":robert!b@127.0.0.1 JOIN #i"
+    ah.register("n", "other")
+    ah.send("n", "JOIN #e")
+    ah.send("n", "JOIN #i")
+    assert ah.lines("n") == [
+        ":irc.test 474 other #e :Cannot join channel (+b)",
+        ":irc.test 473 other #i :Cannot join channel (+i)",
+    ]
