@@ -210,6 +210,9 @@ def main() -> int:
     port, tls_port = free_port(), free_port()
     subprocess.run(["pircd", "init", str(tmp / "srv"), "--name", "irc.interop.test"], check=True,
                    capture_output=True)
+    # these clients have no accounts; a PIRCAN network admits only logged-in clients to channels
+    config = tmp / "srv" / "pircd.toml"
+    config.write_text(config.read_text().replace("guests_may_join = false", "guests_may_join = true"))
     server_cmd = ["pircd", "serve", "--config", str(tmp / "srv" / "pircd.toml"),
                   "--listen", f"127.0.0.1:{port}", "--tls-listen", f"127.0.0.1:{tls_port}",
                   "--db", str(tmp / "pircd.db")]
