@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipping {s.name}: {s.pending}")
     runnable = [s for s in chosen if not s.pending]
     if args.pircd_src is not None:
-        for name in ("pircd", "pircd-asyncio"):
+        for name in ("pircd", "pircd-asyncio", "pircd-nohistory"):
             SERVERS[name].env["PYTHONPATH"] = str(args.pircd_src.resolve())
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()

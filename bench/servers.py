@@ -175,7 +175,7 @@ class RunningServer:
 # pircd
 
 
-def _pircd_config(directory: Path, port: int) -> str:
+def _pircd_config(directory: Path, port: int, history: bool = True) -> str:
     return f"""\
 # pircd, benchmark configuration (bench/servers.py)
 [server]
@@ -210,13 +210,17 @@ level = "warning"
 [pircan]
 # the load generator's clients have no accounts
 guests_may_join = true
+
+[history]
+# pircd-nohistory turns channel history off, to measure what storing it costs
+enabled = {"true" if history else "false"}
 """
 
 
-def _pircd(no_uvloop: bool) -> Callable[[Path, int], list[str]]:
+def _pircd(no_uvloop: bool, history: bool = True) -> Callable[[Path, int], list[str]]:
     def write(directory: Path, port: int) -> list[str]:
         path = directory / "pircd.toml"
-        path.write_text(_pircd_config(directory, port))
+        path.write_text(_pircd_config(directory, port, history))
         argv = [sys.executable, "-m", "ircd", "serve", "--config", str(path)]
         if no_uvloop:
             argv.append("--no-uvloop")
@@ -324,6 +328,13 @@ SERVERS: dict[str, ServerSpec] = {
         "pircd-asyncio",
         None,
         _pircd(no_uvloop=True),
+        version_argv=[sys.executable, "-m", "ircd", "--version"],
+        env={"PYTHONPATH": str(_REPO)},
+    ),
+    "pircd-nohistory": ServerSpec(
+        "pircd-nohistory",
+        None,
+        _pircd(no_uvloop=False, history=False),
         version_argv=[sys.executable, "-m", "ircd", "--version"],
         env={"PYTHONPATH": str(_REPO)},
     ),
