@@ -455,6 +455,12 @@ async def register_many(
     return clients
 
 
+def _p50_p99_ms(seconds: list[float]) -> tuple[float, float]:
+    """Median and 99th percentile, in milliseconds, of latencies in seconds."""
+    ordered = sorted(seconds)
+    return 1000 * statistics.median(ordered), 1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+
+
 def _close_all(clients: list[IRCClient]) -> None:
     for c in clients:
         c.abort()
@@ -588,12 +594,12 @@ async def direct(target: Target, pairs: int, round_trips: int, timeout: float = 
         after = target.end()
         usage = _usage(before, after)
         total = pairs * round_trips
-        latencies.sort()
+        p50, p99 = _p50_p99_ms(latencies)
         return {
             "round_trips": total,
             "rt_per_s": total / usage["wall_s"],
-            "p50_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+            "p50_ms": p50,
+            "p99_ms": p99,
             "cpu_us_per_msg": 1e6 * usage["server_cpu_s"] / (2 * total),
             **usage,
         }
@@ -857,16 +863,16 @@ async def sasl_logins(target: Target, n: int, bystander_pairs: int, timeout: flo
         if failed:
             raise BenchError(f"{len(failed)} of {n} logins failed; first: {failed[0]!r}")
         usage = _usage(before, after)
-        quiet.sort()
-        storm.sort()
+        quiet_p50, quiet_p99 = _p50_p99_ms(quiet)
+        p50, p99 = _p50_p99_ms(storm)
         return {
             "logins": n,
             "logins_per_s": n / usage["wall_s"],
             "cpu_ms_per_login": 1e3 * usage["server_cpu_s"] / n,
-            "quiet_p50_ms": 1000 * statistics.median(quiet),
-            "quiet_p99_ms": 1000 * quiet[min(len(quiet) - 1, int(0.99 * len(quiet)))],
-            "p50_ms": 1000 * statistics.median(storm),
-            "p99_ms": 1000 * storm[min(len(storm) - 1, int(0.99 * len(storm)))],
+            "quiet_p50_ms": quiet_p50,
+            "quiet_p99_ms": quiet_p99,
+            "p50_ms": p50,
+            "p99_ms": p99,
             **usage,
         }
     finally:
@@ -914,12 +920,12 @@ async def pircan_send(target: Target, senders: int, per_sender: int, timeout: fl
         after = target.end()
         usage = _usage(before, after)
         total = senders * per_sender
-        latencies.sort()
+        p50, p99 = _p50_p99_ms(latencies)
         return {
             "sends": total,
             "sends_per_s": total / usage["wall_s"],
-            "p50_ms": 1000 * statistics.median(latencies),
-            "p99_ms": 1000 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+            "p50_ms": p50,
+            "p99_ms": p99,
             "cpu_us_per_send": 1e6 * usage["server_cpu_s"] / total,
             **usage,
         }

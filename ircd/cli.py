@@ -149,13 +149,9 @@ def hash_password(from_stdin: bool, config_path: str | None) -> None:
             return
         configure(accounts.argon2_time_cost, accounts.argon2_memory_kib, accounts.argon2_parallelism)
 
-    if from_stdin:
-        password = sys.stdin.readline().rstrip("\n")
-    else:
-        password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
-    if not password:
-        click.echo("empty password", err=True)
-        sys.exit(1)
+    from ircd.cli_accounts import read_password
+
+    password, _ = read_password(from_stdin, generate=False)
     click.echo(hash_sync(password))
 
 

@@ -67,7 +67,7 @@ def _credentials(password: str, iterations: int) -> tuple[str, rows.ScramKeys]:
     return hash_sync(password), derive_keys(password, None, iterations)
 
 
-def _read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
+def read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
     """The password and whether it was generated (and must be printed once)."""
     if generate:
         return secrets.token_urlsafe(18), True
@@ -137,7 +137,7 @@ def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, g
     if kind == "person" and owner:
         _fail("only agents have owners")
     ctx = open_context(config_path, db)
-    password, generated = _read_password(password_stdin, generate)
+    password, generated = read_password(password_stdin, generate)
     account = create_account(ctx, name, kind, owner, password)
     click.echo(f"created {account.kind} account {account.name}" + (f" owned by {account.owner}" if account.owner else ""))
     if generated:
@@ -173,7 +173,7 @@ def account_list(owner: str | None, config_path: str | None, db: str | None) -> 
 def account_passwd(name: str, password_stdin: bool, generate: bool, config_path: str | None, db: str | None) -> None:
     """Set an account's password."""
     ctx = open_context(config_path, db)
-    password, generated = _read_password(password_stdin, generate)
+    password, generated = read_password(password_stdin, generate)
     hashed, keys = _credentials(password, ctx.config.accounts.scram_iterations)
     conn = ctx.connect()
     try:
