@@ -520,3 +520,18 @@ def test_account_extban_in_exception_and_invite_lists(ah):
         ":irc.test 474 other #e :Cannot join channel (+b)",
         ":irc.test 473 other #i :Cannot join channel (+i)",
     ]
+
+
+def test_whox_account_field_shows_the_account(ah):
+    """IRCv3 WHOX: 'a: account name' (0 when not logged in); the account, not the nick."""
+    create(ah, "bob")
+    _login(ah, "b", "robert", "bob")
+    ah.register("w", "watcher")
+    ah.send("w", "WHO robert %na")
+    ah.send("w", "WHO watcher %na")
+    assert ah.lines("w") == [
+        ":irc.test 354 watcher robert bob",
+        ":irc.test 315 watcher robert :End of WHO list",
+        ":irc.test 354 watcher watcher 0",
+        ":irc.test 315 watcher watcher :End of WHO list",
+    ]
