@@ -63,6 +63,7 @@ CORE_ISUPPORT = {
         "AWAYLEN": "390", "BOT": "B", "CASEMAPPING": "rfc1459", "CHANLIMIT": "#:100",
         "CHANMODES": "beI,k,l,imnst", "CHANNELLEN": "64", "CHANTYPES": "#", "ELIST": "CMNTU", "EXCEPTS": "e",
         "HOSTLEN": "64", "INVEX": "I", "KICKLEN": "390", "MAXLIST": "b:100,e:100,I:100", "MAXTARGETS": "4", "EXTBAN": "$,a",
+        "ACCOUNTEXTBAN": "a",
         "MODES": "6", "MONITOR": "100", "NETWORK": "TestNet", "NICKLEN": "32", "PREFIX": "(qov)~@+",
         "STATUSMSG": "~@+",
         "TARGMAX": "PRIVMSG:4,NOTICE:4,TAGMSG:4,JOIN:,PART:,KICK:4,NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,"

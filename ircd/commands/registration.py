@@ -65,6 +65,7 @@ def build_isupport(server: "Server") -> list[str]:
         "KICKLEN": lim.kicklen,
         "MAXLIST": f"b:{lim.list_entries},e:{lim.list_entries},I:{lim.list_entries}",  # each list its own
         "EXTBAN": "$,a",  # $a:<account> matches a logged-in account in b/e/I lists
+        "ACCOUNTEXTBAN": "a",  # IRCv3 account-extban: the EXTBAN name that matches accounts
         "MAXTARGETS": lim.targets,
         "MODES": lim.modes_per_line,
         "MONITOR": lim.monitor,
