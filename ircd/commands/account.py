@@ -165,7 +165,7 @@ async def _external(ctx: CommandContext, state: SaslState, payload: bytes) -> No
 
 
 async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
-    server, client, reply = ctx.server, ctx.client, ctx.reply
+    server, client = ctx.server, ctx.client
     accounts = server.accounts
     assert accounts is not None
     try:

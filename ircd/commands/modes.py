@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ircd.channel import LIST_MODES, Channel
+from ircd.channel import Channel
 from ircd.commands.channel import no_such_channel
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelModeChanged

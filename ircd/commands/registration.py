@@ -8,7 +8,6 @@ import re
 from typing import TYPE_CHECKING
 
 from ircd import __version__, passwords
-from ircd import caps as C
 from ircd.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
 from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
