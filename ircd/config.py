@@ -79,43 +79,45 @@ class AdminSection(_Section):
 
 
 class LimitsSection(_Section):
-    nicklen: int = Field(32, ge=9, le=64)
-    channellen: int = Field(64, ge=10, le=200)
-    topiclen: int = Field(390, ge=1, le=390)
-    kicklen: int = Field(390, ge=1, le=390)
-    awaylen: int = Field(390, ge=1, le=390)
-    userlen: int = Field(18, ge=1, le=64)
-    realnamelen: int = Field(150, ge=1, le=390)
-    channels_per_client: int = Field(100, ge=1)
-    list_entries: int = Field(100, ge=1, description="entries per ban/exception/invite list")
-    monitor: int = Field(100, ge=0)
-    targets: int = Field(4, ge=1, description="targets per PRIVMSG/NOTICE/TAGMSG")
-    modes_per_line: int = Field(6, ge=1)
-    whowas: int = Field(100, ge=0)
-    sendq: int = Field(262144, ge=4096, description="bytes queued for one client before it is dropped")
-    multiline_max_bytes: int = Field(4096, ge=512, le=65536, description="draft/multiline max-bytes")
-    multiline_max_lines: int = Field(100, ge=2, le=1000, description="draft/multiline max-lines")
+    nicklen: int = Field(default=32, ge=9, le=64)
+    channellen: int = Field(default=64, ge=10, le=200)
+    topiclen: int = Field(default=390, ge=1, le=390)
+    kicklen: int = Field(default=390, ge=1, le=390)
+    awaylen: int = Field(default=390, ge=1, le=390)
+    userlen: int = Field(default=18, ge=1, le=64)
+    realnamelen: int = Field(default=150, ge=1, le=390)
+    channels_per_client: int = Field(default=100, ge=1)
+    list_entries: int = Field(default=100, ge=1, description="entries per ban/exception/invite list")
+    monitor: int = Field(default=100, ge=0)
+    targets: int = Field(default=4, ge=1, description="targets per PRIVMSG/NOTICE/TAGMSG")
+    modes_per_line: int = Field(default=6, ge=1)
+    whowas: int = Field(default=100, ge=0)
+    sendq: int = Field(
+        default=262144, ge=4096, description="bytes queued for one client before it is dropped"
+    )
+    multiline_max_bytes: int = Field(default=4096, ge=512, le=65536, description="draft/multiline max-bytes")
+    multiline_max_lines: int = Field(default=100, ge=2, le=1000, description="draft/multiline max-lines")
 
 
 class TimeoutsSection(_Section):
-    registration: float = Field(60.0, gt=0)
-    ping_interval: float = Field(120.0, gt=0, description="idle seconds before the server sends PING")
-    ping_timeout: float = Field(60.0, gt=0, description="seconds to answer that PING")
+    registration: float = Field(default=60.0, gt=0)
+    ping_interval: float = Field(default=120.0, gt=0, description="idle seconds before the server sends PING")
+    ping_timeout: float = Field(default=60.0, gt=0, description="seconds to answer that PING")
 
 
 class FloodSection(_Section):
     enabled: bool = True
-    burst: int = Field(16, ge=1, description="commands a client may send at once")
-    per_second: float = Field(4.0, gt=0, description="sustained commands per second after the burst")
+    burst: int = Field(default=16, ge=1, description="commands a client may send at once")
+    per_second: float = Field(default=4.0, gt=0, description="sustained commands per second after the burst")
     exempt_opers: bool = True
 
 
 class ConnectionsSection(_Section):
-    max_per_ip: int = Field(16, ge=1)
-    throttle_count: int = Field(32, ge=1, description="new connections per IP per window")
-    throttle_window: float = Field(60.0, gt=0)
+    max_per_ip: int = Field(default=16, ge=1)
+    throttle_count: int = Field(default=32, ge=1, description="new connections per IP per window")
+    throttle_window: float = Field(default=60.0, gt=0)
     exempt_loopback: bool = True
-    max_clients: int = Field(100000, ge=1)
+    max_clients: int = Field(default=100000, ge=1)
 
 
 class LogSection(_Section):
@@ -136,15 +138,17 @@ class AccountsSection(_Section):
     nick_protection: bool = True
     registration: bool = False
     registration_before_connect: bool = True
-    min_password_length: int = Field(8, ge=1, le=512)
-    login_attempts: int = Field(5, ge=1, description="failed logins per account per window before refusals")
-    login_ip_attempts: int = Field(20, ge=1, description="failed logins per IP per window")
-    login_window: float = Field(60.0, gt=0)
-    password_threads: int = Field(1, ge=1, le=64)
-    argon2_time_cost: int = Field(2, ge=1, le=20)
-    argon2_memory_kib: int = Field(19456, ge=8192, le=4194304)
-    argon2_parallelism: int = Field(1, ge=1, le=16)
-    scram_iterations: int = Field(4096, ge=4096)
+    min_password_length: int = Field(default=8, ge=1, le=512)
+    login_attempts: int = Field(
+        default=5, ge=1, description="failed logins per account per window before refusals"
+    )
+    login_ip_attempts: int = Field(default=20, ge=1, description="failed logins per IP per window")
+    login_window: float = Field(default=60.0, gt=0)
+    password_threads: int = Field(default=1, ge=1, le=64)
+    argon2_time_cost: int = Field(default=2, ge=1, le=20)
+    argon2_memory_kib: int = Field(default=19456, ge=8192, le=4194304)
+    argon2_parallelism: int = Field(default=1, ge=1, le=16)
+    scram_iterations: int = Field(default=4096, ge=4096)
 
     @model_validator(mode="after")
     def _check_consistent(self) -> "AccountsSection":
@@ -158,10 +162,14 @@ class HistorySection(_Section):
     # and served through IRCv3 CHATHISTORY. Needs the store (server.db).
     enabled: bool = True
     direct_messages: bool = True
-    retention_days: float = Field(0, ge=0, description="delete older history; 0 keeps everything")
-    max_query: int = Field(100, ge=1, le=1000, description="lines per CHATHISTORY (ISUPPORT CHATHISTORY)")
-    flush_interval: float = Field(0.05, gt=0, le=10, description="seconds lines wait in memory at most")
-    flush_lines: int = Field(500, ge=1, description="buffered lines that trigger a write at once")
+    retention_days: float = Field(default=0, ge=0, description="delete older history; 0 keeps everything")
+    max_query: int = Field(
+        default=100, ge=1, le=1000, description="lines per CHATHISTORY (ISUPPORT CHATHISTORY)"
+    )
+    flush_interval: float = Field(
+        default=0.05, gt=0, le=10, description="seconds lines wait in memory at most"
+    )
+    flush_lines: int = Field(default=500, ge=1, description="buffered lines that trigger a write at once")
 
 
 class ChannelsSection(_Section):
