@@ -57,11 +57,14 @@ def load_channels(conn: sqlite3.Connection) -> list[ChannelRow]:
     ):
         lists.setdefault(channel, []).append((which, mask, set_by, set_at))
     rows = []
-    for r in conn.execute(
+    for name, folded, owner, created_at, topic, topic_setter, topic_time, modes, key, limit in conn.execute(
         "SELECT name, folded, owner, created_at, topic, topic_setter, topic_time, modes, chan_key, chan_limit "
         "FROM channels ORDER BY folded"
     ):
-        rows.append(ChannelRow(*r, lists=tuple(lists.get(r[1], ()))))
+        rows.append(ChannelRow(
+            name, folded, owner, created_at, topic, topic_setter, topic_time, modes, key, limit,
+            lists=tuple(lists.get(folded, ())),
+        ))
     return rows
 
 
