@@ -33,7 +33,7 @@ class FakeConn:
         self.closed = False
         self.backlog = 0  # pretend bytes stuck in the kernel (SendQ tests)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         if not self.closed:
             self.data += data
 

@@ -87,7 +87,7 @@ class Connection(asyncio.Protocol):
 
     # Conn (what Client needs) --------------------------------------------
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.write(data)
