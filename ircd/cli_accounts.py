@@ -11,6 +11,7 @@ import secrets
 import sqlite3
 import sys
 import time
+from typing import NoReturn
 
 import click
 
@@ -81,7 +82,7 @@ def read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
     return password, False
 
 
-def _fail(message: str, code: int = 1) -> None:
+def _fail(message: str, code: int = 1) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
 
