@@ -7,6 +7,7 @@ tags and reaches only clients that enabled message-tags.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Awaitable
 
 from ircd import caps as C
@@ -87,6 +88,7 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
         msgid, time = server.message_stamp()
         relay = Relay(client.prefix, command, params, msgid=msgid, time=time,
                   account=client.account,                       client_tags=tags)
+        recipients: Iterable[Client]
         if status:
             rank = min(_STATUS_RANK[s] for s in status)
             recipients = [
@@ -143,13 +145,13 @@ def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     if not msg.params or not msg.params[0]:
         if not quiet:
             reply.numeric(N.ERR_NORECIPIENT, f"No recipient given ({command})")
-        return
+        return None
     if command == "TAGMSG":
         text = ""
     elif len(msg.params) < 2 or not msg.params[1]:
         if not quiet:
             reply.numeric(N.ERR_NOTEXTTOSEND, "No text to send")
-        return
+        return None
     else:
         text = msg.params[1]
     tags = _client_tags(ctx.client, msg)
