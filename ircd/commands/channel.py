@@ -52,7 +52,9 @@ def broadcast_join(ctx: CommandContext, client: "Client", channel: Channel, echo
     """Send the JOIN line to the channel (to the joiner through its reply buffer when ``echo``)."""
     server = ctx.server
     plain, extended = join_relays(server, client, channel)
-    plain_to, extended_to, away_to = [], [], []
+    plain_to: list[Client] = []
+    extended_to: list[Client] = []
+    away_to: list[Client] = []
     for member in channel.members:
         if member is client:
             continue
@@ -128,8 +130,8 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         if client.account_folded is not None and server.config.channels.registration:
             channel.owner_account = client.account_folded  # registered to its creator
         channel.add_member(client, initial_prefixes(channel, client, created=True))
-        for hook in server.channel_create_hooks:
-            hook(client, channel)
+        for create_hook in server.channel_create_hooks:
+            create_hook(client, channel)
     else:
         refusal = join_refusal(server, client, channel, key)
         if refusal is not None:
