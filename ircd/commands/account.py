@@ -16,7 +16,7 @@ from ircd.proto import numerics as N
 from ircd.proto.lines import Message
 from ircd.sasl import CHUNK, MAX_PAYLOAD, MECHANISMS, SaslState, split_payload
 from ircd.sasl.scram import ScramError, ScramServer, fake_keys
-from ircd.store import AccountExists
+from ircd.store import Account, AccountExists
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -136,7 +136,7 @@ async def _plain(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
     _finish(ctx, result)
 
 
-def _finish(ctx: CommandContext, result: object) -> None:
+def _finish(ctx: CommandContext, result: Account | str) -> None:
     client = ctx.client
     if client.closing:
         return
@@ -145,7 +145,7 @@ def _finish(ctx: CommandContext, result: object) -> None:
         return
     client.sasl = None
     assert ctx.server.accounts is not None
-    ctx.server.accounts.login(client, result, ctx.reply)  # type: ignore[arg-type]
+    ctx.server.accounts.login(client, result, ctx.reply)
     ctx.reply.numeric(N.RPL_SASLSUCCESS, "SASL authentication successful")
 
 
@@ -195,21 +195,21 @@ async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
         _send_authenticate(ctx, scram.server_first_message(keys.salt, keys.iterations))
         return
     if state.step == 1:
+        assert state.scram is not None
         scram = state.scram
         account = state.account
-        assert scram is not None
         folded = server.casefold(scram.username)
-        if account is None:
+        if account is None or account.scram is None:  # step 0 answered with fake keys
             accounts.record_failure(client, folded, "SCRAM-SHA-256")
             _sasl_fail(ctx)
             return
         try:
-            final = scram.final(text, account.scram)  # type: ignore[attr-defined]
+            final = scram.final(text, account.scram)
         except ScramError:
             accounts.record_failure(client, folded, "SCRAM-SHA-256")
             _sasl_fail(ctx)
             return
-        if account.suspended:  # type: ignore[attr-defined]
+        if account.suspended:
             _sasl_fail(ctx, "SASL authentication failed: Account suspended")
             return
         state.step = 2
@@ -220,6 +220,7 @@ async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
         _sasl_fail(ctx)
         return
     accounts.throttle.clear("a:" + server.casefold(state.scram.username if state.scram else ""))
+    assert state.account is not None  # step 1 goes on only with an account
     _finish(ctx, state.account)
 
 
@@ -372,12 +373,12 @@ async def nickserv(ctx: CommandContext, text: str) -> None:
             nickserv_notice(ctx, "You are now logged out.")
     elif verb == "INFO":
         name = args[0] if args else (client.account or client.nick)
-        account = await accounts.store.get_account(server.casefold(name))
-        if account is None:
+        found = await accounts.store.get_account(server.casefold(name))
+        if found is None:
             nickserv_notice(ctx, f"No account named {name}.")
         else:
-            owner = f", owned by {account.owner}" if account.owner else ""
-            nickserv_notice(ctx, f"{account.name}: {account.kind}{owner}.")
+            owner = f", owned by {found.owner}" if found.owner else ""
+            nickserv_notice(ctx, f"{found.name}: {found.kind}{owner}.")
     else:
         for line in NICKSERV_HELP:
             nickserv_notice(ctx, line)

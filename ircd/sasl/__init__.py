@@ -9,8 +9,12 @@ answers with the same framing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ircd.sasl.scram import ScramServer
+
+if TYPE_CHECKING:
+    from ircd.store import Account
 
 __all__ = ["SaslState", "MECHANISMS", "CHUNK", "MAX_PAYLOAD", "split_payload"]
 
@@ -25,7 +29,7 @@ class SaslState:
     buffer: str = ""
     step: int = 0
     scram: ScramServer | None = None
-    account: object | None = field(default=None)  # the account a SCRAM exchange is for
+    account: Account | None = field(default=None)  # the account a SCRAM exchange is for
 
 
 def split_payload(data: str) -> list[str]:
