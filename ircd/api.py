@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ircd import caps as _caps
+from ircd.accounts import Refusal
 from ircd.caps import Capability
 from ircd.channel import Channel
 from ircd.client import Client
@@ -59,6 +60,7 @@ __all__ = [
     "Channel",
     "ConfigError",
     "AccountExists",
+    "Refusal",
     "Batched",
     "caps",
     # events
@@ -162,7 +164,9 @@ class ExtensionAPI:
     def nick_check(self, fn: Callable[[Client, str, str], tuple[str, str] | None]) -> None:
         self._server.nick_checks.append(fn)
 
-    def registration_check(self, fn: Callable[[Client], str | None]) -> None:
+    def registration_check(self, fn: Callable[[Client], Refusal | None]) -> None:
+        """``fn(client)`` runs when a client would complete registration: a ``Refusal`` stops it
+        (its numeric, if any, is sent; ``disconnect=False`` waits for another nick), None lets it go on."""
         self._server.registration_checks.append(fn)
 
     def whois_hook(self, fn: Callable[[Client, Client, ReplyBuffer], None]) -> None:
