@@ -54,7 +54,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
     channels = ChannelRegistry(server, store)
     history = server.history = History(server, store) if config.history.enabled else None
     if history is not None:
-        server.isupport_extra["CHATHISTORY"] = config.history.max_query
+        server.isupport_extra["CHATHISTORY"] = str(config.history.max_query)
         server.isupport_extra["MSGREFTYPES"] = "msgid,timestamp"
         server.invalidate_isupport()
     install_caps(server)
