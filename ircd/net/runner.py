@@ -46,7 +46,7 @@ async def run_server(
 ) -> None:
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
-    handled: list[int] = []
+    handled: list[signal.Signals] = []
     for sig, handler in ((signal.SIGTERM, stop.set), (signal.SIGINT, stop.set), (signal.SIGHUP, lambda: _rehash(server))):
         try:
             loop.add_signal_handler(sig, handler)
