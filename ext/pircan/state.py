@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from ircd.api import Client, ExtensionAPI, ReplyBuffer
 
@@ -54,6 +54,14 @@ class PircanError(Exception):
         super().__init__(code)
         self.code = code
         self.context = context
+
+
+_K = TypeVar("_K")
+
+
+def _drop_idle(table: dict[_K, SlidingWindow], now: int) -> None:
+    for key in [k for k, window in table.items() if window.count(now) == 0]:
+        del table[key]
 
 
 class Pircan:
@@ -173,9 +181,8 @@ class Pircan:
 
     def prune_windows(self, now: int) -> None:
         """Forget budget windows with nothing in the last hour (every new conversation makes one)."""
-        for table in (self.conversations, self.budgets):
-            for key in [k for k, window in table.items() if window.count(now) == 0]:
-                del table[key]
+        _drop_idle(self.conversations, now)
+        _drop_idle(self.budgets, now)
 
     def remember_message(self, msg: StoredMessage) -> None:
         recent = self.recent
