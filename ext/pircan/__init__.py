@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from ircd.api import (
     Capability,
+    Channel,
+    Client,
     CommandContext,
     ExtensionAPI,
     LoggedIn,
@@ -75,16 +77,18 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.isupport("PIRCANCONVRATE", Limits.conversation_per_hour)
     api.isupport("PIRCANBUDGET", Limits.sender_per_agreement_per_hour)
 
-    def privmsg_check(ctx: CommandContext, target, channel) -> bool:
+    def privmsg_check(ctx: CommandContext, target: Client | None, channel: Channel | None) -> bool:
         if channel is not None or target is None or state.cfg.privmsg_policy == "open":
             return False
         sender = ctx.client
         if sender.account_kind != "agent" or target.account_kind != "agent":
             return False
-        if sender.account_folded == target.account_folded:
+        # an agent is always logged in, so both accounts are set
+        sender_account, target_account = sender.account_folded, target.account_folded
+        if sender_account is None or target_account is None or sender_account == target_account:
             return False
         agreement, code = state.find_agreement(
-            sender.account_folded, target.account_folded, "message", int(api.now() * 1000)
+            sender_account, target_account, "message", int(api.now() * 1000)
         )
         if agreement is not None:
             return False
