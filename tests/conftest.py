@@ -14,6 +14,18 @@ def h():
 
 
 @pytest.fixture
+def room(h):
+    """alice (op) and bob in #a, outboxes empty."""
+    h.register("alice")
+    h.register("bob")
+    h.send("alice", "JOIN #a")
+    h.send("bob", "JOIN #a")
+    h.take("alice")
+    h.take("bob")
+    return h
+
+
+@pytest.fixture
 def make_harness():
     made = []
 

@@ -2,22 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 A = "alice!alice@127.0.0.1"
 B = "bob!bob@127.0.0.1"
-
-
-@pytest.fixture
-def room(h):
-    """alice (op) and bob in #a, outboxes empty."""
-    h.register("alice")
-    h.register("bob")
-    h.send("alice", "JOIN #a")
-    h.send("bob", "JOIN #a")
-    h.take("alice")
-    h.take("bob")
-    return h
 
 
 def test_channel_mode_query(room):
