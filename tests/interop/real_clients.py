@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -202,20 +203,29 @@ def run_weechat(tmp: Path, tls_port: int, obs: Observer) -> None:
         log.close()
 
 
-def main() -> int:
-    for tool in ("irssi", "weechat-headless", "tmux", "pircd"):
+def run_with_server(
+    prefix: str,
+    tools: tuple[str, ...],
+    scenario: Callable[[Path, int, int, Path, Path], Observer],
+    *,
+    guests: bool = False,
+) -> int:
+    """The lifecycle every interop script shares: check the tools, ``pircd init`` into a temporary
+    directory, serve on a plain and a TLS port, run ``scenario(tmp, port, tls_port, config, db)``
+    (it returns its observer), stop pircd with SIGTERM (the observer must get ERROR, the server must
+    exit 0), clean up, and report. Returns the exit status."""
+    for tool in (*tools, "pircd"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (see the top of this file)")
-    tmp = Path(tempfile.mkdtemp(prefix="pircd-interop-"))
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     port, tls_port = free_port(), free_port()
     subprocess.run(["pircd", "init", str(tmp / "srv"), "--name", "irc.interop.test"], check=True,
                    capture_output=True)
-    # these clients have no accounts; a PIRCAN network admits only logged-in clients to channels
-    config = tmp / "srv" / "pircd.toml"
-    config.write_text(config.read_text().replace("guests_may_join = false", "guests_may_join = true"))
-    server_cmd = ["pircd", "serve", "--config", str(tmp / "srv" / "pircd.toml"),
-                  "--listen", f"127.0.0.1:{port}", "--tls-listen", f"127.0.0.1:{tls_port}",
-                  "--db", str(tmp / "pircd.db")]
+    config, db = tmp / "srv" / "pircd.toml", tmp / "pircd.db"
+    if guests:  # clients without accounts; a PIRCAN network admits only logged-in clients to channels
+        config.write_text(config.read_text().replace("guests_may_join = false", "guests_may_join = true"))
+    server_cmd = ["pircd", "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
+                  "--tls-listen", f"127.0.0.1:{tls_port}", "--db", str(db)]
     say("server: " + " ".join(server_cmd))
     server_log = open(tmp / "pircd.log", "w")
     server = subprocess.Popen(server_cmd, stdout=server_log, stderr=subprocess.STDOUT)
@@ -223,13 +233,7 @@ def main() -> int:
     try:
         wait_for_port(port, server)
         wait_for_port(tls_port, server)
-        obs = Observer(port)
-        obs.client.register("observer")
-        obs.client.send(f"JOIN {CHANNEL}")
-        obs.client.send("MONITOR + irssibot,weebot")
-        obs.client.sync()
-        run_irssi(tmp, port, obs)
-        run_weechat(tmp, tls_port, obs)
+        obs = scenario(tmp, port, tls_port, config, db)
         say(f"stopping pircd (SIGTERM to pid {server.pid})")
         server.send_signal(signal.SIGTERM)
         obs.expect("ERROR on shutdown", lambda m: m.command == "ERROR")
@@ -247,6 +251,22 @@ def main() -> int:
             say(f"logs kept in {tmp}")
     say("ALL CHECKS PASSED" if ok else "FAILED")
     return 0 if ok else 1
+
+
+def _irssi_and_weechat(tmp: Path, port: int, tls_port: int, config: Path, db: Path) -> Observer:
+    obs = Observer(port)
+    obs.client.register("observer")
+    obs.client.send(f"JOIN {CHANNEL}")
+    obs.client.send("MONITOR + irssibot,weebot")
+    obs.client.sync()
+    run_irssi(tmp, port, obs)
+    run_weechat(tmp, tls_port, obs)
+    return obs
+
+
+def main() -> int:
+    return run_with_server("pircd-interop-", ("irssi", "weechat-headless", "tmux"), _irssi_and_weechat,
+                           guests=True)
 
 
 if __name__ == "__main__":

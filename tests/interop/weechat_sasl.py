@@ -27,18 +27,15 @@ What it does:
 from __future__ import annotations
 
 import base64
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.interop.real_clients import CHANNEL, TIMEOUT, Observer, free_port, nick_of, say, wait_for_port
+from tests.interop.real_clients import CHANNEL, TIMEOUT, Observer, nick_of, run_with_server, say
 
 ACCOUNT = "weeacct"
 PASSWORD = "wee-sasl-secret-1"
@@ -135,50 +132,21 @@ def observer_login(obs: Observer) -> None:
     obs.expect("end of MOTD", lambda m: m.command in ("376", "422"))
 
 
+def _sasl_logins(tmp: Path, port: int, tls_port: int, config: Path, db: Path) -> Observer:
+    add_account(config, db, ACCOUNT, PASSWORD)
+    add_account(config, db, OBSERVER_ACCOUNT, OBSERVER_PASSWORD)
+    obs = Observer(port)
+    observer_login(obs)
+    obs.client.send(f"JOIN {CHANNEL}")
+    obs.client.send(f"MONITOR + {NICK}")
+    obs.client.sync()
+    for mechanism in ("plain", "scram-sha-256"):
+        run_weechat(tmp, tls_port, obs, mechanism)
+    return obs
+
+
 def main() -> int:
-    for tool in ("weechat-headless", "pircd"):
-        if shutil.which(tool) is None:
-            raise SystemExit(f"{tool} is not installed (see the top of this file)")
-    tmp = Path(tempfile.mkdtemp(prefix="pircd-weechat-sasl-"))
-    port, tls_port = free_port(), free_port()
-    subprocess.run(["pircd", "init", str(tmp / "srv"), "--name", "irc.interop.test"], check=True,
-                   capture_output=True)
-    config, db = tmp / "srv" / "pircd.toml", tmp / "pircd.db"
-    server_cmd = ["pircd", "serve", "--config", str(config), "--listen", f"127.0.0.1:{port}",
-                  "--tls-listen", f"127.0.0.1:{tls_port}", "--db", str(db)]
-    say("server: " + " ".join(server_cmd))
-    server_log = open(tmp / "pircd.log", "w")
-    server = subprocess.Popen(server_cmd, stdout=server_log, stderr=subprocess.STDOUT)
-    ok = False
-    try:
-        wait_for_port(port, server)
-        wait_for_port(tls_port, server)
-        add_account(config, db, ACCOUNT, PASSWORD)
-        add_account(config, db, OBSERVER_ACCOUNT, OBSERVER_PASSWORD)
-        obs = Observer(port)
-        observer_login(obs)
-        obs.client.send(f"JOIN {CHANNEL}")
-        obs.client.send(f"MONITOR + {NICK}")
-        obs.client.sync()
-        for mechanism in ("plain", "scram-sha-256"):
-            run_weechat(tmp, tls_port, obs, mechanism)
-        say(f"stopping pircd (SIGTERM to pid {server.pid})")
-        server.send_signal(signal.SIGTERM)
-        obs.expect("ERROR on shutdown", lambda m: m.command == "ERROR")
-        code = server.wait(TIMEOUT)
-        say(f"pircd exited with {code}")
-        ok = code == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(10)
-        server_log.close()
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            say(f"logs kept in {tmp}")
-    say("ALL CHECKS PASSED" if ok else "FAILED")
-    return 0 if ok else 1
+    return run_with_server("pircd-weechat-sasl-", ("weechat-headless",), _sasl_logins)
 
 
 if __name__ == "__main__":
