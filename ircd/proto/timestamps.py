@@ -34,10 +34,22 @@ def parse_timestamp(text: str) -> int | None:
     return int(moment.timestamp()) * 1000 + millis
 
 
+_last_second: tuple[int, str] = (-1, "")  # the second formatted last, and its "YYYY-MM-DDThh:mm:ss."
+
+
 def format_ms(ms: int) -> str:
-    """The server-time string of Unix milliseconds (integer arithmetic, no float rounding)."""
-    moment = datetime.fromtimestamp(ms // 1000, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
+    """The server-time string of Unix milliseconds (integer arithmetic, no float rounding).
+
+    Every message is stamped, so the date and time of day are formatted once per
+    second (strftime costs about 40 times the rest) and reused for its milliseconds.
+    """
+    global _last_second
+    second, millis = divmod(ms, 1000)
+    cached_second, prefix = _last_second  # one tuple: threads never see half an update
+    if cached_second != second:
+        prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _last_second = (second, prefix)
+    return prefix + "%03dZ" % millis
 
 
 def first_id_at(ms: int) -> int:
