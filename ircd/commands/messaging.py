@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ircd.client import Client
 
 _STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
+_CHANNEL_START = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
+_ECHO_MESSAGE = C.ECHO_MESSAGE
 
 
 def _client_tags(client: "Client", msg: Message) -> dict[str, str] | None:
@@ -56,7 +58,7 @@ def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
     return None
 
 
-def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tags) -> None:
+def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, tags) -> None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
     command = msg.command
     quiet = command == "NOTICE"
@@ -67,113 +69,135 @@ def _deliver(ctx: CommandContext, msg: Message, target_name: str, text: str, tag
     status = ""
     if i and name[i] == "#":  # STATUSMSG: @#chan reaches operators only
         status, name = name[:i], name[i:]
-    if name[:1] == "#":
-        channel = server.find_channel(name, client)
-        if channel is None:
-            if not quiet:
-                reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
-            return
-        why = cannot_send(channel, client, server.casefold)
-        if why is not None:
-            if not quiet:
-                reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)
-            return
-        for check in server.message_checks:
-            if check(ctx, None, channel):
-                return
-        params = [target_name if status else channel.name] if command == "TAGMSG" else [
-            target_name if status else channel.name,
-            text,
-        ]
-        msgid, time = server.message_stamp()
-        relay = Relay(client.prefix, command, params, msgid=msgid, time=time,
-                  account=client.account,                       client_tags=tags)
-        recipients: Iterable[Client]
-        if status:
-            rank = min(_STATUS_RANK[s] for s in status)
-            recipients = [
-                m for m, modes in channel.members.items()
-                if modes and PREFIX_MODES.index(modes[0]) <= rank
-            ]
-        else:
-            recipients = channel.members
-        if command == "TAGMSG":
-            recipients = [m for m in recipients if m.caps & C.MESSAGE_TAGS]
-        server.relay(recipients, relay, exclude=client)
-        if client.caps & C.ECHO_MESSAGE:
-            reply.relay(relay)
-        if not status and server.events.wants(ChannelMessage):
-            server.events.publish(
-                ChannelMessage(client, channel, command, text, relay.msgid or "", server.clock(), tags, relay)
-            )
-        return
-    target = server.registry.find_nick(name)
-    if target is None or not target.registered:
+    channel = server.find_channel(name, client) if name[:1] == "#" else None
+    if channel is None:
         if not quiet:
-            reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
+            if name[:1] == "#":
+                reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
+            else:  # a status prefix before something that is not a channel
+                reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
         return
+    why = cannot_send(channel, client, server.casefold)
+    if why is not None:
+        if not quiet:
+            reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)
+        return
+    for check in server.message_checks:
+        if check(ctx, None, channel):
+            return
+    params = [target_name if status else channel.name] if command == "TAGMSG" else [
+        target_name if status else channel.name,
+        text,
+    ]
+    msgid, time = server.message_stamp()
+    relay = Relay(client.prefix, command, params, msgid=msgid, time=time, account=client.account, client_tags=tags)
+    recipients: Iterable[Client]
+    if status:
+        rank = min(_STATUS_RANK[s] for s in status)
+        recipients = [
+            m for m, modes in channel.members.items()
+            if modes and PREFIX_MODES.index(modes[0]) <= rank
+        ]
+    else:
+        recipients = channel.members
+    if command == "TAGMSG":
+        recipients = [m for m in recipients if m.caps & C.MESSAGE_TAGS]
+    server.relay(recipients, relay, exclude=client)
+    if client.caps & C.ECHO_MESSAGE:
+        reply.relay(relay)
+    if not status and server.events.wants(ChannelMessage):
+        server.events.publish(
+            ChannelMessage(client, channel, command, text, msgid, server.clock(), tags, relay)
+        )
+
+
+def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tags) -> None:
+    """One message to one registered client: the whole of a direct message's work."""
+    server, client = ctx.server, ctx.client
     for check in server.message_checks:
         if check(ctx, target, None):
             return
-    params = [target.nick] if command == "TAGMSG" else [target.nick, text]
     msgid, time = server.message_stamp()
-    relay = Relay(client.prefix, command, params, msgid=msgid, time=time,
-                  account=client.account,                   client_tags=tags)
+    relay = Relay(
+        client.prefix,
+        command,
+        [target.nick] if command == "TAGMSG" else [target.nick, text],
+        msgid=msgid,
+        time=time,
+        account=client.account,
+        client_tags=tags,
+    )
     # A message to oneself is delivered like any other, straight to the outbox:
     # the delivery is a side effect, so only the echo-message copy (through the
     # reply buffer) carries the label (IRCv3 labeled-response).
     if command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
-        target.send(relay.for_client(target))
-    if client.caps & C.ECHO_MESSAGE:
-        reply.relay(relay)
-    if command == "PRIVMSG" and target.away is not None:
-        reply.numeric(N.RPL_AWAY, target.nick, target.away)
+        server.relay((target,), relay)
+    if client.caps & _ECHO_MESSAGE:
+        ctx.reply.relay(relay)
+    if target.away is not None and command == "PRIVMSG":
+        ctx.reply.numeric(N.RPL_AWAY, target.nick, target.away)
     if server.events.wants(DirectMessage):
-        server.events.publish(
-            DirectMessage(client, target, command, text, relay.msgid or "", server.clock(), tags, relay)
-        )
+        server.events.publish(DirectMessage(client, target, command, text, msgid, server.clock(), tags, relay))
 
 
 def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     """Deliver to every target; a line to a service (NickServ) returns the service's coroutine."""
     reply = ctx.reply
     command = msg.command
+    params = msg.params
     if msg.tags is not None and "batch" in msg.tags and ctx.client.ext is not None:
         if multiline.collect(ctx, msg):  # a line of an open draft/multiline batch
             return None
     quiet = command == "NOTICE"
-    if not msg.params or not msg.params[0]:
+    if not params or not params[0]:
         if not quiet:
             reply.numeric(N.ERR_NORECIPIENT, f"No recipient given ({command})")
         return None
     if command == "TAGMSG":
         text = ""
-    elif len(msg.params) < 2 or not msg.params[1]:
+    elif len(params) < 2 or not params[1]:
         if not quiet:
             reply.numeric(N.ERR_NOTEXTTOSEND, "No text to send")
         return None
     else:
-        text = msg.params[1]
-    tags = _client_tags(ctx.client, msg)
-    targets = [t for t in msg.params[0].split(",") if t]
-    limit = ctx.server.config.limits.targets
-    if len(targets) > limit:
-        if not quiet:
-            reply.numeric(N.ERR_TOOMANYTARGETS, msg.params[0], f"Too many targets (at most {limit})")
-        targets = targets[:limit] if quiet else []
+        text = params[1]
+    server = ctx.server
+    client = ctx.client
+    tags = _client_tags(client, msg) if msg.tags or "B" in client.modes else None
+    first = params[0]
+    if "," not in first:  # one target: the common case, no list and no duplicate check
+        targets: Iterable[str] = (first,)
+    else:
+        targets = [t for t in first.split(",") if t]
+        limit = server.config.limits.targets
+        if len(targets) > limit:
+            if not quiet:
+                reply.numeric(N.ERR_TOOMANYTARGETS, first, f"Too many targets (at most {limit})")
+            targets = targets[:limit] if quiet else []
+    casefold = server.casefold
+    nicks = server.registry.nicks
+    services = server.services
     seen: set[str] = set()
     pending = None
     for target in targets:
-        folded = ctx.server.casefold(target)
+        folded = casefold(target)
         if folded in seen:
             continue
         seen.add(folded)
-        service = ctx.server.services.get(folded)
+        if target[0] in _CHANNEL_START:
+            _to_channel(ctx, msg, target, text, tags)
+            continue
+        service = services.get(folded)
         if service is not None:
             if command == "PRIVMSG" and pending is None:
                 pending = service(ctx, text)
             continue
-        _deliver(ctx, msg, target, text, tags)
+        user = nicks.get(folded)
+        if user is None or not user.registered:
+            if not quiet:
+                reply.numeric(N.ERR_NOSUCHNICK, target, "No such nick/channel")
+            continue
+        _to_nick(ctx, command, user, text, tags)
     return pending
 
 

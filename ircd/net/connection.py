@@ -29,8 +29,8 @@ log = logging.getLogger("pircd")
 
 _MAX_RAW = MAX_TAGS + MAX_LINE
 _PAUSE_AT = 65536
-_CLOSE_GRACE = 10.0
-_LINES_PER_PASS = 128  # lines handled per callback before the outboxes are written  # seconds a closing socket may take to drain before it is aborted
+_CLOSE_GRACE = 10.0  # seconds a closing socket may take to drain before it is aborted
+_LINES_PER_PASS = 128  # lines handled per callback before the outboxes are written
 
 
 class Connection(asyncio.Protocol):
@@ -67,13 +67,17 @@ class Connection(asyncio.Protocol):
         client = self.client
         if client is None or client.closing:
             return
-        self.inbuf += data
         if self.blocked:
+            self.inbuf += data
             if len(self.inbuf) > _PAUSE_AT and not self.paused:
                 self.paused = True
                 self.transport.pause_reading()  # type: ignore[union-attr]
             return
-        self._process()
+        if self.inbuf:
+            self.inbuf += data
+            self._process(self.inbuf)
+        else:  # nothing left over: cut lines from the received bytes, keep only an unfinished tail
+            self._process(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         client = self.client
@@ -105,9 +109,10 @@ class Connection(asyncio.Protocol):
 
     # line handling -------------------------------------------------------
 
-    def _process(self) -> None:
+    def _process(self, buf: bytes | bytearray) -> None:
+        """Handle the complete lines in ``buf`` (``self.inbuf``, or a read's bytes when
+        nothing was buffered); what is not handled stays in, or goes to, ``self.inbuf``."""
         client = self.client
-        buf = self.inbuf
         server = self.server
         pos = 0
         handled = 0
@@ -126,8 +131,7 @@ class Connection(asyncio.Protocol):
             if self.skipping:
                 self.skipping = False
                 continue
-            stop = end - 1 if end > start and buf[end - 1] == 13 else end
-            line = bytes(buf[start:stop])
+            line = bytes(buf[start : end - 1 if end > start and buf[end - 1] == 13 else end])
             if len(line) > MAX_LINE - 2 and _too_long(line):
                 server.input_too_long(client)
                 continue
@@ -149,7 +153,10 @@ class Connection(asyncio.Protocol):
             else:
                 task = asyncio.ensure_future(result)
                 task.add_done_callback(self._resume)
-        del buf[:pos]
+        if buf is self.inbuf:
+            del buf[:pos]
+        elif pos < len(buf):
+            self.inbuf += buf[pos:]
 
     def _resume(self, _task: object = None) -> None:
         self.blocked = False
@@ -157,7 +164,7 @@ class Connection(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
         if self.client is not None and not self.client.closing:
-            self._process()
+            self._process(self.inbuf)
             self.server.flush_all()
 
 

@@ -192,21 +192,22 @@ def format_line(
     tags: dict[str, str] | None = None,
 ) -> bytes:
     """Format a line with CR LF. The last parameter becomes a trailing one when needed."""
-    parts = []
+    line = f":{source} {command}" if source else command
     if tags:
-        parts.append("@" + format_tags(tags))
-    if source:
-        parts.append(":" + source)
-    parts.append(command)
-    params = list(params)
+        line = f"@{format_tags(tags)} {line}"
+    if type(params) is not list and type(params) is not tuple:
+        params = list(params)
     if params:
         last = params[-1]
-        parts.extend(params[:-1])
+        if len(params) > 1:
+            line = f"{line} {' '.join(params[:-1])}"
         if not last or last[0] == ":" or " " in last:
-            parts.append(":" + last)
+            line = f"{line} :{last}\r\n"
         else:
-            parts.append(last)
-    return (" ".join(parts) + "\r\n").encode("utf-8", "replace")
+            line = f"{line} {last}\r\n"
+    else:
+        line += "\r\n"
+    return line.encode("utf-8", "replace")
 
 
 _UNSAFE = re.compile(r"[\x00\r\n]")

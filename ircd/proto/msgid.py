@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-__all__ = ["EPOCH_MS", "IdGenerator", "id_time_ms", "format_id", "parse_id"]
+__all__ = ["EPOCH_MS", "SEQ_BITS", "IdGenerator", "id_time_ms", "format_id", "parse_id"]
 
 EPOCH_MS = 1420070400000  # 2015-01-01T00:00:00Z
-_SEQ_BITS = 22
-_SEQ_MASK = (1 << _SEQ_BITS) - 1
+SEQ_BITS = 22  # the low bits: a sequence within one millisecond
+_SEQ_MASK = (1 << SEQ_BITS) - 1
 
 
 class IdGenerator:
@@ -36,14 +36,14 @@ class IdGenerator:
             if self._seq > _SEQ_MASK:  # 4M ids in one millisecond: borrow the next one
                 self._last_ms += 1
                 self._seq = 0
-        return (self._last_ms << _SEQ_BITS) | self._seq
+        return (self._last_ms << SEQ_BITS) | self._seq
 
     def next(self) -> str:
         return "%016x" % self.next_int()
 
     def observe(self, ident: int) -> None:
         """Never hand out an id at or below one already stored (after a restart)."""
-        ms = ident >> _SEQ_BITS
+        ms = ident >> SEQ_BITS
         if ms > self._last_ms or (ms == self._last_ms and (ident & _SEQ_MASK) > self._seq):
             self._last_ms = ms
             self._seq = ident & _SEQ_MASK
@@ -65,7 +65,7 @@ def parse_id(text: str) -> int | None:
 
 def id_time_ms(ident: int) -> int:
     """Unix time in milliseconds at which ``ident`` was made."""
-    return (ident >> _SEQ_BITS) + EPOCH_MS
+    return (ident >> SEQ_BITS) + EPOCH_MS
 
 
 def server_time(ts: float | None = None) -> str:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from ircd.proto.msgid import EPOCH_MS
+from ircd.proto.msgid import EPOCH_MS, SEQ_BITS
 
 __all__ = ["MAX_ID", "first_id_at", "format_ms", "last_id_at", "parse_timestamp"]
 
-_SEQ_BITS = 22
 MAX_ID = (1 << 63) - 1  # the largest id SQLite can hold
 _FORMAT = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z$")
 
@@ -54,7 +53,7 @@ def format_ms(ms: int) -> str:
 
 def first_id_at(ms: int) -> int:
     """The smallest message id made at or after Unix millisecond ``ms``."""
-    return min(max(ms - EPOCH_MS, 0) << _SEQ_BITS, MAX_ID)
+    return min(max(ms - EPOCH_MS, 0) << SEQ_BITS, MAX_ID)
 
 
 def last_id_at(ms: int) -> int:
