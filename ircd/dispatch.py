@@ -55,6 +55,11 @@ class CommandSpec:
     is_async: bool = False
     flood_cost: int = 1  # commands like PONG cost nothing
     extension: str | None = None
+    # no requirement beyond registration: a registered client passes the gate at once
+    open: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "open", not self.oper and not self.min_params and not self.requires_cap)
 
 
 # Core handlers register themselves here at import time.

@@ -26,11 +26,11 @@ from ircd.caps import CapRegistry
 from ircd.channel import Channel
 from ircd.client import Client, Conn
 from ircd.config import Config
-from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandTable
+from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandSpec, CommandTable
 from ircd.events import EventBus, Quit
 from ircd.proto import numerics as N
 from ircd.proto.casemap import get_casefold
-from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, format_line, parse_line
+from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, Message, format_line, parse_line
 from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator
 from ircd.proto.timestamps import format_ms
 from ircd.registry import Registry
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from ircd.store import Store
 
 __all__ = ["Server"]
+
+_ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
 
 log = logging.getLogger("pircd")
 
@@ -63,6 +65,7 @@ class Server:
         self.registry = Registry(self.casefold, config.limits.whowas)
         self.caps = CapRegistry()
         self.commands = CommandTable()
+        self._specs = self.commands.specs  # the verb -> spec dict, looked up for every line
         self.events = EventBus()
         self.visibility = Visibility()
         self.ids = IdGenerator(clock)
@@ -140,6 +143,9 @@ class Server:
         self.config = config
         self.name = config.server.name
         self.sendq_limit = config.limits.sendq
+        # read for every received line: plain attributes, not lookups through the config models
+        self.utf8only = config.server.utf8only
+        self.flood_enabled = config.flood.enabled
         self.registry.whowas_limit = config.limits.whowas
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
@@ -243,44 +249,27 @@ class Server:
         client.last_read = now
         client.ping_sent = 0.0
         try:
-            msg = parse_line(raw, utf8only=self.config.server.utf8only, max_tag_data=MAX_CLIENT_TAGS)
+            msg = parse_line(raw, utf8only=self.utf8only, max_tag_data=MAX_CLIENT_TAGS)
         except LineError as exc:
             self._line_error(client, raw, exc)
             return None
         if msg is None:
             return None
-        spec = self.commands.get(msg.command)
-        if spec is not None and spec.flood_cost and self.config.flood.enabled:
+        command = msg.command
+        spec = self._specs.get(command)
+        if spec is not None and spec.flood_cost and self.flood_enabled:
             delay = self._flood_delay(client, now)
             if delay > 0 and not _in_client_batch(client, msg):
                 return delay
-        label = None
         tags = msg.tags
-        if tags is not None and client.caps & C.LABELED_RESPONSE:
-            label = tags.get("label")
+        label = tags.get("label") if tags is not None and client.caps & C.LABELED_RESPONSE else None
         reply = ReplyBuffer(self, client, label)
-        if spec is None:
-            reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")
-            reply.flush()
-            return None
-        if not client.registered and not spec.pre_registration:
-            reply.numeric(N.ERR_NOTREGISTERED, "You have not registered")
-            reply.flush()
-            return None
-        if spec.oper and not client.is_oper:
-            reply.numeric(N.ERR_NOPRIVILEGES, "Permission Denied- You're not an IRC operator")
-            reply.flush()
-            return None
-        if len(msg.params) < spec.min_params:
-            reply.numeric(N.ERR_NEEDMOREPARAMS, msg.command, "Not enough parameters")
-            reply.flush()
-            return None
-        if spec.requires_cap and not client.caps & spec.requires_cap:
-            reply.fail(msg.command, "NEED_CAPABILITY", "This command needs a capability you have not enabled")
-            reply.flush()
-            return None
-        if client.registered:
-            client.last_active = now if msg.command in ("PRIVMSG", "NOTICE", "TAGMSG") else client.last_active
+        if spec is None or not (client.registered and spec.open):
+            if self._refused(spec, client, msg, reply):
+                return None
+            assert spec is not None  # an unknown verb is always refused
+        if command in _ACTIVITY and client.registered:
+            client.last_active = now
         ctx = CommandContext(self, client, reply, msg)
         try:
             result = spec.handler(ctx, msg)
@@ -292,6 +281,26 @@ class Server:
         if not ctx.detached:
             reply.flush()
         return None
+
+    def _refused(self, spec: CommandSpec | None, client: Client, msg: Message, reply: ReplyBuffer) -> bool:
+        """The command gate: answer and return True when ``client`` may not run ``msg`` now.
+
+        ``handle_line`` comes here only for an unknown verb, or when the client is
+        not registered yet or the verb has a requirement (``CommandSpec.open``)."""
+        if spec is None:
+            reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")
+        elif not client.registered and not spec.pre_registration:
+            reply.numeric(N.ERR_NOTREGISTERED, "You have not registered")
+        elif spec.oper and not client.is_oper:
+            reply.numeric(N.ERR_NOPRIVILEGES, "Permission Denied- You're not an IRC operator")
+        elif len(msg.params) < spec.min_params:
+            reply.numeric(N.ERR_NEEDMOREPARAMS, msg.command, "Not enough parameters")
+        elif spec.requires_cap and not client.caps & spec.requires_cap:
+            reply.fail(msg.command, "NEED_CAPABILITY", "This command needs a capability you have not enabled")
+        else:
+            return False
+        reply.flush()
+        return True
 
     async def _finish_async(self, ctx: CommandContext, coro: Awaitable[None], raw: bytes) -> None:
         try:
@@ -403,6 +412,23 @@ class Server:
     def send_numeric(self, client: Client, code: str, *params: str) -> None:
         """A numeric outside any command (timers, other clients' actions)."""
         self._reply_now(client, code, *params)
+
+    def deliver(self, client: Client, relay: Relay) -> None:
+        """``relay`` for one client (a direct message): ``relay`` below for a single recipient."""
+        if client.closing:
+            return
+        profile = client.caps & C.TAG_PROFILE
+        data = (relay.cache.get(profile) or relay.for_client(client)) if profile else relay.body
+        buf = client.outbuf
+        buf += data
+        if not client.dirty:
+            client.dirty = True
+            self._dirty.append(client)
+            if not self._flush_pending:
+                self._flush_pending = True
+                self.schedule(self.flush_all)
+        if len(buf) > self.sendq_limit:
+            self.sendq_exceeded(client)
 
     def relay(self, recipients: Iterable[Client], relay: Relay, exclude: Client | None = None) -> None:
         """Append one formatted line to each recipient's outbox.

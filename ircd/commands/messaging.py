@@ -131,7 +131,7 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     # the delivery is a side effect, so only the echo-message copy (through the
     # reply buffer) carries the label (IRCv3 labeled-response).
     if command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
-        server.relay((target,), relay)
+        server.deliver(target, relay)
     if client.caps & _ECHO_MESSAGE:
         ctx.reply.relay(relay)
     if target.away is not None and command == "PRIVMSG":
@@ -165,40 +165,54 @@ def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     client = ctx.client
     tags = _client_tags(client, msg) if msg.tags or "B" in client.modes else None
     first = params[0]
-    if "," not in first:  # one target: the common case, no list and no duplicate check
-        targets: Iterable[str] = (first,)
-    else:
-        targets = [t for t in first.split(",") if t]
-        limit = server.config.limits.targets
-        if len(targets) > limit:
-            if not quiet:
-                reply.numeric(N.ERR_TOOMANYTARGETS, first, f"Too many targets (at most {limit})")
-            targets = targets[:limit] if quiet else []
-    casefold = server.casefold
-    nicks = server.registry.nicks
-    services = server.services
+    if "," not in first:  # one target: the common case
+        return _to_target(ctx, msg, first, text, tags)
+    targets = [t for t in first.split(",") if t]
+    limit = server.config.limits.targets
+    if len(targets) > limit:
+        if not quiet:
+            reply.numeric(N.ERR_TOOMANYTARGETS, first, f"Too many targets (at most {limit})")
+        targets = targets[:limit] if quiet else []
     seen: set[str] = set()
     pending = None
     for target in targets:
-        folded = casefold(target)
-        if folded in seen:
-            continue
-        seen.add(folded)
-        if target[0] in _CHANNEL_START:
-            _to_channel(ctx, msg, target, text, tags)
-            continue
-        service = services.get(folded)
-        if service is not None:
-            if command == "PRIVMSG" and pending is None:
-                pending = service(ctx, text)
-            continue
-        user = nicks.get(folded)
-        if user is None or not user.registered:
-            if not quiet:
-                reply.numeric(N.ERR_NOSUCHNICK, target, "No such nick/channel")
-            continue
-        _to_nick(ctx, command, user, text, tags)
+        folded = server.casefold(target)
+        if folded not in seen:
+            seen.add(folded)
+            coro = _to_target(ctx, msg, target, text, tags, folded, pending is None)
+            if pending is None:
+                pending = coro
     return pending
+
+
+def _to_target(
+    ctx: CommandContext,
+    msg: Message,
+    target: str,
+    text: str,
+    tags,
+    folded: str | None = None,
+    may_call_service: bool = True,
+) -> Awaitable[None] | None:
+    """One target: a channel, a service (whose coroutine is returned: one per line at
+    most, hence ``may_call_service``) or a nick."""
+    if target[0] in _CHANNEL_START:
+        _to_channel(ctx, msg, target, text, tags)
+        return None
+    server = ctx.server
+    if folded is None:
+        folded = server.casefold(target)
+    command = msg.command
+    service = server.services.get(folded)
+    if service is not None:
+        return service(ctx, text) if command == "PRIVMSG" and may_call_service else None
+    user = server.registry.nicks.get(folded)
+    if user is None or not user.registered:
+        if command != "NOTICE":
+            ctx.reply.numeric(N.ERR_NOSUCHNICK, target, "No such nick/channel")
+        return None
+    _to_nick(ctx, command, user, text, tags)
+    return None
 
 
 @command("PRIVMSG")
