@@ -184,7 +184,7 @@ class Server:
         for client in self.clients:
             if client.closing or not client.caps & C.CAP_NOTIFY:
                 continue
-            client.caps &= ~removed_bits
+            client.set_caps(client.caps & ~removed_bits)
             reply = ReplyBuffer(self, client)
             for chunk in C.chunk_tokens(removed) if removed else ():
                 reply.send("CAP", client.nick, "DEL", chunk)
@@ -372,15 +372,16 @@ class Server:
             limit = self.sendq_limit
             for client in dirty:  # Client.flush, inlined: this runs for every recipient of a fan-out
                 client.dirty = False
-                data = client.outbuf
-                if not data or client.closing:
+                out = client.outbuf
+                if not out or client.closing:
                     continue
                 conn = client.conn
-                if conn.buffered() + len(data) > limit:
+                if conn.buffered() + client.outlen > limit:
                     self.sendq_exceeded(client)
                     continue
-                client.outbuf = bytearray()
-                conn.write(data)
+                client.outbuf = []
+                client.outlen = 0
+                conn.write(out[0] if len(out) == 1 else b"".join(out))
         if self._dropped:
             dropped, self._dropped = self._dropped, []
             for client in dropped:
@@ -394,7 +395,8 @@ class Server:
         (no more output, ERROR written); removing it from channels and telling
         its peers waits for the next ``flush_all``.
         """
-        client.outbuf = bytearray()
+        client.outbuf = []
+        client.outlen = 0
         if client.closing:
             return
         log.info("sendq exceeded id=%d nick=%s", client.id, client.nick)
@@ -417,46 +419,46 @@ class Server:
         """``relay`` for one client (a direct message): ``relay`` below for a single recipient."""
         if client.closing:
             return
-        profile = client.caps & C.TAG_PROFILE
+        profile = client.tag_profile
         data = (relay.cache.get(profile) or relay.for_client(client)) if profile else relay.body
-        buf = client.outbuf
-        buf += data
+        client.outbuf.append(data)
+        client.outlen += len(data)
         if not client.dirty:
             client.dirty = True
             self._dirty.append(client)
             if not self._flush_pending:
                 self._flush_pending = True
                 self.schedule(self.flush_all)
-        if len(buf) > self.sendq_limit:
+        if client.outlen > self.sendq_limit:
             self.sendq_exceeded(client)
 
     def relay(self, recipients: Iterable[Client], relay: Relay, exclude: Client | None = None) -> None:
         """Append one formatted line to each recipient's outbox.
 
         This is the inner loop of every fan-out, so ``Client.send`` is inlined:
-        per recipient, one bytearray append, the dirty mark and the SendQ check.
+        per recipient, one list append of the shared line, the byte count, the
+        dirty mark and the SendQ check.
         """
         cache = relay.cache
         body = relay.body
+        body_len = len(body)
         limit = self.sendq_limit
         dirty = self._dirty
-        mask = C.TAG_PROFILE
         for client in recipients:
             if client is exclude or client.closing:
                 continue
-            profile = client.caps & mask
-            if profile:
-                data = cache.get(profile)
-                if data is None:
-                    data = relay.for_client(client)
+            if client.tag_profile:
+                data = cache.get(client.tag_profile) or relay.for_client(client)
+                pending = client.outlen + len(data)
             else:
                 data = body
-            buf = client.outbuf
-            buf += data
+                pending = client.outlen + body_len
+            client.outbuf.append(data)
+            client.outlen = pending
             if not client.dirty:
                 client.dirty = True
                 dirty.append(client)
-            if len(buf) > limit:
+            if pending > limit:
                 self.sendq_exceeded(client)  # safe mid-loop: leaving channels waits for flush_all
         if dirty and not self._flush_pending:
             self._flush_pending = True
@@ -578,8 +580,7 @@ class Server:
         """
         if client.closing:
             return
-        data = bytes(client.outbuf) + format_line("ERROR", [f"Closing link: {client.host} ({reason})"])
-        client.outbuf = bytearray()
+        data = client.take_output() + format_line("ERROR", [f"Closing link: {client.host} ({reason})"])
         client.closing = True
         try:
             client.conn.write(data)

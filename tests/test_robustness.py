@@ -293,7 +293,9 @@ def test_sendq_overflow_in_the_middle_of_a_fanout(make_harness):
         h.send(name, "JOIN #a")
     for name in names:
         h.take(name)
-    h.clients["slow"].outbuf += b"x" * 8150  # almost full, not yet written
+    slow = h.clients["slow"]
+    slow.outbuf.append(b"x" * 8150)  # almost full, not yet written
+    slow.outlen += 8150
     h.send("alice", "PRIVMSG #a :hello everyone")
     assert h.lines("alice") == [":slow!slow@127.0.0.1 QUIT :SendQ exceeded"]
     for name in ("bob", "carol", "dave"):
@@ -311,7 +313,9 @@ def test_sendq_overflow_during_the_ping_tick(make_harness):
     h = make_harness(limits={"sendq": 4096}, timeouts={"ping_interval": 10})
     for name in ("a1", "a2", "a3", "a4"):
         h.register(name)
-    h.clients["a2"].outbuf += b"x" * 4090
+    a2 = h.clients["a2"]
+    a2.outbuf.append(b"x" * 4090)
+    a2.outlen += 4090
     h.tick(11)
     assert h.lines("a2") == ["ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
     for name in ("a1", "a3", "a4"):

@@ -41,7 +41,7 @@ def handle_cap(ctx: CommandContext, msg: Message) -> None:
         if version > client.cap_version:
             client.cap_version = version
         if client.cap_version >= 302:
-            client.caps |= C.CAP_NOTIFY
+            client.set_caps(client.caps | C.CAP_NOTIFY)
         _send_list(ctx, "LS", server.caps.ls_tokens(server, client.cap_version))
     elif sub == "LIST":
         _send_list(ctx, "LIST", server.caps.names(client.caps))
@@ -68,7 +68,7 @@ def handle_cap(ctx: CommandContext, msg: Message) -> None:
         if not ok:
             reply.send("CAP", client.nick, "NAK", requested)
             return
-        client.caps = (client.caps | add) & ~remove
+        client.set_caps((client.caps | add) & ~remove)
         reply.send("CAP", client.nick, "ACK", requested)
         for hook in server.cap_change_hooks:
             hook(client, add, remove)
