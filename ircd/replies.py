@@ -89,7 +89,7 @@ class _Line:
 class ReplyBuffer:
     """Lines for the client that sent the current command."""
 
-    __slots__ = ("server", "client", "label", "lines", "_open")
+    __slots__ = ("server", "client", "label", "lines", "_open", "batched")
 
     def __init__(self, server: "Server", client: "Client", label: str | None = None) -> None:
         self.server = server
@@ -97,13 +97,15 @@ class ReplyBuffer:
         self.label = label
         self.lines: list[_Line] = []
         self._open: list[str] = []  # stack of open batch refs
+        self.batched = False  # a batch was started (lines to drop for a client without the cap)
 
     # building -----------------------------------------------------------
 
     def numeric(self, code: str, *params: str) -> None:
         """A numeric from the server: ``:server CODE <nick> params...``."""
+        open_batches = self._open
         self.lines.append(
-            _Line(None, self.server.name, code, [self.client.nick, *params], self._current())
+            _Line(None, self.server.name, code, [self.client.nick, *params], open_batches[-1] if open_batches else None)
         )
 
     def send(
@@ -139,6 +141,7 @@ class ReplyBuffer:
         """Open a batch (nested in the current one, if any); ``source`` and ``tags`` are for
         batches that stand for a relayed message (a draft/multiline batch in history)."""
         ref = self.client.next_batch_id()
+        self.batched = True
         self.lines.append(
             _Line(tags or None, source or self.server.name, "BATCH", ["+" + ref, kind, *params], self._current())
         )
@@ -167,7 +170,7 @@ class ReplyBuffer:
         self.lines = []
         has_batch = caps & C.BATCH
         stamp = self.server.server_time() if caps & C.SERVER_TIME else None
-        if not has_batch:
+        if not has_batch and self.batched:
             lines = [ln for ln in lines if ln.command != "BATCH"]
         send = client.send
         if label is not None:
@@ -192,6 +195,7 @@ class ReplyBuffer:
                     if line.batch is None:
                         line.batch = outer
                 lines.append(_Line(None, self.server.name, "BATCH", ["-" + outer], None))
+        out = []
         for line in lines:
             tags = line.tags
             if stamp or (line.batch and has_batch):
@@ -200,4 +204,6 @@ class ReplyBuffer:
                     tags["time"] = stamp
                 if line.batch and has_batch:
                     tags["batch"] = line.batch
-            send(format_line(line.command, line.params, line.source, tags))
+            out.append(format_line(line.command, line.params, line.source, tags))
+        if out:
+            send(b"".join(out))  # one outbox entry for a whole reply (a registration burst is ~20 lines)

@@ -15,6 +15,7 @@ handled in order.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import time
@@ -50,6 +51,7 @@ _ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activit
 log = logging.getLogger("pircd")
 
 
+@functools.lru_cache(maxsize=4096)  # asked at every connection, mostly for the same few addresses
 def _is_loopback(ip: str) -> bool:
     try:
         return ipaddress.ip_address(ip).is_loopback
@@ -149,6 +151,7 @@ class Server:
         self.registry.whowas_limit = config.limits.whowas
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
+        self._isupport_lines: list[list[str]] | None = None
 
     def rehash(self, config: Config) -> None:
         """Swap in a new config (REHASH, SIGHUP). Keys that clients or the database
@@ -207,8 +210,17 @@ class Server:
             self._isupport_cache = build_isupport(self)
         return self._isupport_cache
 
+    def isupport_lines(self) -> list[list[str]]:
+        """The tokens grouped into 005 lines (sent at every registration: built once)."""
+        if self._isupport_lines is None:
+            from ircd.proto.isupport import split_tokens
+
+            self._isupport_lines = split_tokens(self.isupport_tokens())
+        return self._isupport_lines
+
     def invalidate_isupport(self) -> None:
         self._isupport_cache = None
+        self._isupport_lines = None
 
     # connections ---------------------------------------------------------
 

@@ -12,7 +12,7 @@ from ircd.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
 from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
 from ircd.proto import numerics as N
-from ircd.proto.isupport import format_token, split_tokens
+from ircd.proto.isupport import format_token
 from ircd.proto.lines import Message, mask_matches, safe_param
 from ircd.replies import ReplyBuffer
 
@@ -84,7 +84,7 @@ def build_isupport(server: "Server") -> list[str]:
 
 
 def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
-    for group in split_tokens(server.isupport_tokens()):
+    for group in server.isupport_lines():
         reply.numeric(N.RPL_ISUPPORT, *group, "are supported by this server")
 
 
