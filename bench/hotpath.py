@@ -14,7 +14,9 @@ configuration (store, history, the PIRCAN extension), gives each client a
 - ``dm``: two clients take turns sending ``PRIVMSG <peer> :<100 bytes>``, one
   line per read, the outboxes written after every read (one message per
   read is what the 50-pair socket benchmark sees);
-- ``fanout``: one sender, 200 receivers in a channel, reads of 128 lines.
+- ``fanout``: one sender, 200 receivers in a channel, reads of 128 lines;
+- ``register``: a connection, NICK and USER in one read, the welcome burst
+  (001-005, LUSERS, MOTD), then the connection closes.
 
 It reports CPU microseconds (``time.process_time``) per relayed message and
 per delivered line, the median of ``--repeat`` runs. The figures are lower
@@ -142,28 +144,51 @@ def bench_fanout(server, receivers: int, reads: int) -> float:
     return spent / delivered * 1e6
 
 
+def bench_register(server, count: int) -> float:
+    """CPU microseconds per registration (connect, NICK + USER, welcome burst, close)."""
+    from ircd.net.connection import Connection
+
+    hello = [f"NICK reg{i}\r\nUSER reg 0 * :reg\r\n".encode() for i in range(count)]
+    flush = server.flush_all
+    start = time.process_time()
+    for data in hello:
+        conn = Connection(server)
+        transport = CountingTransport("127.0.0.1")
+        conn.connection_made(transport)
+        conn.data_received(data)
+        flush()
+        conn.connection_lost(None)
+    spent = time.process_time() - start
+    assert transport.written > 1000, "no welcome burst"
+    return spent / count * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hotpath", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=40_000, help="direct messages per run")
     parser.add_argument("--reads", type=int, default=40, help="fan-out reads of 128 lines per run")
     parser.add_argument("--receivers", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--only", choices=("dm", "fanout"), help="run one of the two")
+    parser.add_argument("--registrations", type=int, default=5_000, help="registrations per run")
+    parser.add_argument("--only", choices=("dm", "fanout", "register"), help="run one of the three")
     args = parser.parse_args(argv)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     dm: list[float] = []
     fan: list[float] = []
+    reg: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pircd-hotpath-") as tmp:
         server = _build(Path(tmp), loop)
         try:
             bench_dm(server, 2_000)  # warm up caches and the allocator
             gc.collect()
             for _ in range(args.repeat):
-                if args.only != "fanout":
+                if args.only in (None, "dm"):
                     dm.append(bench_dm(server, args.messages))
-                if args.only != "dm":
+                if args.only in (None, "fanout"):
                     fan.append(bench_fanout(server, args.receivers, args.reads))
+                if args.only in (None, "register"):
+                    reg.append(bench_register(server, args.registrations))
         finally:
             for stop in reversed(server.on_shutdown):
                 loop.run_until_complete(stop())
@@ -176,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             f"fanout  {statistics.median(fan):7.3f} us CPU per delivered line, {args.receivers} receivers"
             f" ({min(fan):.3f}..{max(fan):.3f})"
         )
+    if reg:
+        print(f"register {statistics.median(reg):6.1f} us CPU per registration ({min(reg):.1f}..{max(reg):.1f})")
     return 0
 
 
