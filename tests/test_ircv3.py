@@ -268,7 +268,7 @@ def test_setname(h):
     assert h.lines("bob") == [f":{A} SETNAME :Alice Pleasance Liddell"]
     assert h.lines("carol") == []
     h.send("carol", "WHOIS alice")
-    assert h.lines("carol")[0] == f":irc.test 311 carol alice alice 127.0.0.1 * :Alice Pleasance Liddell"
+    assert h.lines("carol")[0] == ":irc.test 311 carol alice alice 127.0.0.1 * :Alice Pleasance Liddell"
 
 
 def test_setname_invalid(make_harness):
