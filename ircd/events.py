@@ -1,7 +1,9 @@
 """Events published after a state change has happened.
 
 Listeners (extensions, the history writer) subscribe by event type. Events
-are frozen: a listener cannot change what happened, only react to it.
+describe what happened; a listener reacts to them and never changes them (all
+are frozen except the two message events, which are made for every relayed
+message and skip the cost of freezing, see below).
 Publishing is synchronous and in order; a listener that needs I/O starts it
 itself. Hot paths ask ``wants(EventType)`` first so that no event object is
 built when nobody listens.
