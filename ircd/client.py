@@ -181,12 +181,3 @@ class Client:
         self.outbuf = []
         self.outlen = 0
         return data
-
-    def flush(self) -> None:
-        self.dirty = False
-        if self.closing or not self.outbuf:
-            return
-        if self.conn.buffered() + self.outlen > self.server.sendq_limit:
-            self.server.sendq_exceeded(self)
-            return
-        self.conn.write(self.take_output())

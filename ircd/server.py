@@ -427,23 +427,6 @@ class Server:
         """A numeric outside any command (timers, other clients' actions)."""
         self._reply_now(client, code, *params)
 
-    def deliver(self, client: Client, relay: Relay) -> None:
-        """``relay`` for one client (a direct message): ``relay`` below for a single recipient."""
-        if client.closing:
-            return
-        profile = client.tag_profile
-        data = (relay.cache.get(profile) or relay.for_client(client)) if profile else relay.body
-        client.outbuf.append(data)
-        client.outlen += len(data)
-        if not client.dirty:
-            client.dirty = True
-            self._dirty.append(client)
-            if not self._flush_pending:
-                self._flush_pending = True
-                self.schedule(self.flush_all)
-        if client.outlen > self.sendq_limit:
-            self.sendq_exceeded(client)
-
     def relay(self, recipients: Iterable[Client], relay: Relay, exclude: Client | None = None) -> None:
         """Append one formatted line to each recipient's outbox.
 

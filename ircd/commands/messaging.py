@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 _STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
 _CHANNEL_START = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
-_ECHO_MESSAGE = C.ECHO_MESSAGE
 
 
 def _client_tags(client: "Client", msg: Message) -> dict[str, str] | None:
@@ -131,8 +130,8 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     # the delivery is a side effect, so only the echo-message copy (through the
     # reply buffer) carries the label (IRCv3 labeled-response).
     if command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
-        server.deliver(target, relay)
-    if client.caps & _ECHO_MESSAGE:
+        server.relay((target,), relay)
+    if client.caps & C.ECHO_MESSAGE:
         ctx.reply.relay(relay)
     if target.away is not None and command == "PRIVMSG":
         ctx.reply.numeric(N.RPL_AWAY, target.nick, target.away)
