@@ -382,7 +382,7 @@ class Server:
         if dirty:
             self._dirty = []
             limit = self.sendq_limit
-            for client in dirty:  # Client.flush, inlined: this runs for every recipient of a fan-out
+            for client in dirty:  # this runs for every recipient of a fan-out: keep it flat
                 client.dirty = False
                 out = client.outbuf
                 if not out or client.closing:
