@@ -43,6 +43,7 @@ from ircd.events import (
 from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
 from ircd.store import AccountExists, Batched
+from ircd.store.db import insert_rows
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -62,6 +63,7 @@ __all__ = [
     "AccountExists",
     "Refusal",
     "Batched",
+    "insert_rows",
     "caps",
     # events
     "AwayChanged",

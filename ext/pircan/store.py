@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from ircd.api import insert_rows
 from ircd.proto.msgid import EPOCH_MS
 
 TRACK = "pircan"
@@ -414,16 +415,8 @@ def message_by_key(conn: sqlite3.Connection, sender: str, key: str) -> StoredMes
     )
 
 
-def _insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: list[tuple]) -> None:
-    """One multi-row INSERT per 100 rows: a batch of SENDs costs a few statements, not hundreds."""
-    for start in range(0, len(rows), 100):
-        chunk = rows[start : start + 100]
-        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(chunk))
-        conn.execute(f"{head} VALUES {values}", [v for row in chunk for v in row])
-
-
 def insert_messages(conn: sqlite3.Connection, messages: list[tuple[StoredMessage, str | None]]) -> None:
-    _insert_rows(
+    insert_rows(
         conn,
         f"INSERT INTO pircan_messages ({_MSG}, idempotency_key)",
         11,
@@ -437,12 +430,12 @@ def insert_messages(conn: sqlite3.Connection, messages: list[tuple[StoredMessage
 
 def queue_events(conn: sqlite3.Connection, events: list[tuple[int, str, str, int, int]]) -> None:
     """(id, recipient, type, ref_id, created_at) rows; a repeated (recipient, type, ref) is ignored."""
-    _insert_rows(conn, "INSERT OR IGNORE INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events)
+    insert_rows(conn, "INSERT OR IGNORE INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events)
 
 
 def audit_rows(conn: sqlite3.Connection, rows: list[tuple[int, int, str, str, str, str]]) -> None:
     """(id, at, actor, subject, action, detail) rows."""
-    _insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6, rows)
+    insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6, rows)
 
 
 def live_agreement_ids(conn: sqlite3.Connection, ids: set[int], now: int) -> set[int]:

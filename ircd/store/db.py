@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
 
-__all__ = ["Database", "Batched", "Migration", "connect_sync", "DURABILITY"]
+__all__ = ["Database", "Batched", "Migration", "connect_sync", "insert_rows", "DURABILITY"]
 
 log = logging.getLogger("pircd.store")
 T = TypeVar("T")
@@ -110,6 +110,22 @@ def _split_sql(script: str) -> list[str]:
     if "".join(current).strip():
         statements.append("\n".join(current))
     return statements
+
+
+def insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: Sequence[tuple], per_statement: int = 100) -> int:
+    """``head VALUES (...),(...)``: one statement per ``per_statement`` rows of ``width`` values.
+
+    executemany steps SQLite once per row, and the sqlite3 module takes the
+    interpreter lock back between steps; while the event loop is busy, each of
+    those takes is a wait. A multi-row statement steps once per chunk. Returns
+    the number of rows inserted.
+    """
+    inserted = 0
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(chunk))
+        inserted += conn.execute(f"{head} VALUES {values}", [v for row in chunk for v in row]).rowcount
+    return inserted
 
 
 class transaction:

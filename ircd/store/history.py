@@ -17,6 +17,8 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ircd.store.db import insert_rows
+
 __all__ = [
     "ROW_COLUMNS",
     "Conversation",
@@ -71,10 +73,8 @@ def insert(
 ) -> int:
     """Store rows (tuples in ``ROW_COLUMNS`` order) and bump conversations
     ``(account, target, peer, last_id)``. A row whose id is already stored is skipped."""
-    cur = conn.executemany(
-        "INSERT OR IGNORE INTO history (id, target, time, command, source, account, param, text, tags, lines) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
+    inserted = insert_rows(
+        conn, "INSERT OR IGNORE INTO history (id, target, time, command, source, account, param, text, tags, lines)", 10, rows
     )
     conn.executemany(
         "INSERT INTO history_conversations (account, target, peer, last_id) VALUES (?, ?, ?, ?) "
@@ -82,7 +82,7 @@ def insert(
         "WHERE excluded.last_id > history_conversations.last_id",
         conversations,
     )
-    return cur.rowcount
+    return inserted
 
 
 def newest_id(conn: sqlite3.Connection) -> int | None:
