@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="pircd-hotpath-") as tmp:
         server = _build(Path(tmp), loop)
         try:
-            bench_dm(server, 2_000)  # warm up caches and the allocator
+            bench_dm(server, min(2_000, args.messages))  # warm up caches and the allocator
             gc.collect()
             for _ in range(args.repeat):
                 if args.only in (None, "dm"):
@@ -193,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             for stop in reversed(server.on_shutdown):
                 loop.run_until_complete(stop())
     loop.close()
+    asyncio.set_event_loop(None)
     print(f"python {sys.version.split()[0]}, {args.repeat} runs, medians (min..max)")
     if dm:
         print(f"dm      {statistics.median(dm):7.2f} us CPU per relayed message ({min(dm):.2f}..{max(dm):.2f})")

@@ -68,3 +68,14 @@ def test_pircan_send(pircd):
 
 def test_every_scenario_runs():
     assert not [s.name for s in loadgen.SCENARIOS.values() if s.pending]
+
+
+def test_hotpath_runs_every_path(capsys):
+    """bench.hotpath (in-process, no sockets) with tiny counts: each of its three paths reports a figure."""
+    from bench import hotpath
+
+    assert hotpath.main(["--messages", "20", "--reads", "1", "--receivers", "3", "--registrations", "5", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "us CPU per relayed message" in out
+    assert "us CPU per delivered line, 3 receivers" in out
+    assert "us CPU per registration" in out
