@@ -129,9 +129,9 @@ def insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: Sequence[
     """``head VALUES (...),(...)``: one statement per ``per_statement`` rows of ``width`` values.
 
     executemany steps SQLite once per row, and the sqlite3 module takes the
-    interpreter lock back between steps; while the event loop is busy, each of
-    those takes is a wait. A multi-row statement steps once per chunk. Returns
-    the number of rows inserted.
+    interpreter lock back between steps: while the event loop is busy, every
+    row is a wait for the lock. A multi-row statement steps once per chunk.
+    Returns the number of rows inserted.
     """
     inserted = 0
     for start in range(0, len(rows), per_statement):
