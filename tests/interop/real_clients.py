@@ -143,67 +143,88 @@ def run_irssi(tmp: Path, port: int, obs: Observer) -> None:
         subprocess.run(["tmux", "kill-session", "-t", session], check=False, capture_output=True)
 
 
-def run_weechat(tmp: Path, tls_port: int, obs: Observer) -> None:
-    nick = "weebot"
-    home = tmp / "weechat"
-    home.mkdir()
-    fifo = home / "weechat.fifo"
-    # WeeChat 4.0 renamed its "ssl" server options to "tls"
-    version = subprocess.run(["weechat-headless", "--version"], capture_output=True, text=True).stdout.strip()
-    tls = "tls" if int(version.split(".")[0]) >= 4 else "ssl"
-    commands = "; ".join([
-        f"/set fifo.file.path {fifo}",
-        "/fifo enable",
-        f"/server add pircd 127.0.0.1/{tls_port} -{tls} -no{tls}_verify",
-        f"/set irc.server.pircd.{tls}_verify off",
-        f"/set irc.server.pircd.nicks {nick}",
-        f"/set irc.server.pircd.username {nick}",
-        "/set irc.server.pircd.realname WeeChat test bot",
-        # autojoin rather than a FIFO /join: the observer may see the client online (MONITOR, WHOIS)
-        # before WeeChat has read the welcome, and WeeChat drops a /join until it has (seen once in
-        # five runs: the JOIN never came)
-        f"/set irc.server.pircd.autojoin {CHANNEL}",
-        "/connect pircd",
-    ])
-    say(f"weechat {version}")
-    say(f"weechat: weechat-headless --dir {home} -r '{commands}'")
-    log = open(home / "stdout.log", "w")
-    proc = subprocess.Popen(["weechat-headless", "--dir", str(home), "--stdout", "-r", commands],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+class WeeChat:
+    """weechat-headless connected to pircd over TLS, joining CHANNEL, driven through its FIFO.
 
-    def fifo_write(buffer: str, text: str) -> None:
-        say(f"weechat fifo <- {buffer} *{text}")
-        with open(fifo, "w") as fh:
-            fh.write(f"{buffer} *{text}\n")
+    ``extra`` are more commands run before ``/connect`` (SASL settings); ``secret`` is
+    masked where the command line is shown. Commands sent with ``command`` go to the
+    server buffer: a channel buffer may not exist yet when the observer sees the JOIN.
+    """
 
-    try:
-        obs.expect(f"{nick} online (MONITOR 730)", lambda m: m.command == "730" and nick in m.params[-1])
+    def __init__(self, home: Path, tls_port: int, nick: str, realname: str,
+                 extra: tuple[str, ...] = (), secret: str | None = None) -> None:
+        home.mkdir()
+        self.home = home
+        self.fifo = home / "weechat.fifo"
+        version = subprocess.run(["weechat-headless", "--version"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+        tls = "tls" if int(version.split(".")[0]) >= 4 else "ssl"  # WeeChat 4.0 renamed the ssl options
+        commands = "; ".join([
+            f"/set fifo.file.path {self.fifo}",
+            "/fifo enable",
+            f"/server add pircd 127.0.0.1/{tls_port} -{tls} -no{tls}_verify",
+            f"/set irc.server.pircd.{tls}_verify off",
+            f"/set irc.server.pircd.nicks {nick}",
+            f"/set irc.server.pircd.username {nick}",
+            f"/set irc.server.pircd.realname {realname}",
+            *extra,
+            # autojoin rather than a FIFO /join: the observer may see the client online (MONITOR,
+            # WHOIS) before WeeChat has read the welcome, and WeeChat drops a /join until it has
+            f"/set irc.server.pircd.autojoin {CHANNEL}",
+            "/connect pircd",
+        ])
+        shown = commands.replace(secret, "***") if secret else commands
+        say(f"weechat {version}")
+        say(f"weechat: weechat-headless --dir {home} -r '{shown}'")
+        self.log = open(home / "stdout.log", "w")
+        self.proc = subprocess.Popen(["weechat-headless", "--dir", str(home), "--stdout", "-r", commands],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_for_fifo(self) -> None:
         deadline = time.monotonic() + TIMEOUT
-        while not fifo.exists():  # the FIFO appears once the plugin has read its option
-            if time.monotonic() > deadline or proc.poll() is not None:
+        while not self.fifo.exists():  # the FIFO appears once the plugin has read its option
+            if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise AssertionError("WeeChat FIFO did not appear")
             time.sleep(0.05)
+
+    def command(self, text: str) -> None:
+        say(f"weechat fifo <- irc.server.pircd *{text}")
+        with open(self.fifo, "w") as fh:
+            fh.write(f"irc.server.pircd *{text}\n")
+
+    def wait(self) -> None:
+        self.proc.wait(TIMEOUT)
+        say(f"weechat exited with {self.proc.returncode}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.log.close()
+
+
+def run_weechat(tmp: Path, tls_port: int, obs: Observer) -> None:
+    nick = "weebot"
+    weechat = WeeChat(tmp / "weechat", tls_port, nick, "WeeChat test bot")
+    try:
+        obs.expect(f"{nick} online (MONITOR 730)", lambda m: m.command == "730" and nick in m.params[-1])
+        weechat.wait_for_fifo()
         obs.client.send(f"WHOIS {nick}")
         obs.expect(f"671 (TLS) for {nick}", lambda m: m.command == "671" and m.params[1] == nick)
         obs.expect(f"JOIN from {nick}", lambda m: m.command == "JOIN" and nick_of(m) == nick)
         obs.op(nick)
-        # commands go to the server buffer: the channel buffer may not exist yet when the JOIN arrives here
-        fifo_write("irc.server.pircd", f"/msg {CHANNEL} hello from weechat")
+        weechat.command(f"/msg {CHANNEL} hello from weechat")
         obs.expect(f"PRIVMSG from {nick}",
                    lambda m: m.command == "PRIVMSG" and nick_of(m) == nick and m.params == [CHANNEL, "hello from weechat"])
-        fifo_write("irc.server.pircd", f"/topic {CHANNEL} weechat was here")
+        weechat.command(f"/topic {CHANNEL} weechat was here")
         obs.expect(f"TOPIC from {nick}",
                    lambda m: m.command == "TOPIC" and nick_of(m) == nick and m.params == [CHANNEL, "weechat was here"])
-        fifo_write("irc.server.pircd", "/quit bye from weechat")
+        weechat.command("/quit bye from weechat")
         obs.expect(f"QUIT from {nick}",
                    lambda m: m.command == "QUIT" and nick_of(m) == nick and m.params == ["Quit: bye from weechat"])
-        proc.wait(TIMEOUT)
-        say(f"weechat exited with {proc.returncode}")
+        weechat.wait()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        log.close()
+        weechat.close()
 
 
 def run_with_server(

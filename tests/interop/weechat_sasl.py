@@ -29,13 +29,12 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.interop.real_clients import CHANNEL, TIMEOUT, Observer, nick_of, run_with_server, say
+from tests.interop.real_clients import CHANNEL, Observer, WeeChat, nick_of, run_with_server, say
 
 ACCOUNT = "weeacct"
 PASSWORD = "wee-sasl-secret-1"
@@ -45,69 +44,35 @@ OBSERVER_ACCOUNT, OBSERVER_PASSWORD = "obsacct", "observer-secret-1"
 
 def run_weechat(tmp: Path, tls_port: int, obs: Observer, mechanism: str) -> None:
     home = tmp / f"weechat-{mechanism}"
-    home.mkdir()
-    fifo = home / "weechat.fifo"
-    version = subprocess.run(["weechat-headless", "--version"], capture_output=True, text=True, check=True).stdout.strip()
-    tls = "tls" if int(version.split(".")[0]) >= 4 else "ssl"  # WeeChat 4.0 renamed the ssl options
-    commands = "; ".join([
-        f"/set fifo.file.path {fifo}",
-        "/fifo enable",
-        f"/server add pircd 127.0.0.1/{tls_port} -{tls} -no{tls}_verify",
-        f"/set irc.server.pircd.{tls}_verify off",
-        f"/set irc.server.pircd.nicks {NICK}",
-        f"/set irc.server.pircd.username {NICK}",
-        "/set irc.server.pircd.realname WeeChat SASL bot",
+    weechat = WeeChat(home, tls_port, NICK, "WeeChat SASL bot", (
         f"/set irc.server.pircd.sasl_mechanism {mechanism}",
         f"/set irc.server.pircd.sasl_username {ACCOUNT}",
         f"/set irc.server.pircd.sasl_password {PASSWORD}",
         "/set irc.server.pircd.sasl_fail disconnect",
-        # autojoin rather than a FIFO /join: the observer may see the client online (MONITOR)
-        # before WeeChat has read the welcome, and WeeChat refuses /join until it has
-        f"/set irc.server.pircd.autojoin {CHANNEL}",
-        "/connect pircd",
-    ])
-    say(f"weechat {version}, SASL {mechanism}")
-    say(f"weechat: weechat-headless --dir {home} -r '{commands.replace(PASSWORD, '***')}'")
-    out_path = home / "stdout.log"
-    log = open(out_path, "w")
-    proc = subprocess.Popen(["weechat-headless", "--dir", str(home), "--stdout", "-r", commands],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def fifo_write(text: str) -> None:
-        say(f"weechat fifo <- irc.server.pircd *{text}")
-        with open(fifo, "w") as fh:
-            fh.write(f"irc.server.pircd *{text}\n")
-
+    ), secret=PASSWORD)
+    say(f"SASL {mechanism}")
     try:
         obs.expect(f"{NICK} online (MONITOR 730)", lambda m: m.command == "730" and NICK in m.params[-1])
-        deadline = time.monotonic() + TIMEOUT
-        while not fifo.exists():  # the FIFO appears once the plugin has read its option
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise AssertionError("WeeChat FIFO did not appear")
-            time.sleep(0.05)
+        weechat.wait_for_fifo()
         obs.expect(f"JOIN from {NICK} with account {ACCOUNT} (extended-join)",
                    lambda m: m.command == "JOIN" and nick_of(m) == NICK and m.params[:2] == [CHANNEL, ACCOUNT])
         obs.client.send(f"WHOIS {NICK}")
         obs.expect(f"330 {NICK} {ACCOUNT}", lambda m: m.command == "330" and m.params[1:3] == [NICK, ACCOUNT])
-        fifo_write(f"/msg {CHANNEL} hello over {mechanism}")
+        weechat.command(f"/msg {CHANNEL} hello over {mechanism}")
         obs.expect(f"PRIVMSG from {NICK} tagged account={ACCOUNT}",
                    lambda m: m.command == "PRIVMSG" and nick_of(m) == NICK and m.tags.get("account") == ACCOUNT
                    and m.params == [CHANNEL, f"hello over {mechanism}"])
-        fifo_write(f"/quit bye from weechat ({mechanism})")
+        weechat.command(f"/quit bye from weechat ({mechanism})")
         obs.expect(f"QUIT from {NICK}", lambda m: m.command == "QUIT" and nick_of(m) == NICK)
-        proc.wait(TIMEOUT)
-        say(f"weechat exited with {proc.returncode}")
+        weechat.wait()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        log.close()
+        weechat.close()
     server_log = home / "logs" / "irc.server.pircd.weechatlog"  # written by WeeChat's logger plugin
     output = server_log.read_text(errors="replace") if server_log.exists() else ""
     said = [line.split("\t")[-1] for line in output.splitlines()
             if "SASL authentication successful" in line or "You are now logged in as" in line]
     if not any("SASL authentication successful" in line for line in said):
-        raise AssertionError(f"WeeChat did not report a successful SASL login; see {server_log} and {out_path}")
+        raise AssertionError(f"WeeChat did not report a successful SASL login; see {server_log} and {home / 'stdout.log'}")
     for line in said:
         say(f"  weechat logged: {line}")
 
