@@ -13,10 +13,11 @@ import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from ircd.replies import ReplyBuffer
+
 if TYPE_CHECKING:
     from ircd.client import Client
     from ircd.proto.lines import Message
-    from ircd.replies import ReplyBuffer
     from ircd.server import Server
 
 __all__ = ["CommandSpec", "CommandTable", "CommandContext", "command", "CORE_COMMANDS"]
@@ -24,15 +25,40 @@ __all__ = ["CommandSpec", "CommandTable", "CommandContext", "command", "CORE_COM
 Handler = Callable[["CommandContext", "Message"], "None | Awaitable[None]"]
 
 
-@dataclass(slots=True)
 class CommandContext:
-    server: "Server"
-    client: "Client"
-    reply: "ReplyBuffer"
-    msg: "Message"
-    detached: bool = False
+    """What a handler is given: the server, the client, the parsed line and the
+    reply buffer for the client's answer.
 
-    def detach(self) -> "ReplyBuffer":
+    The reply buffer is made on first use of ``reply``: most relayed messages
+    never answer their sender, and a direct message is cheap enough that an
+    unused buffer was a measurable part of it.
+    """
+
+    __slots__ = ("server", "client", "msg", "label", "detached", "_reply")
+
+    def __init__(
+        self,
+        server: "Server",
+        client: "Client",
+        reply: ReplyBuffer | None,
+        msg: "Message",
+        label: str | None = None,
+    ) -> None:
+        self.server = server
+        self.client = client
+        self.msg = msg
+        self.label = reply.label if reply is not None else label  # labeled-response, when the client has it
+        self.detached = False
+        self._reply = reply
+
+    @property
+    def reply(self) -> ReplyBuffer:
+        reply = self._reply
+        if reply is None:
+            reply = self._reply = ReplyBuffer(self.server, self.client, self.label)
+        return reply
+
+    def detach(self) -> ReplyBuffer:
         """Keep the reply buffer open past the handler (a reply that comes later).
 
         The caller flushes the returned buffer itself when its answer is ready;
@@ -40,6 +66,14 @@ class CommandContext:
         """
         self.detached = True
         return self.reply
+
+    def finish(self) -> None:
+        """The handler is done: send its replies (or, for a labeled command
+        that produced none, the ``ACK``)."""
+        if self.detached:
+            return
+        if self._reply is not None or self.label is not None:
+            self.reply.flush()
 
 
 @dataclass(frozen=True, slots=True)

@@ -275,14 +275,13 @@ class Server:
                 return delay
         tags = msg.tags
         label = tags.get("label") if tags is not None and client.caps & C.LABELED_RESPONSE else None
-        reply = ReplyBuffer(self, client, label)
         if spec is None or not (client.registered and spec.open):
-            if self._refused(spec, client, msg, reply):
+            if self._refused(spec, client, msg, label):
                 return None
             assert spec is not None  # an unknown verb is always refused
         if command in _ACTIVITY and client.registered:
             client.last_active = now
-        ctx = CommandContext(self, client, reply, msg)
+        ctx = CommandContext(self, client, None, msg, label)
         try:
             result = spec.handler(ctx, msg)
         except Exception:
@@ -290,15 +289,15 @@ class Server:
             return None
         if result is not None:  # a coroutine: async handler, or a sync one that went async
             return self._finish_async(ctx, result, raw)  # type: ignore[arg-type]
-        if not ctx.detached:
-            reply.flush()
+        ctx.finish()
         return None
 
-    def _refused(self, spec: CommandSpec | None, client: Client, msg: Message, reply: ReplyBuffer) -> bool:
+    def _refused(self, spec: CommandSpec | None, client: Client, msg: Message, label: str | None) -> bool:
         """The command gate: answer and return True when ``client`` may not run ``msg`` now.
 
         ``handle_line`` comes here only for an unknown verb, or when the client is
         not registered yet or the verb has a requirement (``CommandSpec.open``)."""
+        reply = ReplyBuffer(self, client, label)
         if spec is None:
             reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")
         elif not client.registered and not spec.pre_registration:
@@ -320,13 +319,12 @@ class Server:
         except Exception:
             self._handler_failed(ctx, raw)
             return
-        if not ctx.detached:
-            ctx.reply.flush()
+        ctx.finish()
         self.flush_all()
 
     def _handler_failed(self, ctx: CommandContext, raw: bytes) -> None:
         log.exception("handler error id=%d line=%r", ctx.client.id, _redact(raw))
-        reply = ReplyBuffer(self, ctx.client, ctx.reply.label)
+        reply = ReplyBuffer(self, ctx.client, ctx.label)
         reply.fail(ctx.msg.command, "INTERNAL_ERROR", "The server could not process this command")
         reply.flush()
 

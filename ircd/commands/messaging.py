@@ -58,7 +58,7 @@ def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
 
 
 def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, tags) -> None:
-    server, client, reply = ctx.server, ctx.client, ctx.reply
+    server, client = ctx.server, ctx.client
     command = msg.command
     quiet = command == "NOTICE"
     name = target_name
@@ -72,14 +72,14 @@ def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, 
     if channel is None:
         if not quiet:
             if name[:1] == "#":
-                reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
+                ctx.reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
             else:  # a status prefix before something that is not a channel
-                reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
+                ctx.reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
         return
     why = cannot_send(channel, client, server.casefold)
     if why is not None:
         if not quiet:
-            reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)
+            ctx.reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)
         return
     for check in server.message_checks:
         if check(ctx, None, channel):
@@ -103,7 +103,7 @@ def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, 
         recipients = [m for m in recipients if m.caps & C.MESSAGE_TAGS]
     server.relay(recipients, relay, exclude=client)
     if client.caps & C.ECHO_MESSAGE:
-        reply.relay(relay)
+        ctx.reply.relay(relay)
     if not status and server.events.wants(ChannelMessage):
         server.events.publish(
             ChannelMessage(client, channel, command, text, msgid, server.clock(), tags, relay)
@@ -141,7 +141,6 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
 
 def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     """Deliver to every target; a line to a service (NickServ) returns the service's coroutine."""
-    reply = ctx.reply
     command = msg.command
     params = msg.params
     if msg.tags is not None and "batch" in msg.tags and ctx.client.ext is not None:
@@ -150,13 +149,13 @@ def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     quiet = command == "NOTICE"
     if not params or not params[0]:
         if not quiet:
-            reply.numeric(N.ERR_NORECIPIENT, f"No recipient given ({command})")
+            ctx.reply.numeric(N.ERR_NORECIPIENT, f"No recipient given ({command})")
         return None
     if command == "TAGMSG":
         text = ""
     elif len(params) < 2 or not params[1]:
         if not quiet:
-            reply.numeric(N.ERR_NOTEXTTOSEND, "No text to send")
+            ctx.reply.numeric(N.ERR_NOTEXTTOSEND, "No text to send")
         return None
     else:
         text = params[1]
@@ -170,7 +169,7 @@ def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
     limit = server.config.limits.targets
     if len(targets) > limit:
         if not quiet:
-            reply.numeric(N.ERR_TOOMANYTARGETS, first, f"Too many targets (at most {limit})")
+            ctx.reply.numeric(N.ERR_TOOMANYTARGETS, first, f"Too many targets (at most {limit})")
         targets = targets[:limit] if quiet else []
     seen: set[str] = set()
     pending = None

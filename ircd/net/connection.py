@@ -113,10 +113,13 @@ class Connection(asyncio.Protocol):
         """Handle the complete lines in ``buf`` (``self.inbuf``, or a read's bytes when
         nothing was buffered); what is not handled stays in, or goes to, ``self.inbuf``."""
         client = self.client
+        if client is None:
+            return
         server = self.server
         pos = 0
         handled = 0
-        while not self.blocked and client is not None and not client.closing:
+        copy = buf is self.inbuf  # lines cut from the bytearray are copied out; a read's bytes are sliced
+        while True:  # the callers checked that the connection is open and not blocked
             end = buf.find(b"\n", pos)
             if end < 0:
                 if len(buf) - pos > _MAX_RAW:
@@ -131,12 +134,16 @@ class Connection(asyncio.Protocol):
             if self.skipping:
                 self.skipping = False
                 continue
-            line = bytes(buf[start : end - 1 if end > start and buf[end - 1] == 13 else end])
+            line = buf[start : end - 1 if end > start and buf[end - 1] == 13 else end]
+            if copy:
+                line = bytes(line)
             if len(line) > MAX_LINE - 2 and _too_long(line):
                 server.input_too_long(client)
                 continue
-            result = server.handle_line(client, line)
+            result = server.handle_line(client, line)  # type: ignore[arg-type]
             if result is None:
+                if client.closing:
+                    break
                 handled += 1
                 if handled >= _LINES_PER_PASS and buf.find(b"\n", pos) >= 0:
                     # Let the outboxes drain before the next lines: a fan-out of a
@@ -153,6 +160,7 @@ class Connection(asyncio.Protocol):
             else:
                 task = asyncio.ensure_future(result)
                 task.add_done_callback(self._resume)
+            break
         if buf is self.inbuf:
             del buf[:pos]
         elif pos < len(buf):
@@ -168,7 +176,7 @@ class Connection(asyncio.Protocol):
             self.server.flush_all()
 
 
-def _too_long(line: bytes) -> bool:
+def _too_long(line: bytes | bytearray) -> bool:
     """Whether a line (without CR LF) passes 510 bytes of message or 8190 of tags."""
     if line[:1] == b"@":
         space = line.find(b" ")
