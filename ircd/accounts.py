@@ -90,6 +90,16 @@ class LoginThrottle:
     def clear(self, key: str) -> None:
         self._failures.pop(key, None)
 
+    def prune(self, now: float, window: float) -> int:
+        """Forget keys whose last failure left the window; returns how many."""
+        stale = [key for key, times in self._failures.items() if not times or times[-1] <= now - window]
+        for key in stale:
+            del self._failures[key]
+        return len(stale)
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
 
 def throttled_text(wait: float) -> str:
     return f"Too many failed attempts; try again in {math.ceil(wait)} seconds"
@@ -112,6 +122,8 @@ class AccountService:
         self._data_version: int | None = None
         server.registration_checks.append(self.registration_check)
         server.nick_checks.append(self.nick_check)
+        self._next_prune = 0.0
+        server.tick_hooks.append(self._prune_throttle)
 
     @property
     def cfg(self):
@@ -145,6 +157,12 @@ class AccountService:
         hashed = await passwords.hash_password(password)
         keys = await anyio.to_thread.run_sync(derive_keys, password, None, self.cfg.scram_iterations)
         return hashed, keys
+
+    def _prune_throttle(self) -> None:
+        now = self.server.clock()
+        if now >= self._next_prune:  # once a minute: the tick runs every second
+            self._next_prune = now + 60.0
+            self.throttle.prune(now, self.cfg.login_window)
 
     def throttled(self, client: "Client", folded: str) -> float:
         now = self.server.clock()

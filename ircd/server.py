@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["Server"]
 
 _ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
+_PRUNE_EVERY = 60.0  # seconds between sweeps of the per-IP connection throttle
 
 log = logging.getLogger("pircd")
 
@@ -97,6 +98,7 @@ class Server:
         self._time_ms = -1
         self._time_str = ""
         self._flush_pending = False
+        self._next_prune = 0.0
         self.schedule: Callable[[Callable[[], None]], Any] = lambda fn: None
         self.on_startup: list[Callable[[], Awaitable[None]]] = []
         self.tick_hooks: list[Callable[[], None]] = []
@@ -198,6 +200,16 @@ class Server:
 
     def now(self) -> float:
         return self.clock()
+
+    def prune_throttle(self, now: float) -> int:
+        """Forget the IPs with no connection inside the throttle window (the
+        record of every address that ever connected would otherwise stay);
+        returns how many were dropped."""
+        cutoff = now - self.config.connections.throttle_window
+        stale = [ip for ip, times in self.throttle.items() if not times or times[-1] <= cutoff]
+        for ip in stale:
+            del self.throttle[ip]
+        return len(stale)
 
     def next_client_id(self) -> int:
         self._client_seq += 1
@@ -629,7 +641,7 @@ class Server:
     # timers --------------------------------------------------------------
 
     def tick(self) -> None:
-        """Once a second: registration and ping timeouts."""
+        """Once a second: registration and ping timeouts; once a minute, the throttle sweep."""
         now = self.clock()
         timeouts = self.config.timeouts
         expired: list[tuple[Client, str]] = []
@@ -650,6 +662,9 @@ class Server:
                 client.send(ping)
         for client, reason in expired:
             self.disconnect(client, reason)
+        if now >= self._next_prune:
+            self._next_prune = now + _PRUNE_EVERY
+            self.prune_throttle(now)
         for hook in self.tick_hooks:
             hook()
         self.flush_all()

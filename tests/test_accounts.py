@@ -211,6 +211,28 @@ def test_failed_logins_are_throttled_per_account(ah):
     assert ah.numerics("a") == ["AUTHENTICATE", "900", "903"]
 
 
+def test_login_throttle_forgets_old_failures(ah):
+    """The per-account and per-IP failure records go once login_window has passed."""
+    create(ah, "alice")
+    ah.register("a", "x1", ip="10.0.0.9")
+    ah.send("a", "AUTHENTICATE PLAIN")
+    ah.send("a", "AUTHENTICATE " + b64(b"\0alice\0wrong"))
+    assert ah.numerics("a") == ["AUTHENTICATE", "904"]
+    accounts = ah.server.accounts
+    throttle = accounts.throttle
+    assert len(throttle) == 2  # a:alice and i:10.0.0.9
+    assert accounts._prune_throttle in ah.server.tick_hooks
+    ah.clock.advance(1)
+    accounts._prune_throttle()  # the first sweep: the failure is 1 s old
+    assert len(throttle) == 2
+    ah.clock.advance(59)
+    accounts._prune_throttle()  # within a minute of the last sweep: nothing happens
+    assert len(throttle) == 2
+    ah.clock.advance(1)
+    accounts._prune_throttle()  # 61 s after the failure
+    assert len(throttle) == 0
+
+
 def test_throttle_does_not_slow_another_account(ah):
     create(ah, "alice")
     create(ah, "bob")

@@ -100,6 +100,21 @@ def test_connection_throttle(make_harness):
     assert h.connect("c4", ip="198.51.100.7") is not None
 
 
+def test_connection_throttle_forgets_quiet_addresses(make_harness):
+    """The tick drops the throttle record of an address once its window has passed,
+    so one record per address ever seen does not pile up."""
+    h = make_harness(connections={"throttle_count": 3, "throttle_window": 60})
+    h.connect("a", ip="198.51.100.7")
+    h.clock.advance(30)
+    h.connect("b", ip="198.51.100.8")
+    h.tick(31)  # the first sweep: .7 connected 61 s ago, .8 30 s ago
+    assert sorted(h.server.throttle) == ["198.51.100.8"]
+    h.tick(59)  # no sweep within a minute of the last one
+    assert sorted(h.server.throttle) == ["198.51.100.8"]
+    h.tick(1)
+    assert h.server.throttle == {}
+
+
 def test_loopback_is_exempt_by_default(make_harness):
     """connections.exempt_loopback (default true): local clients (tests, bouncers) are not limited."""
     h = make_harness(connections={"max_per_ip": 1, "throttle_count": 1})
