@@ -16,12 +16,7 @@ def h():
 @pytest.fixture
 def room(h):
     """alice (op) and bob in #a, outboxes empty."""
-    h.register("alice")
-    h.register("bob")
-    h.send("alice", "JOIN #a")
-    h.send("bob", "JOIN #a")
-    h.take("alice")
-    h.take("bob")
+    h.alice_and_bob_in("#a")
     return h
 
 

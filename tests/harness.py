@@ -146,6 +146,15 @@ class Harness:
         self.take(name)
         return client
 
+    def alice_and_bob_in(self, channel: str) -> None:
+        """alice (who gets op, joining first) and bob registered and in ``channel``, outboxes empty."""
+        self.register("alice")
+        self.register("bob")
+        self.send("alice", f"JOIN {channel}")
+        self.send("bob", f"JOIN {channel}")
+        self.take("alice")
+        self.take("bob")
+
     def disconnect(self, name: str) -> None:
         self.server.connection_lost(self.clients[name])
         self.server.flush_all()

@@ -117,12 +117,7 @@ def test_nick_in_use_is_433_case_insensitively(h):
 
 def test_nick_change_after_registration(h):
     """RFC 2812 3.1.2: "NICK command is used to give user a nickname or change the existing one.\""""
-    h.register("alice")
-    h.register("bob")
-    h.send("alice", "JOIN #c")
-    h.send("bob", "JOIN #c")
-    h.take("alice")
-    h.take("bob")
+    h.alice_and_bob_in("#c")
     h.send("alice", "NICK Alicia")
     assert h.lines("alice") == [":alice!alice@127.0.0.1 NICK Alicia"]
     assert h.lines("bob") == [":alice!alice@127.0.0.1 NICK Alicia"]

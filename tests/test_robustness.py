@@ -244,12 +244,7 @@ def test_ping_timeout(make_harness):
     """Ping timeout: an idle client is sent PING after ping_interval and closed with ``ERROR :Ping timeout``
     when it does not answer within ping_timeout."""
     h = make_harness(timeouts={"ping_interval": 60, "ping_timeout": 20})
-    h.register("alice")
-    h.register("bob")
-    h.send("alice", "JOIN #a")
-    h.send("bob", "JOIN #a")
-    h.take("alice")
-    h.take("bob")
+    h.alice_and_bob_in("#a")
     h.tick(61)
     assert h.lines("alice") == ["PING irc.test"]
     assert h.lines("bob") == ["PING irc.test"]
