@@ -397,20 +397,40 @@ class Server:
                 out = client.outbuf
                 if not out or client.closing:
                     continue
-                conn = client.conn
-                if conn.buffered() + client.outlen > limit:
-                    self.sendq_exceeded(client)
-                    continue
                 client.outbuf = []
                 client.outlen = 0
+                conn = client.conn
                 conn.write(out[0] if len(out) == 1 else b"".join(out))
+                if conn.buffered() > limit:  # what the socket could not take: the client is not reading
+                    self.sendq_exceeded(client)
         if self._dropped:
             dropped, self._dropped = self._dropped, []
             for client in dropped:
                 self.forget(client, "SendQ exceeded")
 
+    def outbox_full(self, client: Client) -> None:
+        """``client``'s outbox passed the SendQ before the end of the pass (one large
+        reply, many commands in one read, a long fan-out): hand it to the socket now.
+
+        The SendQ bounds what the client has not taken. A client that reads takes
+        the bytes from the socket (the kernel's buffer holds them meanwhile); what
+        the socket could not take waits in the connection's buffer, and past the
+        limit the client is closed. Safe in the middle of a fan-out loop.
+        """
+        if client.closing:
+            client.outbuf = []
+            client.outlen = 0
+            return
+        out = client.outbuf
+        client.outbuf = []
+        client.outlen = 0
+        conn = client.conn
+        conn.write(b"".join(out))
+        if conn.buffered() > self.sendq_limit:
+            self.sendq_exceeded(client)
+
     def sendq_exceeded(self, client: Client) -> None:
-        """Close a client whose outbox overflowed.
+        """Close a client that does not read: its socket holds more than the SendQ.
 
         This runs inside a send, often in the middle of a fan-out loop over a
         channel's members or the client set, so the client is only closed here
@@ -464,7 +484,7 @@ class Server:
                 client.dirty = True
                 dirty.append(client)
             if pending > limit:
-                self.sendq_exceeded(client)  # safe mid-loop: leaving channels waits for flush_all
+                self.outbox_full(client)  # safe mid-loop: leaving channels waits for flush_all
         if dirty and not self._flush_pending:
             self._flush_pending = True
             self.schedule(self.flush_all)

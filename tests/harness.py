@@ -36,6 +36,8 @@ class FakeConn:
     def write(self, data: bytes | bytearray) -> None:
         if not self.closed:
             self.data += data
+            if self.backlog:  # a client that does not read: what is written waits behind the rest
+                self.backlog += len(data)
 
     def buffered(self) -> int:
         return self.backlog

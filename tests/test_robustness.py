@@ -304,6 +304,7 @@ def test_sendq_overflow_in_the_middle_of_a_fanout(make_harness):
     for name in names:
         h.take(name)
     slow = h.clients["slow"]
+    h.conns["slow"].backlog = 100  # not reading
     slow.outbuf.append(b"x" * 8150)  # almost full, not yet written
     slow.outlen += 8150
     h.send("alice", "PRIVMSG #a :hello everyone")
@@ -313,9 +314,49 @@ def test_sendq_overflow_in_the_middle_of_a_fanout(make_harness):
             ":alice!alice@127.0.0.1 PRIVMSG #a :hello everyone",
             ":slow!slow@127.0.0.1 QUIT :SendQ exceeded",
         ]
-    assert h.lines("slow") == ["ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
+    # the outbox went to the socket when it passed the SendQ; the socket then held too much
+    assert h.lines("slow") == [
+        "x" * 8150 + ":alice!alice@127.0.0.1 PRIVMSG #a :hello everyone",
+        "ERROR :Closing link: 127.0.0.1 (SendQ exceeded)",
+    ]
     h.send("alice", "NAMES #a")
     assert h.lines("alice")[0] == ":irc.test 353 alice = #a :@alice bob carol dave"
+
+
+def test_one_reply_larger_than_the_sendq_reaches_a_client_that_reads(make_harness):
+    """The SendQ bounds what a client has not read, not what one command answers: a WHO
+    whose reply passes the SendQ goes to the socket as it grows, and the client stays."""
+    h = make_harness(limits={"sendq": 4096}, connections={"max_per_ip": 1000})
+    h.register("alice")
+    h.send("alice", "JOIN #big")
+    for i in range(60):
+        h.register(f"m{i:02d}")
+        h.send(f"m{i:02d}", "JOIN #big")
+    h.take("alice")
+    h.send("alice", "WHO #big")
+    who = h.lines("alice")
+    assert len("\r\n".join(who)) > 4096
+    assert [ln.split()[1] for ln in who] == ["352"] * 61 + ["315"]
+    assert not h.conns["alice"].closed
+    h.send("alice", "PING alive")
+    assert h.lines("alice") == [":irc.test PONG irc.test alive"]
+
+
+def test_many_commands_in_one_read_reach_a_client_that_reads(make_harness):
+    """Lines of one read are handled together (up to 128 per pass) before the outboxes
+    are written; their replies together may pass the SendQ without closing a reader."""
+    from ircd.net.connection import Connection
+
+    h = make_harness(limits={"sendq": 4096}, flood={"enabled": False})
+    h.register("alice")
+    conn = Connection(h.server)
+    conn.client = h.clients["alice"]  # the harness client, fed through the real line framing
+    conn.data_received(b"".join(b"PING :%s\r\n" % (b"%03d" % i + b"y" * 200) for i in range(40)))
+    h.server.flush_all()
+    pongs = h.lines("alice")
+    assert len(pongs) == 40 and sum(len(p) for p in pongs) > 4096
+    assert pongs[-1] == ":irc.test PONG irc.test 039" + "y" * 200
+    assert not h.conns["alice"].closed
 
 
 def test_sendq_overflow_during_the_ping_tick(make_harness):
@@ -324,10 +365,11 @@ def test_sendq_overflow_during_the_ping_tick(make_harness):
     for name in ("a1", "a2", "a3", "a4"):
         h.register(name)
     a2 = h.clients["a2"]
+    h.conns["a2"].backlog = 10  # not reading
     a2.outbuf.append(b"x" * 4090)
     a2.outlen += 4090
     h.tick(11)
-    assert h.lines("a2") == ["ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
+    assert h.lines("a2") == ["x" * 4090 + "PING irc.test", "ERROR :Closing link: 127.0.0.1 (SendQ exceeded)"]
     for name in ("a1", "a3", "a4"):
         assert h.lines(name) == ["PING irc.test"]
 
