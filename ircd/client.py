@@ -165,7 +165,7 @@ class Client:
 
     def send(self, data: bytes) -> None:
         """Queue bytes for this client; past the SendQ they go to the socket at once
-        (``Server.outbox_full``), and a client that does not read them is disconnected."""
+        (``Server.write_out``), and a client that does not read them is disconnected."""
         if self.closing:
             return
         self.outbuf.append(data)
@@ -174,7 +174,7 @@ class Client:
             self.dirty = True
             self.server.mark_dirty(self)
         if self.outlen > self.server.sendq_limit:
-            self.server.outbox_full(self)
+            self.server.write_out(self)
 
     def take_output(self) -> bytes:
         """Everything queued, as one bytes object; the outbox is empty afterwards."""

@@ -391,41 +391,33 @@ class Server:
         dirty = self._dirty
         if dirty:
             self._dirty = []
-            limit = self.sendq_limit
-            for client in dirty:  # this runs for every recipient of a fan-out: keep it flat
+            write_out = self.write_out
+            for client in dirty:  # every recipient of a fan-out, once per pass of up to 128 lines
                 client.dirty = False
-                out = client.outbuf
-                if not out or client.closing:
-                    continue
-                client.outbuf = []
-                client.outlen = 0
-                conn = client.conn
-                conn.write(out[0] if len(out) == 1 else b"".join(out))
-                if conn.buffered() > limit:  # what the socket could not take: the client is not reading
-                    self.sendq_exceeded(client)
+                if client.outbuf:
+                    write_out(client)
         if self._dropped:
             dropped, self._dropped = self._dropped, []
             for client in dropped:
                 self.forget(client, "SendQ exceeded")
 
-    def outbox_full(self, client: Client) -> None:
-        """``client``'s outbox passed the SendQ before the end of the pass (one large
-        reply, many commands in one read, a long fan-out): hand it to the socket now.
+    def write_out(self, client: Client) -> None:
+        """Hand ``client``'s outbox to its socket.
 
-        The SendQ bounds what the client has not taken. A client that reads takes
-        the bytes from the socket (the kernel's buffer holds them meanwhile); what
-        the socket could not take waits in the connection's buffer, and past the
-        limit the client is closed. Safe in the middle of a fan-out loop.
+        ``flush_all`` does this at the end of a pass, and a send does it at once
+        when the outbox passes the SendQ (one large reply, many commands in one
+        read). The SendQ bounds what the client has not taken: a client that reads
+        takes the bytes from the socket (the kernel's buffer holds them meanwhile);
+        what the socket could not take waits in the connection's buffer, and past
+        the limit the client is closed. Safe in the middle of a fan-out loop.
         """
-        if client.closing:
-            client.outbuf = []
-            client.outlen = 0
-            return
         out = client.outbuf
         client.outbuf = []
         client.outlen = 0
+        if not out or client.closing:
+            return
         conn = client.conn
-        conn.write(b"".join(out))
+        conn.write(out[0] if len(out) == 1 else b"".join(out))
         if conn.buffered() > self.sendq_limit:
             self.sendq_exceeded(client)
 
@@ -484,7 +476,7 @@ class Server:
                 client.dirty = True
                 dirty.append(client)
             if pending > limit:
-                self.outbox_full(client)  # safe mid-loop: leaving channels waits for flush_all
+                self.write_out(client)  # safe mid-loop: leaving channels waits for flush_all
         if dirty and not self._flush_pending:
             self._flush_pending = True
             self.schedule(self.flush_all)
