@@ -164,8 +164,8 @@ class Client:
         self.tag_profile = caps & TAG_PROFILE
 
     def send(self, data: bytes) -> None:
-        """Queue bytes for this client; past the SendQ they go to the socket at once
-        (``Server.write_out``), and a client that does not read them is disconnected."""
+        """Queue bytes for this client; past ``Server.write_at`` they go to the socket at
+        once (``Server.write_out``), and a client that does not read them is disconnected."""
         if self.closing:
             return
         self.outbuf.append(data)
@@ -173,7 +173,7 @@ class Client:
         if not self.dirty:
             self.dirty = True
             self.server.mark_dirty(self)
-        if self.outlen > self.server.sendq_limit:
+        if self.outlen > self.server.write_at:
             self.server.write_out(self)
 
     def take_output(self) -> bytes:

@@ -48,6 +48,7 @@ __all__ = ["Server"]
 
 _ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
 _PRUNE_EVERY = 60.0  # seconds between sweeps of the per-IP connection throttle
+WRITE_AT = 65536  # asyncio's and uvloop's default write high-water mark
 
 log = logging.getLogger("pircd")
 
@@ -147,6 +148,11 @@ class Server:
         self.config = config
         self.name = config.server.name
         self.sendq_limit = config.limits.sendq
+        # An outbox past this goes to the socket before the end of the pass. At most half the
+        # SendQ: what a pass writes at once must not by itself close a client whose socket is
+        # momentarily full, since the transport's high-water mark (past which the client's
+        # next lines wait, see Connection) stops the pass first.
+        self.write_at = min(self.sendq_limit // 2, WRITE_AT)
         # read for every received line: plain attributes, not lookups through the config models
         self.utf8only = config.server.utf8only
         self.flood_enabled = config.flood.enabled
@@ -405,7 +411,7 @@ class Server:
         """Hand ``client``'s outbox to its socket.
 
         ``flush_all`` does this at the end of a pass, and a send does it at once
-        when the outbox passes the SendQ (one large reply, many commands in one
+        when the outbox passes ``write_at`` (one large reply, many commands in one
         read). The SendQ bounds what the client has not taken: a client that reads
         takes the bytes from the socket (the kernel's buffer holds them meanwhile);
         what the socket could not take waits in the connection's buffer, and past
@@ -459,7 +465,7 @@ class Server:
         cache = relay.cache
         body = relay.body
         body_len = len(body)
-        limit = self.sendq_limit
+        limit = self.write_at
         dirty = self._dirty
         for client in recipients:
             if client is exclude or client.closing:

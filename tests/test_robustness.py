@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from ircd.dispatch import make_spec
+from ircd.net.connection import Connection
 
 
 # flood control ------------------------------------------------------------------
@@ -345,8 +347,6 @@ def test_one_reply_larger_than_the_sendq_reaches_a_client_that_reads(make_harnes
 def test_many_commands_in_one_read_reach_a_client_that_reads(make_harness):
     """Lines of one read are handled together (up to 128 per pass) before the outboxes
     are written; their replies together may pass the SendQ without closing a reader."""
-    from ircd.net.connection import Connection
-
     h = make_harness(limits={"sendq": 4096}, flood={"enabled": False})
     h.register("alice")
     conn = Connection(h.server)
@@ -408,3 +408,72 @@ def test_no_input_makes_a_handler_fail(make_harness, caplog):
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
     assert replies > 5000
     assert not h.clients["alice"].closing and not h.clients["u"].closing
+
+
+class _HeldTransport(asyncio.Transport):
+    """A socket whose peer reads only when the test says so (``drain``): it keeps what is
+    written and pauses its protocol past ``high`` bytes, as asyncio's transports do."""
+
+    def __init__(self, high: int) -> None:
+        super().__init__()
+        self.held = bytearray()
+        self.high = high
+        self.writing_paused = False
+        self.protocol: Connection | None = None
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("192.0.2.9", 40000) if name == "peername" else default
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.held += data
+        if not self.writing_paused and len(self.held) > self.high:
+            self.writing_paused = True
+            self.protocol.pause_writing()  # type: ignore[union-attr]
+
+    def get_write_buffer_size(self) -> int:
+        return len(self.held)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def drain(self) -> bytes:
+        data = bytes(self.held)
+        self.held.clear()
+        if self.writing_paused:
+            self.writing_paused = False
+            self.protocol.resume_writing()  # type: ignore[union-attr]
+        return data
+
+
+def test_lines_wait_while_the_clients_output_waits(make_harness):
+    """While a client's socket holds more than the transport's high-water mark, its next
+    lines wait (they are not answered into an ever larger buffer); once it reads, they are
+    handled in order, and nothing reaches the SendQ."""
+    h = make_harness(limits={"sendq": 8192}, flood={"enabled": False})  # output goes out past 4096
+    conn = Connection(h.server)
+    transport = _HeldTransport(high=2048)
+    transport.protocol = conn
+    conn.connection_made(transport)
+    conn.data_received(b"NICK reader\r\nUSER r 0 * :R\r\n")
+    h.server.flush_all()
+    transport.drain()
+    conn.data_received(b"".join(b"PING :%03d%s\r\n" % (i, b"y" * 300) for i in range(100)))
+    h.server.flush_all()
+    got = transport.drain()  # the first write passed the high-water mark: the rest waited
+    rounds = 1
+    assert 0 < got.count(b" PONG ") < 100 and conn.inbuf
+    while b" PONG irc.test 099" not in got:
+        h.server.flush_all()
+        got += transport.drain()  # reading resumes the lines
+        rounds += 1
+        assert rounds < 100
+    pongs = [line for line in got.split(b"\r\n") if line]
+    assert pongs == [b":irc.test PONG irc.test %03d%s" % (i, b"y" * 300) for i in range(100)]
+    assert rounds > 2
+    assert conn.client is not None and not conn.client.closing

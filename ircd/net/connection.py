@@ -10,6 +10,12 @@ Ordering: while a line's async handler runs, or while flood control holds
 the connection back, later lines wait in the input buffer; past
 ``_PAUSE_AT`` buffered bytes the socket stops being read (TCP backpressure
 on a flooding client, no one else is affected).
+
+Output: while the transport holds more than its high-water mark (64 KiB) of
+unsent output for this client (``pause_writing`` until ``resume_writing``),
+its next lines wait too. A client that asks for a lot in one go (WHO on many
+channels) is then answered as fast as it reads, and only a client that does
+not read at all reaches the SendQ (``Server.write_out``).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ _LINES_PER_PASS = 128  # lines handled per callback before the outboxes are writ
 
 
 class Connection(asyncio.Protocol):
-    __slots__ = ("server", "transport", "client", "inbuf", "blocked", "skipping", "paused", "port")
+    __slots__ = ("server", "transport", "client", "inbuf", "blocked", "skipping", "paused", "output_full", "port")
 
     def __init__(self, server: "Server", port: int = 0) -> None:
         self.server = server
@@ -44,6 +50,7 @@ class Connection(asyncio.Protocol):
         self.blocked = False
         self.skipping = False
         self.paused = False
+        self.output_full = False  # the transport asked to pause writing
         self.port = port
 
     # asyncio.Protocol ----------------------------------------------------
@@ -67,7 +74,7 @@ class Connection(asyncio.Protocol):
         client = self.client
         if client is None or client.closing:
             return
-        if self.blocked:
+        if self.blocked or self.output_full:
             self.inbuf += data
             if len(self.inbuf) > _PAUSE_AT and not self.paused:
                 self.paused = True
@@ -88,6 +95,14 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
+
+    def pause_writing(self) -> None:
+        self.output_full = True  # the next lines wait until the client has read some output
+
+    def resume_writing(self) -> None:
+        self.output_full = False
+        if not self.blocked:  # else the async handler, the flood timer or the slice resumes
+            self._resume()
 
     # Conn (what Client needs) --------------------------------------------
 
@@ -120,6 +135,8 @@ class Connection(asyncio.Protocol):
         handled = 0
         copy = buf is self.inbuf  # lines cut from the bytearray are copied out; a read's bytes are sliced
         while True:  # the callers checked that the connection is open and not blocked
+            if self.output_full:  # possibly set by this very pass's output (Server.write_out)
+                break
             end = buf.find(b"\n", pos)
             if end < 0:
                 if len(buf) - pos > _MAX_RAW:
