@@ -59,6 +59,9 @@ class CountingTransport(asyncio.Transport):
     def get_write_buffer_size(self) -> int:
         return 0
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass  # never pauses: every write is accepted
+
     def is_closing(self) -> bool:
         return self.closing
 

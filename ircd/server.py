@@ -48,7 +48,7 @@ __all__ = ["Server"]
 
 _ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
 _PRUNE_EVERY = 60.0  # seconds between sweeps of the per-IP connection throttle
-WRITE_AT = 65536  # asyncio's and uvloop's default write high-water mark
+WRITE_AT = 65536  # the largest write high-water mark (asyncio's and uvloop's default)
 
 log = logging.getLogger("pircd")
 
@@ -148,11 +148,12 @@ class Server:
         self.config = config
         self.name = config.server.name
         self.sendq_limit = config.limits.sendq
-        # An outbox past this goes to the socket before the end of the pass. At most half the
-        # SendQ: what a pass writes at once must not by itself close a client whose socket is
-        # momentarily full, since the transport's high-water mark (past which the client's
-        # next lines wait, see Connection) stops the pass first.
-        self.write_at = min(self.sendq_limit // 2, WRITE_AT)
+        # An outbox past this goes to the socket before the end of the pass, and it is each
+        # connection's write high-water mark: past it the client's next lines wait (see
+        # Connection). A quarter of the SendQ: the transport holds at most about twice this
+        # plus one reply before the pause takes effect, so a client that reads is never
+        # closed for what it asked for.
+        self.write_at = min(self.sendq_limit // 4, WRITE_AT)
         # read for every received line: plain attributes, not lookups through the config models
         self.utf8only = config.server.utf8only
         self.flood_enabled = config.flood.enabled

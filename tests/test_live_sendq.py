@@ -59,3 +59,31 @@ def test_reader_that_stops_reading_is_dropped(live, client_factory):
         assert data.endswith(b"ERROR :Closing link: 127.0.0.1 (SendQ exceeded)\r\n")
     finally:
         slow.close()
+
+
+def test_reader_that_asks_for_more_than_the_sendq_gets_it_all(live):
+    """A client that pipelines more replies than the SendQ and reads them only afterwards is not
+    dropped: past the write high-water mark its next lines wait until it reads."""
+    srv = live(limits={"sendq": 8192}, flood={"enabled": False})
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", srv.port))
+    try:
+        token = "y" * 300
+        # about 47 KB of PINGs, under the 64 KiB the server buffers before it stops reading,
+        # so this sendall completes while nothing is read; about 50 KB of PONGs come back
+        sock.sendall(b"NICK piper\r\nUSER p 0 * :P\r\n" + b"".join(
+            f"PING :{i:03d}{token}\r\n".encode() for i in range(150)
+        ))
+        data = b""
+        last = f" PONG irc.test 149{token}\r\n".encode()
+        while not data.endswith(last):
+            chunk = sock.recv(65536)
+            assert chunk, data[-300:]
+            data += chunk
+        pongs = [line for line in data.split(b"\r\n") if b" PONG " in line]
+        assert pongs == [f":irc.test PONG irc.test {i:03d}{token}".encode() for i in range(150)]
+        assert b"ERROR" not in data
+    finally:
+        sock.close()

@@ -414,12 +414,15 @@ class _HeldTransport(asyncio.Transport):
     """A socket whose peer reads only when the test says so (``drain``): it keeps what is
     written and pauses its protocol past ``high`` bytes, as asyncio's transports do."""
 
-    def __init__(self, high: int) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self.held = bytearray()
-        self.high = high
+        self.high = 65536
         self.writing_paused = False
         self.protocol: Connection | None = None
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.high = 65536 if high is None else high
 
     def get_extra_info(self, name: str, default: object = None) -> object:
         return ("192.0.2.9", 40000) if name == "peername" else default
@@ -455,11 +458,12 @@ def test_lines_wait_while_the_clients_output_waits(make_harness):
     """While a client's socket holds more than the transport's high-water mark, its next
     lines wait (they are not answered into an ever larger buffer); once it reads, they are
     handled in order, and nothing reaches the SendQ."""
-    h = make_harness(limits={"sendq": 8192}, flood={"enabled": False})  # output goes out past 4096
+    h = make_harness(limits={"sendq": 8192}, flood={"enabled": False})
     conn = Connection(h.server)
-    transport = _HeldTransport(high=2048)
+    transport = _HeldTransport()
     transport.protocol = conn
     conn.connection_made(transport)
+    assert transport.high == h.server.write_at == 2048  # a quarter of the SendQ
     conn.data_received(b"NICK reader\r\nUSER r 0 * :R\r\n")
     h.server.flush_all()
     transport.drain()

@@ -11,9 +11,10 @@ the connection back, later lines wait in the input buffer; past
 ``_PAUSE_AT`` buffered bytes the socket stops being read (TCP backpressure
 on a flooding client, no one else is affected).
 
-Output: while the transport holds more than its high-water mark (64 KiB) of
-unsent output for this client (``pause_writing`` until ``resume_writing``),
-its next lines wait too. A client that asks for a lot in one go (WHO on many
+Output: while the transport holds more than its high-water mark
+(``Server.write_at``: a quarter of the SendQ, at most 64 KiB) of unsent output
+for this client (``pause_writing`` until ``resume_writing``), its next lines
+wait too. A client that asks for a lot in one go (WHO on many
 channels) is then answered as fast as it reads, and only a client that does
 not read at all reaches the SendQ (``Server.write_out``).
 """
@@ -57,6 +58,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.transport.set_write_buffer_limits(high=self.server.write_at)  # type: ignore[union-attr]
         peer = transport.get_extra_info("peername")
         ip = peer[0] if isinstance(peer, tuple) and peer else "unix"
         if ip.startswith("::ffff:"):
