@@ -151,8 +151,8 @@ class Server:
         # An outbox past this goes to the socket before the end of the pass, and it is each
         # connection's write high-water mark: past it the client's next lines wait (see
         # Connection). A quarter of the SendQ: the transport holds at most about twice this
-        # plus one reply before the pause takes effect, so a client that reads is never
-        # closed for what it asked for.
+        # plus one reply before the pause takes effect, so a client that reads is not
+        # closed for what it asked for, short of a single reply of about half the SendQ.
         self.write_at = min(self.sendq_limit // 4, WRITE_AT)
         # read for every received line: plain attributes, not lookups through the config models
         self.utf8only = config.server.utf8only
