@@ -7,15 +7,21 @@ import socket
 A = "alice!alice@127.0.0.1"
 
 
+def small_window_socket(port: int) -> socket.socket:
+    """A client socket with a 4 KiB receive buffer: the kernel's buffers fill quickly when it
+    does not read."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
 def test_reader_that_stops_reading_is_dropped(live, client_factory):
     """SendQ: "a reader that stops reading is disconnected with ERROR :SendQ exceeded and never stalls the
     sender or the channel.\""""
     srv = live(limits={"sendq": 65536}, flood={"enabled": False})
-    # the slow client asks for a tiny receive window so the kernel buffers fill quickly; it never reads
-    slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    slow.settimeout(10)
-    slow.connect(("127.0.0.1", srv.port))
+    slow = small_window_socket(srv.port)  # it never reads
     try:
         slow.sendall(b"NICK slow\r\nUSER slow 0 * :Slow\r\nJOIN #flood\r\n")
         flooder = client_factory(srv.port)
@@ -65,10 +71,7 @@ def test_reader_that_asks_for_more_than_the_sendq_gets_it_all(live):
     """A client that pipelines more replies than the SendQ and reads them only afterwards is not
     dropped: past the write high-water mark its next lines wait until it reads."""
     srv = live(limits={"sendq": 8192}, flood={"enabled": False})
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.settimeout(10)
-    sock.connect(("127.0.0.1", srv.port))
+    sock = small_window_socket(srv.port)
     try:
         token = "y" * 300
         # about 47 KB of PINGs, under the 64 KiB the server buffers before it stops reading,
