@@ -122,8 +122,7 @@ class AccountService:
         self._data_version: int | None = None
         server.registration_checks.append(self.registration_check)
         server.nick_checks.append(self.nick_check)
-        self._next_prune = 0.0
-        server.tick_hooks.append(self._prune_throttle)
+        server.sweep_hooks.append(self._prune_throttle)
 
     @property
     def cfg(self):
@@ -158,11 +157,8 @@ class AccountService:
         keys = await anyio.to_thread.run_sync(derive_keys, password, None, self.cfg.scram_iterations)
         return hashed, keys
 
-    def _prune_throttle(self) -> None:
-        now = self.server.clock()
-        if now >= self._next_prune:  # once a minute: the tick runs every second
-            self._next_prune = now + 60.0
-            self.throttle.prune(now, self.cfg.login_window)
+    def _prune_throttle(self, now: float) -> None:
+        self.throttle.prune(now, self.cfg.login_window)
 
     def throttled(self, client: "Client", folded: str) -> float:
         now = self.server.clock()

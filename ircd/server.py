@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["Server"]
 
 _ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
-_PRUNE_EVERY = 60.0  # seconds between sweeps of the per-IP connection throttle
+_SWEEP_EVERY = 60.0  # seconds between sweeps of records that only matter inside a window
 WRITE_AT = 65536  # the largest write high-water mark (asyncio's and uvloop's default)
 
 log = logging.getLogger("pircd")
@@ -99,10 +99,11 @@ class Server:
         self._time_ms = -1
         self._time_str = ""
         self._flush_pending = False
-        self._next_prune = 0.0
+        self._next_sweep = 0.0
         self.schedule: Callable[[Callable[[], None]], Any] = lambda fn: None
         self.on_startup: list[Callable[[], Awaitable[None]]] = []
         self.tick_hooks: list[Callable[[], None]] = []
+        self.sweep_hooks: list[Callable[[float], None]] = []  # once a minute, with the clock's time
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
         # Hooks for accounts and extensions: a registration check returns an
         # ircd.accounts.Refusal (answer, maybe disconnect) or None; a nick
@@ -207,6 +208,16 @@ class Server:
 
     def now(self) -> float:
         return self.clock()
+
+    def sweep(self, now: float) -> None:
+        """Once a minute (the tick calls this every second): forget the records that only
+        matter inside a window, here and in ``sweep_hooks`` (the login throttle)."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + _SWEEP_EVERY
+        self.prune_throttle(now)
+        for hook in self.sweep_hooks:
+            hook(now)
 
     def prune_throttle(self, now: float) -> int:
         """Forget the IPs with no connection inside the throttle window (the
@@ -436,8 +447,6 @@ class Server:
         (no more output, ERROR written); removing it from channels and telling
         its peers waits for the next ``flush_all``.
         """
-        client.outbuf = []
-        client.outlen = 0
         if client.closing:
             return
         log.info("sendq exceeded id=%d nick=%s", client.id, client.nick)
@@ -681,9 +690,7 @@ class Server:
                 client.send(ping)
         for client, reason in expired:
             self.disconnect(client, reason)
-        if now >= self._next_prune:
-            self._next_prune = now + _PRUNE_EVERY
-            self.prune_throttle(now)
+        self.sweep(now)
         for hook in self.tick_hooks:
             hook()
         self.flush_all()

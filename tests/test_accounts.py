@@ -221,15 +221,15 @@ def test_login_throttle_forgets_old_failures(ah):
     accounts = ah.server.accounts
     throttle = accounts.throttle
     assert len(throttle) == 2  # a:alice and i:10.0.0.9
-    assert accounts._prune_throttle in ah.server.tick_hooks
+    assert accounts._prune_throttle in ah.server.sweep_hooks
     ah.clock.advance(1)
-    accounts._prune_throttle()  # the first sweep: the failure is 1 s old
+    ah.server.sweep(ah.clock.now)  # the first sweep: the failure is 1 s old
     assert len(throttle) == 2
     ah.clock.advance(59)
-    accounts._prune_throttle()  # within a minute of the last sweep: nothing happens
+    ah.server.sweep(ah.clock.now)  # within a minute of the last sweep: nothing happens
     assert len(throttle) == 2
     ah.clock.advance(1)
-    accounts._prune_throttle()  # 61 s after the failure
+    ah.server.sweep(ah.clock.now)  # 61 s after the failure
     assert len(throttle) == 0
 
 
