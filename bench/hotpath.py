@@ -16,10 +16,16 @@ configuration (store, history, the PIRCAN extension), gives each client a
   read is what the 50-pair socket benchmark sees);
 - ``fanout``: one sender, 200 receivers in a channel, reads of 128 lines;
 - ``register``: a connection, NICK and USER in one read, the welcome burst
-  (001-005, LUSERS, MOTD), then the connection closes.
+  (001-005, LUSERS, MOTD), then the connection closes;
+- ``send``: 100 pairs of PIRCAN agents (logged in with SASL, each pair with a
+  ``message`` agreement); in each round every sender sends one ``SEND`` and
+  the event loop runs until the 100 receipts are out. This path is not
+  socket-free in time: it includes the database thread (one group commit per
+  round, at the configured durability) and the event loop's own work for the
+  handlers' tasks and futures, since that is most of what a SEND costs.
 
-It reports CPU microseconds (``time.process_time``) per relayed message and
-per delivered line, the median of ``--repeat`` runs. The figures are lower
+It reports CPU microseconds (``time.process_time``, every thread of the
+process) per relayed message, per delivered line, per registration and per SEND, the median of ``--repeat`` runs. The figures are lower
 than the socket benchmark's by the kernel's share and the event loop's, and
 they move far less on a busy machine, which makes them the figures to compare
 before and after a change to the hot path.
@@ -75,12 +81,55 @@ class CountingTransport(asyncio.Transport):
         pass
 
 
+class _Receipts:
+    """Counts ``marker`` in what the send scenario's clients are written, and wakes the round."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.want = 0
+        self.done: asyncio.Future[None] | None = None
+
+    def expect(self, loop: asyncio.AbstractEventLoop, want: int) -> "asyncio.Future[None]":
+        self.want = want
+        self.done = loop.create_future()
+        return self.done
+
+    def saw(self, data: bytes | bytearray | memoryview) -> None:
+        data = bytes(data)
+        self.want -= data.count(self.marker)
+        if self.done is None or self.done.done():
+            return
+        if b" FAIL " in data or data.startswith(b"FAIL "):
+            self.done.set_exception(RuntimeError(f"a SEND was refused: {data!r}"))
+        elif self.want <= 0:
+            self.done.set_result(None)
+
+
+class RecordingTransport(CountingTransport):
+    """Keeps what it is written until the measured phase, then only counts receipts."""
+
+    def __init__(self, peer: str, receipts: _Receipts) -> None:
+        super().__init__(peer)
+        self.data = bytearray()
+        self.receipts = receipts
+        self.measuring = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += len(data)
+        if self.measuring:
+            self.receipts.saw(data)
+        else:
+            self.data += data
+
+
 def _build(directory: Path, loop: asyncio.AbstractEventLoop):
     from ircd.app import build_server
     from ircd.config import load as load_config
 
     path = directory / "pircd.toml"
-    path.write_text(_pircd_config(directory, free_port()))
+    # the send scenario's set-up logs 200 agents in; its logins are not measured
+    cheap_logins = "\n[accounts]\nargon2_time_cost = 1\nargon2_memory_kib = 8192\n"
+    path.write_text(_pircd_config(directory, free_port()) + cheap_logins)
     server = build_server(load_config(str(path)))
     server.schedule = lambda fn: None  # the benchmark writes the outboxes itself
     server.spawner = loop.create_task
@@ -166,6 +215,75 @@ def bench_register(server, count: int) -> float:
     return spent / count * 1e6
 
 
+def _until(loop: asyncio.AbstractEventLoop, ready, what: str, seconds: float = 60.0) -> None:
+    """Run the loop until ``ready()`` (set-up only: polls every millisecond)."""
+    deadline = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"set-up timed out waiting for {what}")
+        loop.run_until_complete(asyncio.sleep(0.001))
+
+
+def setup_send(server, loop: asyncio.AbstractEventLoop, pairs: int):
+    """``pairs`` sender/recipient agents logged in with SASL, each pair with a ``message`` agreement."""
+    import base64
+
+    from ircd.net.connection import Connection
+
+    server.schedule = loop.call_soon  # outboxes go out as in the server: once per event-loop pass
+    password = "hotpath-password"
+    loop.run_until_complete(server.accounts.create("hotowner", password, kind="person"))
+    names = [(f"hs{i}", f"hr{i}") for i in range(pairs)]
+    for a, b in names:
+        for name in (a, b):
+            loop.run_until_complete(server.accounts.create(name, password, kind="agent", owner="hotowner"))
+    receipts = _Receipts(b" OK ")  # a receipt: ":<server> SEND <nick> OK <id> ..."
+    conns: dict[str, tuple[Connection, RecordingTransport]] = {}
+    for name in [n for pair in names for n in pair]:
+        conn = Connection(server)
+        transport = RecordingTransport("127.0.0.1", receipts)
+        conn.connection_made(transport)
+        token = base64.b64encode(f"\0{name}\0{password}".encode()).decode()
+        conn.data_received(
+            f"CAP REQ :sasl\r\nNICK {name}\r\nUSER {name} 0 * :{name}\r\nAUTHENTICATE PLAIN\r\n"
+            f"AUTHENTICATE {token}\r\nCAP END\r\n".encode()
+        )
+        conns[name] = (conn, transport)
+    _until(loop, lambda: all(b" 376 " in t.data or b" 422 " in t.data for _, t in conns.values()), "logins")
+    refused = [name for name, (_, t) in conns.items() if b" 903 " not in t.data]
+    if refused:
+        raise RuntimeError(f"set-up: SASL login failed for {refused[:3]}")
+    for a, b in names:
+        (ca, ta), (cb, tb) = conns[a], conns[b]
+        ca.data_received(f"CONTACT REQUEST {b} message 30 :hotpath\r\n".encode())
+        _until(loop, lambda: b" REQUESTED " in ta.data, "CONTACT REQUEST")
+        request = ta.data.split(b" REQUESTED ")[1].split()[0].decode()
+        cb.data_received(f"CONTACT ACCEPT {request}\r\n".encode())
+        _until(loop, lambda: b" ACCEPTED " in tb.data, "CONTACT ACCEPT")
+    for _, transport in conns.values():
+        transport.measuring = True
+    senders = [conns[a][0] for a, _ in names]
+    lines = [f"SEND {b} :hotpath message of a durable direct message run\r\n".encode() for _, b in names]
+    return senders, lines, receipts
+
+
+SEND_WARMUP = 5  # rounds before the measured runs
+
+
+def bench_send(loop: asyncio.AbstractEventLoop, senders, lines, receipts: _Receipts, rounds: int) -> float:
+    """CPU microseconds per durable SEND, receipt included. Every round is one SEND per
+    agreement, and an agreement allows 120 an hour: at most 115 measured rounds in all."""
+    pairs = list(zip(senders, lines))
+    start = time.process_time()
+    for _ in range(rounds):
+        done = receipts.expect(loop, len(pairs))
+        for conn, line in pairs:
+            conn.data_received(line)
+        loop.run_until_complete(done)
+    spent = time.process_time() - start
+    return spent / (rounds * len(pairs)) * 1e6
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hotpath", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=40_000, help="direct messages per run")
@@ -173,17 +291,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--receivers", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--registrations", type=int, default=5_000, help="registrations per run")
-    parser.add_argument("--only", choices=("dm", "fanout", "register"), help="run one of the three")
+    parser.add_argument("--pairs", type=int, default=100, help="sender/recipient agent pairs for send")
+    parser.add_argument("--rounds", type=int, default=20, help="send: rounds of one SEND per pair, per run")
+    parser.add_argument("--only", choices=("dm", "fanout", "register", "send"), help="run one scenario")
     args = parser.parse_args(argv)
+    if args.only in (None, "send") and SEND_WARMUP + args.repeat * args.rounds > 120:
+        parser.error("send: --repeat x --rounds must stay within 115 (120 SENDs per agreement per hour)")
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     dm: list[float] = []
     fan: list[float] = []
     reg: list[float] = []
+    snd: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pircd-hotpath-") as tmp:
         server = _build(Path(tmp), loop)
         try:
             bench_dm(server, min(2_000, args.messages))  # warm up caches and the allocator
+            if args.only in (None, "send"):
+                sending = setup_send(server, loop, args.pairs)
+                bench_send(loop, *sending, rounds=SEND_WARMUP)
             gc.collect()
             for _ in range(args.repeat):
                 if args.only in (None, "dm"):
@@ -192,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                     fan.append(bench_fanout(server, args.receivers, args.reads))
                 if args.only in (None, "register"):
                     reg.append(bench_register(server, args.registrations))
+                if args.only in (None, "send"):
+                    snd.append(bench_send(loop, *sending, rounds=args.rounds))
         finally:
             for stop in reversed(server.on_shutdown):
                 loop.run_until_complete(stop())
@@ -207,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if reg:
         print(f"register {statistics.median(reg):6.1f} us CPU per registration ({min(reg):.1f}..{max(reg):.1f})")
+    if snd:
+        print(
+            f"send    {statistics.median(snd):7.1f} us CPU per SEND, both threads, {args.pairs} pairs"
+            f" ({min(snd):.1f}..{max(snd):.1f})"
+        )
     return 0
 
 

@@ -71,11 +71,14 @@ def test_every_scenario_runs():
 
 
 def test_hotpath_runs_every_path(capsys):
-    """bench.hotpath (in-process, no sockets) with tiny counts: each of its three paths reports a figure."""
+    """bench.hotpath (in-process, no sockets) with tiny counts: each of its four paths reports a figure."""
     from bench import hotpath
 
-    assert hotpath.main(["--messages", "20", "--reads", "1", "--receivers", "3", "--registrations", "5", "--repeat", "1"]) == 0
+    argv = ["--messages", "20", "--reads", "1", "--receivers", "3", "--registrations", "5", "--repeat", "1",
+            "--pairs", "3", "--rounds", "2"]
+    assert hotpath.main(argv) == 0
     out = capsys.readouterr().out
     assert "us CPU per relayed message" in out
     assert "us CPU per delivered line, 3 receivers" in out
     assert "us CPU per registration" in out
+    assert "us CPU per SEND, both threads, 3 pairs" in out
