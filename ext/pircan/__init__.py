@@ -9,6 +9,7 @@ reaches the core only through ``ircd.api``; all of its SQL is in
 
 from __future__ import annotations
 
+import functools
 
 from ircd.api import (
     Capability,
@@ -45,10 +46,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     state.notify_cap = api.capability(Capability(NOTIFY_CAP_NAME))
 
     def verb(fn):
-        async def handler(ctx: CommandContext, msg: Message) -> None:
-            await fn(state, ctx, msg)
-
-        return handler
+        return functools.partial(fn, state)  # calling it makes the handler's coroutine directly
 
     for name, fn, text in (
         ("CONTACT", handle_contact, help_text.CONTACT),

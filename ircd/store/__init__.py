@@ -49,12 +49,13 @@ class Store:
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self.db.read(fn, *args)
 
-    async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self.db.write(fn, *args)
+    def write(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+        """Await it: done once the write is committed."""
+        return self.db.write(fn, *args)
 
-    async def write_batched(self, batched: Batched, item: Any) -> Any:
+    def write_batched(self, batched: Batched, item: Any) -> "asyncio.Future[Any]":
         """A write that joins the other items queued for the same Batched function."""
-        return await self.db.write_batched(batched, item)
+        return self.db.write_batched(batched, item)
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
         return self.db.write_nowait(fn, *args)

@@ -264,24 +264,22 @@ class Database:
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._call(fn, *args)
 
-    async def write(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn`` in the next group-committed transaction; returns after COMMIT."""
-        if self._closing or self._wake is None:
+    def write(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+        """Run ``fn`` in the next group-committed transaction; the future is done after COMMIT.
+
+        A plain function returning the future (await it): on the SEND path every
+        coroutine layer between a handler and its write costs a frame per resume."""
+        if self._closing or self._wake is None or self._loop is None:
             raise RuntimeError("database is closing")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T] = self._loop.create_future()
         self._queue.append((fn, args, future))
         self._wake.set()
-        return await future
+        return future
 
-    async def write_batched(self, batched: Batched, item: Any) -> Any:
+    def write_batched(self, batched: Batched, item: Any) -> "asyncio.Future[Any]":
         """Like ``write``, for a ``Batched`` function: ``item`` joins the other items queued
         for it, and the result is this item's entry of the function's result list."""
-        if self._closing or self._wake is None:
-            raise RuntimeError("database is closing")
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append((batched, (item,), future))  # type: ignore[arg-type]
-        self._wake.set()
-        return await future
+        return self.write(batched, item)  # type: ignore[arg-type]
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
         """Queue a write nobody waits for (it is still committed, in order, before close).
