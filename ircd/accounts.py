@@ -148,7 +148,7 @@ class AccountService:
             await self.refresh()
 
     async def _read_data_version(self) -> int:
-        return await self.store.read(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0])
+        return await self.store.data_version()
 
     # passwords -------------------------------------------------------------
 

@@ -60,6 +60,10 @@ class Store:
     def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
         return self.db.write_nowait(fn, *args)
 
+    async def data_version(self) -> int:
+        """Changes when another process commits to the database (see Database.data_version)."""
+        return await self.db.data_version()
+
     async def flush(self) -> None:
         """Wait until every queued write is committed, buffered ones (history) included."""
         for hook in self.before_flush:

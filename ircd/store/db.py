@@ -1,11 +1,11 @@
 """The SQLite database: one file, WAL, migration tracks, group commit.
 
-All statements run on aiosqlite's worker thread. Store modules write plain
-synchronous functions that take a ``sqlite3.Connection``; this module runs
-them there:
+Store modules write plain synchronous functions that take a
+``sqlite3.Connection``; this module runs them off the event loop, on two
+connections to the same file (WAL lets one write while the other reads):
 
-* ``read(fn, ...)`` runs ``fn`` and returns its result.
-* ``write(fn, ...)`` queues ``fn`` for the writer, which runs every queued
+* ``read(fn, ...)`` runs ``fn`` on aiosqlite's worker thread and returns its result.
+* ``write(fn, ...)`` queues ``fn`` for the writer thread, which runs every queued
   function in ONE transaction (each inside its own SAVEPOINT, so one failing
   function does not undo the others) and commits once. The awaiting caller
   resumes only after that commit: a reply sent after ``await write(...)``
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
@@ -235,30 +236,34 @@ class Database:
         self.path = path
         self.durability = durability
         self._conn: aiosqlite.Connection | None = None
-        self._queue: list[tuple[Callable[..., Any], tuple, asyncio.Future[Any]]] = []
-        self._wake: asyncio.Event | None = None
-        self._writer: asyncio.Task[None] | None = None
-        self._closing = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # queued writes; the writer thread takes them all at once (one transaction)
+        self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any]]] = []
+        self._wakeup = threading.Condition(threading.Lock())
+        self._stop = False
+        self._stopped: asyncio.Future[None] | None = None
+        self._closing = False
         self.batches = 0  # committed write transactions (for tests and benchmarks)
 
     async def open(self) -> None:
         self._conn = await aiosqlite.connect(self.path, isolation_level=None)
         await self._call(_configure, self.durability)
-        self._wake = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        self._writer = self._loop.create_task(self._write_loop())
+        loop = self._loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = loop.create_future()
+        self._stopped = loop.create_future()
+        threading.Thread(target=self._writer, args=(ready,), name="pircd-db-writer", daemon=True).start()
+        await ready
 
     async def migrate(self, track: str, migrations: Sequence[Migration]) -> int:
         return await self._call(migrate, track, migrations)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(sqlite3_connection, *args)`` on the database thread."""
+        """Run ``fn(sqlite3_connection, *args)`` on the reading thread."""
         conn = self._conn
         if conn is None:
             raise RuntimeError("database is not open")
         # aiosqlite has no public "run this callable on the connection thread";
-        # _execute is that primitive, and it lets a whole batch cost one hop.
+        # _execute is that primitive.
         return await conn._execute(lambda: fn(conn._conn, *args))  # noqa: SLF001
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
@@ -269,11 +274,12 @@ class Database:
 
         A plain function returning the future (await it): on the SEND path every
         coroutine layer between a handler and its write costs a frame per resume."""
-        if self._closing or self._wake is None or self._loop is None:
+        if self._closing or self._loop is None:
             raise RuntimeError("database is closing")
         future: asyncio.Future[T] = self._loop.create_future()
-        self._queue.append((fn, args, future))
-        self._wake.set()
+        with self._wakeup:
+            self._pending.append((fn, args, future))
+            self._wakeup.notify()
         return future
 
     def write_batched(self, batched: Batched, item: Any) -> "asyncio.Future[Any]":
@@ -286,58 +292,100 @@ class Database:
 
         Returns the write's future (done once committed) for a caller that wants
         to know when, or None when the database is already closing."""
-        if self._closing or self._wake is None or self._loop is None:
+        if self._closing or self._loop is None:
             return None
-        future: asyncio.Future[Any] = self._loop.create_future()
+        future = self.write(fn, *args)
         future.add_done_callback(_log_failure)
-        self._queue.append((fn, args, future))
-        self._wake.set()
         return future
 
     async def flush(self) -> None:
         """Return once everything queued so far is committed."""
         await self.write(_noop)
 
-    async def _write_loop(self) -> None:
-        assert self._wake is not None
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            batch, self._queue = self._queue, []
-            if not batch:
-                if self._closing:
-                    return
-                continue
-            try:
-                results = await self._call(_run_batch, [(fn, args) for fn, args, _ in batch])
-            except Exception as exc:
-                results = [(False, exc)] * len(batch)
-            self.batches += 1
-            for (_, _, future), (ok, value) in zip(batch, results):
-                if future.done():
-                    continue
-                if ok:
-                    future.set_result(value)
-                else:
-                    future.set_exception(value)
-            if self._closing and not self._queue:
-                return
+    async def data_version(self) -> int:
+        """SQLite's data_version on the writer's connection: it changes only when another
+        connection commits, so a change means another process (the CLI) wrote."""
+        return await self.write(_data_version)
+
+    def _writer(self, ready: "asyncio.Future[None]") -> None:
+        """The writer thread: its own connection; every write queued meanwhile in one transaction.
+
+        It takes the next batch as soon as a commit is done, without a trip through
+        the event loop (which may be busy for milliseconds with the lines of many
+        clients); only the results go to the loop, one callback per batch."""
+        loop = self._loop
+        assert loop is not None
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            _configure(conn, self.durability)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(_settle, ready, exc)
+            loop.call_soon_threadsafe(_settle, self._stopped, None)
+            return
+        loop.call_soon_threadsafe(_settle, ready, None)
+        wakeup, batch = self._wakeup, []
+        try:
+            while True:
+                with wakeup:
+                    while not self._pending and not self._stop:
+                        wakeup.wait()
+                    if not self._pending:
+                        break  # closing, and everything is committed
+                    batch, self._pending = self._pending, []
+                results = _run_batch(conn, [(fn, args) for fn, args, _ in batch])
+                self.batches += 1
+                loop.call_soon_threadsafe(_deliver, batch, results)
+                batch = []
+        except BaseException as exc:  # not a failed write (those are results): the thread itself broke
+            log.exception("database writer stopped")
+            with wakeup:
+                lost, self._pending = batch + self._pending, []
+                self._closing = True
+            loop.call_soon_threadsafe(_deliver, lost, [(False, exc)] * len(lost))
+        finally:
+            conn.close()
+            loop.call_soon_threadsafe(_settle, self._stopped, None)
 
     async def close(self) -> None:
         """Commit everything queued, then close."""
         if self._conn is None:
             return
         self._closing = True
-        if self._wake is not None:
-            self._wake.set()
-        if self._writer is not None:
-            await self._writer
+        with self._wakeup:
+            self._stop = True
+            self._wakeup.notify()
+        if self._stopped is not None:
+            await self._stopped
         await self._conn.close()
         self._conn = None
 
 
+def _settle(future: "asyncio.Future[Any] | None", exc: BaseException | None) -> None:
+    if future is None or future.done():
+        return
+    if exc is None:
+        future.set_result(None)
+    else:
+        future.set_exception(exc)
+
+
+def _deliver(batch: list[tuple[Any, tuple, "asyncio.Future[Any]"]], results: list[tuple[bool, Any]]) -> None:
+    """On the event loop: hand each write of a committed batch its result."""
+    for (_, _, future), (ok, value) in zip(batch, results):
+        if future.done():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
 def _noop(conn: sqlite3.Connection) -> None:
     return None
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA data_version").fetchone()[0]
 
 
 def _log_failure(future: asyncio.Future[Any]) -> None:

@@ -1,0 +1,166 @@
+"""ircd.store.db.Database: group commit on the writer thread, its failure isolation, close and data_version.
+
+Each test runs its own event loop (asyncio.run) on a fresh file and checks the
+stored rows with a separate sqlite3 connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+
+import pytest
+
+from ircd.store import db as dbm
+from ircd.store.db import Batched, Database
+
+
+def _table(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
+
+
+def _put(conn: sqlite3.Connection, ident: int, value: str) -> int:
+    conn.execute("INSERT INTO t (id, v) VALUES (?, ?)", (ident, value))
+    return ident
+
+
+def _rows(path) -> list[tuple[int, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT id, v FROM t ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+async def _opened(path) -> Database:
+    database = Database(str(path), durability="off")
+    await database.open()
+    await database.write(_table)
+    return database
+
+
+def test_writes_queued_together_commit_together_and_a_failure_stays_alone(tmp_path):
+    path = tmp_path / "d.db"
+
+    async def main():
+        database = await _opened(path)
+        before = database.batches
+        futures = [database.write(_put, 1, "a"), database.write(_put, 1, "duplicate"), database.write(_put, 2, "b")]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        batches = database.batches - before
+        await database.close()
+        return results, batches
+
+    results, batches = asyncio.run(main())
+    assert results[0] == 1 and results[2] == 2
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert batches == 1  # one transaction for the three
+    assert _rows(path) == [(1, "a"), (2, "b")]
+
+
+def test_batched_items_share_one_call(tmp_path):
+    path = tmp_path / "d.db"
+    calls: list[int] = []
+
+    def put_many(conn: sqlite3.Connection, items: list[tuple[int, str]]) -> list[int]:
+        calls.append(len(items))
+        conn.executemany("INSERT INTO t (id, v) VALUES (?, ?)", items)
+        return [ident for ident, _ in items]
+
+    many = Batched(put_many)
+
+    async def main():
+        database = await _opened(path)
+        results = await asyncio.gather(*(database.write_batched(many, (i, f"v{i}")) for i in range(5)))
+        await database.close()
+        return results
+
+    assert asyncio.run(main()) == [0, 1, 2, 3, 4]
+    assert calls == [5]
+    assert _rows(path) == [(i, f"v{i}") for i in range(5)]
+
+
+def test_the_writer_takes_the_next_batch_while_the_event_loop_is_busy(tmp_path):
+    """A commit is followed by the next batch at once, without waiting for the event
+    loop: here the loop is blocked in this very function while both batches commit."""
+    path = tmp_path / "d.db"
+    first_running, release, second_done = threading.Event(), threading.Event(), threading.Event()
+
+    def first(conn: sqlite3.Connection) -> None:
+        first_running.set()
+        release.wait(30)
+        _put(conn, 1, "first")
+
+    def second(conn: sqlite3.Connection) -> None:
+        _put(conn, 2, "second")
+        second_done.set()
+
+    async def main():
+        database = await _opened(path)
+        one = database.write(first)
+        assert first_running.wait(30)
+        two = database.write(second)  # queued while the first batch runs
+        release.set()
+        ran = second_done.wait(30)  # blocks the event loop: no callback of it runs meanwhile
+        await asyncio.gather(one, two)
+        await database.close()
+        return ran
+
+    assert asyncio.run(main()) is True
+    assert _rows(path) == [(1, "first"), (2, "second")]
+
+
+def test_close_commits_what_is_queued_and_refuses_later_writes(tmp_path):
+    path = tmp_path / "d.db"
+
+    async def main():
+        database = await _opened(path)
+        for i in range(3):
+            database.write_nowait(_put, i, "queued")
+        await database.close()
+        with pytest.raises(RuntimeError, match="database is closing"):
+            database.write(_put, 9, "late")
+        return database.write_nowait(_put, 9, "late")
+
+    assert asyncio.run(main()) is None
+    assert _rows(path) == [(0, "queued"), (1, "queued"), (2, "queued")]
+
+
+def test_data_version_moves_only_for_another_connections_commit(tmp_path):
+    path = tmp_path / "d.db"
+
+    async def main():
+        database = await _opened(path)
+        start = await database.data_version()
+        await database.write(_put, 1, "own")
+        after_own = await database.data_version()
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("INSERT INTO t (id, v) VALUES (2, 'cli')")
+        other.close()
+        after_other = await database.data_version()
+        await database.close()
+        return start, after_own, after_other
+
+    start, after_own, after_other = asyncio.run(main())
+    assert after_own == start
+    assert after_other != start
+
+
+def test_a_broken_writer_fails_the_waiting_writes_and_closes(tmp_path, monkeypatch):
+    path = tmp_path / "d.db"
+
+    def broken(conn, batch):
+        raise MemoryError("writer broke")
+
+    async def main():
+        database = await _opened(path)
+        monkeypatch.setattr(dbm, "_run_batch", broken)
+        with pytest.raises(MemoryError, match="writer broke"):
+            await database.write(_put, 1, "lost")
+        with pytest.raises(RuntimeError, match="database is closing"):
+            database.write(_put, 2, "refused")
+        await database.close()  # returns: the thread is gone
+
+    asyncio.run(main())
+    assert _rows(path) == []
