@@ -274,10 +274,20 @@ class Database:
 
         A plain function returning the future (await it): on the SEND path every
         coroutine layer between a handler and its write costs a frame per resume."""
-        if self._closing or self._loop is None:
+        future = self._queue(fn, args)
+        if future is None:
             raise RuntimeError("database is closing")
-        future: asyncio.Future[T] = self._loop.create_future()
+        return future
+
+    def _queue(self, fn: Callable[..., Any], args: tuple) -> "asyncio.Future[Any] | None":
+        """Hand ``fn`` to the writer thread; None once closing (checked under the lock the
+        writer takes, so a write is either refused or committed, never left behind)."""
+        if self._loop is None:
+            return None
+        future: asyncio.Future[Any] = self._loop.create_future()
         with self._wakeup:
+            if self._closing:
+                return None
             self._pending.append((fn, args, future))
             self._wakeup.notify()
         return future
@@ -292,10 +302,9 @@ class Database:
 
         Returns the write's future (done once committed) for a caller that wants
         to know when, or None when the database is already closing."""
-        if self._closing or self._loop is None:
-            return None
-        future = self.write(fn, *args)
-        future.add_done_callback(_log_failure)
+        future = self._queue(fn, args)
+        if future is not None:
+            future.add_done_callback(_log_failure)
         return future
 
     async def flush(self) -> None:
@@ -315,10 +324,13 @@ class Database:
         clients); only the results go to the loop, one callback per batch."""
         loop = self._loop
         assert loop is not None
+        conn: sqlite3.Connection | None = None
         try:
             conn = sqlite3.connect(self.path, isolation_level=None)
             _configure(conn, self.durability)
         except BaseException as exc:
+            if conn is not None:
+                conn.close()
             loop.call_soon_threadsafe(_settle, ready, exc)
             loop.call_soon_threadsafe(_settle, self._stopped, None)
             return
@@ -334,8 +346,8 @@ class Database:
                     batch, self._pending = self._pending, []
                 results = _run_batch(conn, [(fn, args) for fn, args, _ in batch])
                 self.batches += 1
-                loop.call_soon_threadsafe(_deliver, batch, results)
-                batch = []
+                done, batch = batch, []
+                loop.call_soon_threadsafe(_deliver, done, results)
         except BaseException as exc:  # not a failed write (those are results): the thread itself broke
             log.exception("database writer stopped")
             with wakeup:
@@ -350,9 +362,8 @@ class Database:
         """Commit everything queued, then close."""
         if self._conn is None:
             return
-        self._closing = True
         with self._wakeup:
-            self._stop = True
+            self._closing = self._stop = True
             self._wakeup.notify()
         if self._stopped is not None:
             await self._stopped
