@@ -114,8 +114,7 @@ class Pircan:
         for event_id, recipient, kind, at in await self.database.read(
             db.pending_events, now - Limits.notify_ttl_ms
         ):
-            pending = self.pending.setdefault(recipient, PendingNotify())
-            pending.events.setdefault(kind, deque()).append((at, event_id))
+            self._count_event(recipient, kind, event_id, at)
         log.info(
             "pircan loaded agreements=%d policies=%d pending_accounts=%d",
             len(self.agreements), len(self.policies), len(self.pending),
@@ -194,10 +193,19 @@ class Pircan:
 
     def event_committed(self, recipient: str, kind: str, event_id: int, at: int) -> None:
         """An event row is committed: count it, and NOTIFY soon if the account is visible."""
-        pending = self.pending.setdefault(recipient, PendingNotify())
-        pending.events.setdefault(kind, deque()).append((at, event_id))
+        self._count_event(recipient, kind, event_id, at)
         if self.api.is_visible(recipient):
             self.schedule_notify(recipient)
+
+    def _count_event(self, recipient: str, kind: str, event_id: int, at: int) -> None:
+        # get-then-create: setdefault would build a PendingNotify and a deque per SEND
+        pending = self.pending.get(recipient)
+        if pending is None:
+            pending = self.pending[recipient] = PendingNotify()
+        events = pending.events.get(kind)
+        if events is None:
+            events = pending.events[kind] = deque()
+        events.append((at, event_id))
 
     def schedule_notify(self, account: str, delay_ms: int | None = None) -> None:
         if account in self.notify_timers or account not in self.pending:
