@@ -269,7 +269,7 @@ class Database:
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._call(fn, *args)
 
-    def write(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
+    def write(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run ``fn`` in the next group-committed transaction; the future is done after COMMIT.
 
         A plain function returning the future (await it): on the SEND path every
@@ -279,7 +279,7 @@ class Database:
             raise RuntimeError("database is closing")
         return future
 
-    def _queue(self, fn: Callable[..., Any], args: tuple) -> "asyncio.Future[Any] | None":
+    def _queue(self, fn: Callable[..., Any], args: tuple) -> asyncio.Future[Any] | None:
         """Hand ``fn`` to the writer thread; None once closing (checked under the lock the
         writer takes, so a write is either refused or committed, never left behind)."""
         if self._loop is None:
@@ -292,12 +292,12 @@ class Database:
             self._wakeup.notify()
         return future
 
-    def write_batched(self, batched: Batched, item: Any) -> "asyncio.Future[Any]":
+    def write_batched(self, batched: Batched, item: Any) -> asyncio.Future[Any]:
         """Like ``write``, for a ``Batched`` function: ``item`` joins the other items queued
         for it, and the result is this item's entry of the function's result list."""
         return self.write(batched, item)  # type: ignore[arg-type]
 
-    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
+    def write_nowait(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any] | None:
         """Queue a write nobody waits for (it is still committed, in order, before close).
 
         Returns the write's future (done once committed) for a caller that wants
@@ -316,7 +316,7 @@ class Database:
         connection commits, so a change means another process (the CLI) wrote."""
         return await self.write(_data_version)
 
-    def _writer(self, ready: "asyncio.Future[None]") -> None:
+    def _writer(self, ready: asyncio.Future[None]) -> None:
         """The writer thread: its own connection; every write queued meanwhile in one transaction.
 
         It takes the next batch as soon as a commit is done, without a trip through
@@ -371,7 +371,7 @@ class Database:
         self._conn = None
 
 
-def _settle(future: "asyncio.Future[Any] | None", exc: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any] | None, exc: BaseException | None) -> None:
     if future is None or future.done():
         return
     if exc is None:
@@ -380,7 +380,7 @@ def _settle(future: "asyncio.Future[Any] | None", exc: BaseException | None) -> 
         future.set_exception(exc)
 
 
-def _deliver(batch: list[tuple[Any, tuple, "asyncio.Future[Any]"]], results: list[tuple[bool, Any]]) -> None:
+def _deliver(batch: list[tuple[Any, tuple, asyncio.Future[Any]]], results: list[tuple[bool, Any]]) -> None:
     """On the event loop: hand each write of a committed batch its result."""
     for (_, _, future), (ok, value) in zip(batch, results):
         if future.done():
