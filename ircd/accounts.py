@@ -34,6 +34,7 @@ from ircd.events import LoggedIn, LoggedOut
 from ircd.proto import numerics as N
 from ircd.sasl.scram import derive_keys
 from ircd.store import Account, AccountExists, ScramKeys
+from ircd.timers import forget_idle
 
 if TYPE_CHECKING:
     from ircd.client import Client
@@ -92,10 +93,7 @@ class LoginThrottle:
 
     def prune(self, now: float, window: float) -> int:
         """Forget keys whose last failure left the window; returns how many."""
-        stale = [key for key, times in self._failures.items() if not times or times[-1] <= now - window]
-        for key in stale:
-            del self._failures[key]
-        return len(stale)
+        return forget_idle(self._failures, now - window)
 
     def __len__(self) -> int:
         return len(self._failures)

@@ -36,7 +36,7 @@ from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator
 from ircd.proto.timestamps import format_ms
 from ircd.registry import Registry
 from ircd.replies import Relay, ReplyBuffer
-from ircd.timers import Timers
+from ircd.timers import Timers, forget_idle
 from ircd.visibility import Visibility
 
 if TYPE_CHECKING:
@@ -223,11 +223,7 @@ class Server:
         """Forget the IPs with no connection inside the throttle window (the
         record of every address that ever connected would otherwise stay);
         returns how many were dropped."""
-        cutoff = now - self.config.connections.throttle_window
-        stale = [ip for ip, times in self.throttle.items() if not times or times[-1] <= cutoff]
-        for ip in stale:
-            del self.throttle[ip]
-        return len(stale)
+        return forget_idle(self.throttle, now - self.config.connections.throttle_window)
 
     def next_client_id(self) -> int:
         self._client_seq += 1

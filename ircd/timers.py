@@ -11,9 +11,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from typing import Any, Callable
+from collections import deque
+from typing import Any, Callable, TypeVar
 
-__all__ = ["Timers", "TimerHandle"]
+__all__ = ["Timers", "TimerHandle", "forget_idle"]
+
+_K = TypeVar("_K")
 
 log = logging.getLogger("pircd")
 
@@ -63,3 +66,13 @@ def _fire(handle: TimerHandle) -> None:
         handle.fn()
     except Exception:
         log.exception("timer callback failed")
+
+
+def forget_idle(records: dict[_K, deque[float]], cutoff: float) -> int:
+    """Drop the keys of a sliding-window record (times, oldest first) whose newest
+    time is at or before ``cutoff``; returns how many. The once-a-minute sweep uses
+    it for the connection throttle and the login throttle."""
+    stale = [key for key, times in records.items() if not times or times[-1] <= cutoff]
+    for key in stale:
+        del records[key]
+    return len(stale)
