@@ -109,12 +109,17 @@ def command(
     requires_cap: int = 0,
     flood_cost: int = 1,
     aliases: tuple[str, ...] = (),
+    doc: str | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Declare a core verb. The handler's docstring is its syntax line, then its help."""
+    """Declare a core verb. The handler's docstring is its syntax line, then its help.
+
+    A module in the compiled build (``[tool.pircd] compiled`` in pyproject.toml)
+    passes that text as ``doc`` instead: compiled functions have no docstring.
+    """
 
     def register(fn: Handler) -> Handler:
-        doc = inspect.cleandoc(fn.__doc__ or verb)
-        syntax, _, help_text = doc.partition("\n")
+        text = inspect.cleandoc(doc or fn.__doc__ or verb)
+        syntax, _, help_text = text.partition("\n")
         for name in (verb, *aliases):
             CORE_COMMANDS.append(
                 CommandSpec(

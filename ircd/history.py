@@ -35,6 +35,7 @@ from ircd.proto.timestamps import first_id_at
 
 if TYPE_CHECKING:
     from ircd.client import Client
+    from ircd.config import HistorySection
     from ircd.replies import Relay
     from ircd.server import Server
     from ircd.store import Store
@@ -79,7 +80,7 @@ class History:
         store.before_flush.append(self.flush)
 
     @property
-    def cfg(self):
+    def cfg(self) -> HistorySection:
         return self.server.config.history
 
     # start and stop ---------------------------------------------------------

@@ -197,13 +197,13 @@ class ReplyBuffer:
                 lines.append(_Line(None, self.server.name, "BATCH", ["-" + outer], None))
         out = []
         for line in lines:
-            tags = line.tags
+            line_tags: dict[str, str] | None = line.tags
             if stamp or (line.batch and has_batch):
-                tags = dict(tags or ())
-                if stamp and "time" not in tags:
-                    tags["time"] = stamp
+                line_tags = dict(line_tags or ())
+                if stamp and "time" not in line_tags:
+                    line_tags["time"] = stamp
                 if line.batch and has_batch:
-                    tags["batch"] = line.batch
-            out.append(format_line(line.command, line.params, line.source, tags))
+                    line_tags["batch"] = line.batch
+            out.append(format_line(line.command, line.params, line.source, line_tags))
         if out:
             send(b"".join(out))  # one outbox entry for a whole reply (a registration burst is ~20 lines)

@@ -240,8 +240,7 @@ def test_budget_windows_are_pruned_after_an_hour():
     from ext.pircan.rules import HOUR_MS
     from ext.pircan.state import Pircan
 
-    state = Pircan.__new__(Pircan)  # only the windows are exercised
-    state.conversations, state.budgets = {}, {}
+    state = Pircan(object(), object())  # type: ignore[arg-type]  # only the windows are exercised
     state.conversation_window(1).add(1_000)
     state.budget_window("a", 7).add(1_000)
     state.conversation_window(2).add(1_000 + HOUR_MS)

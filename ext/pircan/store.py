@@ -287,7 +287,8 @@ def all_audit(conn: sqlite3.Connection, account: str | None, limit: int) -> list
             "WHERE subject = ? OR actor = ? OR peer = ? ORDER BY id DESC LIMIT ?",
             (account, account, account, limit),
         ).fetchall()
-    return [AuditEntry(*r) for r in reversed(rows)]
+    rows.reverse()  # oldest first
+    return [AuditEntry(*r) for r in rows]
 
 
 # requests, agreements, policies ------------------------------------------------------

@@ -213,22 +213,31 @@ def _to_target(
     return None
 
 
-@command("PRIVMSG")
+# The help texts are arguments, not docstrings: this module is in the compiled build.
+
+
+@command(
+    "PRIVMSG",
+    doc="""PRIVMSG <target>{,<target>} :<text>
+    Sends a message to nicks or channels. Prefix a channel with @ or + to reach only its operators or voiced members.""",
+)
 def handle_privmsg(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
-    """PRIVMSG <target>{,<target>} :<text>
-    Sends a message to nicks or channels. Prefix a channel with @ or + to reach only its operators or voiced members."""
     return _message(ctx, msg)
 
 
-@command("NOTICE")
+@command(
+    "NOTICE",
+    doc="""NOTICE <target>{,<target>} :<text>
+    Like PRIVMSG, but never answered automatically (no error replies either).""",
+)
 def handle_notice(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
-    """NOTICE <target>{,<target>} :<text>
-    Like PRIVMSG, but never answered automatically (no error replies either)."""
     return _message(ctx, msg)
 
 
-@command("TAGMSG")
+@command(
+    "TAGMSG",
+    doc="""TAGMSG <target>{,<target>}
+    Sends only message tags (reactions, typing notices) to clients that enabled message-tags.""",
+)
 def handle_tagmsg(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
-    """TAGMSG <target>{,<target>}
-    Sends only message tags (reactions, typing notices) to clients that enabled message-tags."""
     return _message(ctx, msg)

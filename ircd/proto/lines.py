@@ -15,7 +15,7 @@ space, may be 8191 bytes; the rest of the line 512 bytes with its CR LF.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import ClassVar, Iterable
 
 __all__ = [
     "MAX_LINE",
@@ -41,10 +41,10 @@ MAX_CLIENT_TAGS = 4094  # tag data (without "@" and the space) a client may send
 class LineError(Exception):
     """A line that cannot be accepted; ``kind`` says why."""
 
-    INPUT_TOO_LONG = "input_too_long"
-    TAGS_TOO_LONG = "tags_too_long"
-    INVALID_UTF8 = "invalid_utf8"
-    NO_COMMAND = "no_command"
+    INPUT_TOO_LONG: ClassVar[str] = "input_too_long"
+    TAGS_TOO_LONG: ClassVar[str] = "tags_too_long"
+    INVALID_UTF8: ClassVar[str] = "invalid_utf8"
+    NO_COMMAND: ClassVar[str] = "no_command"
 
     def __init__(self, kind: str) -> None:
         super().__init__(kind)
