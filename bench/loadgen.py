@@ -765,7 +765,7 @@ _CHURN_METRICS = (
 # --------------------------------------------------------------------------
 # 5. SASL logins and 6. PIRCAN SEND (pircd only: accounts in its SQLite file)
 
-PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory")
+PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled")
 BENCH_PASSWORD = "bench-password-1"
 
 

@@ -354,11 +354,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipping {s.name}: {s.pending}")
     runnable = [s for s in chosen if not s.pending]
     if args.pircd_src is not None:
-        for name in ("pircd", "pircd-asyncio", "pircd-nohistory"):
+        for name in ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled"):
             SERVERS[name].env["PYTHONPATH"] = str(args.pircd_src.resolve())
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()
     asyncio.set_event_loop(loop)
+    built: list[Path] = []  # compiled copies of pircd, removed at the end
     try:
         if args.profile:
             if len(runnable) != 1:
@@ -378,6 +379,15 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 print(f"skipping {name}: {missing}")
                 continue
+            if spec.compiled:
+                print(f"{name}: building the compiled modules ...", flush=True)
+                try:
+                    tree = spec.prepare()
+                except RuntimeError as exc:
+                    print(f"skipping {name}: {exc}")
+                    continue
+                if tree is not None:
+                    built.append(tree)
             servers.append(name)
             versions[name] = spec.version()
         if not servers:
@@ -442,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if errors else 0
     finally:
         loop.close()
+        for tree in built:
+            shutil.rmtree(tree, ignore_errors=True)
 
 
 if __name__ == "__main__":

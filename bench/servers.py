@@ -13,6 +13,7 @@ setting changed, server by server.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -64,12 +65,26 @@ class ServerSpec:
     oper_modes: str = ""
     version_argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    compiled: bool = False  # pircd's compiled build: prepare() builds it from the source in PYTHONPATH
 
     def missing(self) -> str | None:
         """Why this server cannot run here, or None."""
         if self.binary is not None and shutil.which(self.binary) is None:
             return f"{self.binary} not found on PATH (apt-get install -y {self.binary})"
+        if self.compiled:
+            if importlib.util.find_spec("mypyc") is None:
+                return "mypyc not installed (pip install mypy)"
+            if shutil.which("cc") is None:
+                return "no C compiler (apt-get install -y gcc)"
         return None
+
+    def prepare(self) -> Path | None:
+        """Build what the server needs before its first run; returns a directory to remove afterwards."""
+        if not self.compiled:
+            return None
+        tree = compiled_tree(Path(self.env["PYTHONPATH"]))
+        self.env["PYTHONPATH"] = str(tree)
+        return tree
 
     def version(self) -> str:
         if not self.version_argv or self.missing():
@@ -229,6 +244,24 @@ def _pircd(no_uvloop: bool, history: bool = True) -> Callable[[Path, int], list[
     return write
 
 
+def compiled_tree(src: Path) -> Path:
+    """A copy of the pircd source at ``src`` with the modules of its compiled build
+    (pyproject.toml, ``[tool.pircd] compiled``) built in place by mypyc."""
+    tree = Path(tempfile.mkdtemp(prefix="bench-pircd-compiled-"))
+    for name in ("ircd", "ext"):
+        shutil.copytree(src / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("pyproject.toml", "setup.py"):
+        shutil.copy2(src / name, tree / name)
+    done = subprocess.run(
+        [sys.executable, "setup.py", "build_ext", "--inplace"],
+        cwd=tree, env={**os.environ, "PIRCD_COMPILE": "1"}, capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(tree, ignore_errors=True)
+        raise RuntimeError(f"the compiled build failed:\n{done.stderr[-2000:]}")
+    return tree
+
+
 # --------------------------------------------------------------------------
 # ngIRCd
 
@@ -337,6 +370,15 @@ SERVERS: dict[str, ServerSpec] = {
         _pircd(no_uvloop=False, history=False),
         version_argv=[sys.executable, "-m", "ircd", "--version"],
         env={"PYTHONPATH": str(_REPO)},
+    ),
+    # the same source, with the modules of the optional compiled build compiled (docs/compiled.md)
+    "pircd-compiled": ServerSpec(
+        "pircd-compiled",
+        None,
+        _pircd(no_uvloop=False),
+        version_argv=[sys.executable, "-m", "ircd", "--version"],
+        env={"PYTHONPATH": str(_REPO)},
+        compiled=True,
     ),
     "ngircd": ServerSpec(
         "ngircd", "ngircd", _ngircd, oper=OPER, oper_modes="+F", version_argv=["ngircd", "--version"]
