@@ -349,37 +349,23 @@ def _inspircd(directory: Path, port: int) -> list[str]:
     return ["inspircd", "--nofork", "--runasroot", "--config", str(path)]
 
 
+def _pircd_spec(name: str, *, no_uvloop: bool = False, history: bool = True, compiled: bool = False) -> ServerSpec:
+    return ServerSpec(
+        name,
+        None,
+        _pircd(no_uvloop=no_uvloop, history=history),
+        version_argv=[sys.executable, "-m", "ircd", "--version"],
+        env={"PYTHONPATH": str(_REPO)},
+        compiled=compiled,
+    )
+
+
 SERVERS: dict[str, ServerSpec] = {
-    "pircd": ServerSpec(
-        "pircd",
-        None,
-        _pircd(no_uvloop=False),
-        version_argv=[sys.executable, "-m", "ircd", "--version"],
-        env={"PYTHONPATH": str(_REPO)},
-    ),
-    "pircd-asyncio": ServerSpec(
-        "pircd-asyncio",
-        None,
-        _pircd(no_uvloop=True),
-        version_argv=[sys.executable, "-m", "ircd", "--version"],
-        env={"PYTHONPATH": str(_REPO)},
-    ),
-    "pircd-nohistory": ServerSpec(
-        "pircd-nohistory",
-        None,
-        _pircd(no_uvloop=False, history=False),
-        version_argv=[sys.executable, "-m", "ircd", "--version"],
-        env={"PYTHONPATH": str(_REPO)},
-    ),
+    "pircd": _pircd_spec("pircd"),
+    "pircd-asyncio": _pircd_spec("pircd-asyncio", no_uvloop=True),
+    "pircd-nohistory": _pircd_spec("pircd-nohistory", history=False),
     # the same source, with the modules of the optional compiled build compiled (docs/compiled.md)
-    "pircd-compiled": ServerSpec(
-        "pircd-compiled",
-        None,
-        _pircd(no_uvloop=False),
-        version_argv=[sys.executable, "-m", "ircd", "--version"],
-        env={"PYTHONPATH": str(_REPO)},
-        compiled=True,
-    ),
+    "pircd-compiled": _pircd_spec("pircd-compiled", compiled=True),
     "ngircd": ServerSpec(
         "ngircd", "ngircd", _ngircd, oper=OPER, oper_modes="+F", version_argv=["ngircd", "--version"]
     ),
