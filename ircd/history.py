@@ -160,10 +160,10 @@ class History:
     def _direct_message(self, event: DirectMessage) -> None:
         relay = event.relay
         sender, target = event.client, event.target
+        if sender.account_folded is None and target.account_folded is None:
+            return  # nobody could ever read it back (tested first: most cheaply)
         if relay is None or not relay.msgid or not self.cfg.direct_messages:
             return
-        if sender.account_folded is None and target.account_folded is None:
-            return  # nobody could ever read it back
         if not self._keep(event.command, event.tags):
             return
         key = conversation_key(party(sender), party(target))

@@ -525,7 +525,7 @@ class Server:
         if ms != self._time_ms:
             self._time_ms = ms
             self._time_str = format_ms(ms)
-        return "%016x" % ident, self._time_str  # format_id
+        return ident.to_bytes(8).hex(), self._time_str  # format_id, inlined
 
     def relay_from(self, client: Client, command: str, *params: str, msgid: bool = False) -> Relay:
         return self.relay_from_prefix(client.prefix, client, command, *params, msgid=msgid)

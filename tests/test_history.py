@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 
 from ircd.proto.lines import parse_line
-from ircd.proto.msgid import EPOCH_MS
+from ircd.proto.msgid import EPOCH_MS, IdGenerator, format_id, parse_id
 from tests.harness import Harness, config
 from tests.proc import cli
 
@@ -26,6 +26,19 @@ CAPS = ["batch", "server-time", "message-tags", "draft/chathistory"]
 def mid(ms: int) -> str:
     """The msgid of the first message made ``ms`` milliseconds after the harness start."""
     return "%016x" % ((T0_MS + ms - EPOCH_MS) << 22)
+
+
+def test_msgid_text_form():
+    ids = IdGenerator(clock=lambda: (EPOCH_MS + 1_000) / 1000)
+    assert [ids.next() for _ in range(3)] == ["00000000fa000000", "00000000fa000001", "00000000fa000002"]
+    assert format_id(0) == "0000000000000000"
+    assert format_id(2**64 - 1) == "ffffffffffffffff"
+    assert parse_id("00000000fa000001") == 0xFA000001
+    assert parse_id("00000000FA000001") == 0xFA000001
+    # int() would take these; an id is exactly 16 ASCII hex digits
+    for text in ["-00000000fa00001", "+00000000fa00001", "0000_0000_fa0001", " 00000000fa00001",
+                 "\u0661" * 16, "00000000fa00000g", "00000000fa00001"]:
+        assert parse_id(text) is None, text
 
 
 def ts(ms: int) -> str:

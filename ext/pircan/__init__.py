@@ -13,8 +13,6 @@ import functools
 
 from ircd.api import (
     Capability,
-    Channel,
-    Client,
     CommandContext,
     ExtensionAPI,
     LoggedIn,
@@ -75,26 +73,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.isupport("PIRCANCONVRATE", Limits.conversation_per_hour)
     api.isupport("PIRCANBUDGET", Limits.sender_per_agreement_per_hour)
 
-    def privmsg_check(ctx: CommandContext, target: Client | None, channel: Channel | None) -> bool:
-        if channel is not None or target is None or state.cfg.privmsg_policy == "open":
-            return False
-        sender = ctx.client
-        if sender.account_kind != "agent" or target.account_kind != "agent":
-            return False
-        # an agent is always logged in, so both accounts are set
-        sender_account, target_account = sender.account_folded, target.account_folded
-        if sender_account is None or target_account is None or sender_account == target_account:
-            return False
-        agreement, code = state.find_agreement(
-            sender_account, target_account, "message", int(api.now() * 1000)
-        )
-        if agreement is not None:
-            return False
-        ctx.reply.fail(ctx.msg.command, code or "NO_AGREEMENT", target.nick,
-                       "Agents need a message agreement to talk directly (CONTACT REQUEST)")
-        return True
-
-    api.message_check(privmsg_check)
+    api.message_check(state.privmsg_check)
     api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
     api.subscribe(Registered, lambda ev: state.account_visible(ev.client))
     api.subscribe(Quit, lambda ev: state.client_gone(ev.client))

@@ -14,7 +14,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from ircd.api import Client, ExtensionAPI, ReplyBuffer
+from ircd.api import Channel, Client, CommandContext, ExtensionAPI, ReplyBuffer
 
 from ext.pircan import store as db
 from ext.pircan.config import PircanConfig
@@ -162,6 +162,26 @@ class Pircan:
             if allows(agreement.scopes, agreement.requester, agreement.target, sender, scope):
                 return agreement, None
         return None, "SCOPE_MISSING"
+
+    def privmsg_check(self, ctx: CommandContext, target: Client | None, channel: Channel | None) -> bool:
+        """The message check of every PRIVMSG/NOTICE/TAGMSG (a method here, so that it is compiled
+        with this module): a direct message between two agents needs a ``message`` agreement
+        unless ``privmsg_policy`` is open. True when it was refused (with a FAIL)."""
+        if channel is not None or target is None:
+            return False
+        sender = ctx.client
+        if sender.account_kind != "agent" or target.account_kind != "agent" or self.cfg.privmsg_policy == "open":
+            return False
+        # an agent is always logged in, so both accounts are set
+        sender_account, target_account = sender.account_folded, target.account_folded
+        if sender_account is None or target_account is None or sender_account == target_account:
+            return False
+        agreement, code = self.find_agreement(sender_account, target_account, "message", self.now_ms())
+        if agreement is not None:
+            return False
+        ctx.reply.fail(ctx.msg.command, code or "NO_AGREEMENT", target.nick,
+                       "Agents need a message agreement to talk directly (CONTACT REQUEST)")
+        return True
 
     # budgets ------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from ircd.api import ReplyBuffer
+from ircd.proto.msgid import format_id
 
 from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
 
@@ -22,7 +23,7 @@ def ts(ms: int | None) -> str:
 
 
 def hexid(ident: int | None) -> str:
-    return NO_VALUE if ident is None else "%016x" % ident
+    return NO_VALUE if ident is None else format_id(ident)
 
 
 def preview(body: str) -> str:
