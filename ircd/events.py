@@ -2,8 +2,8 @@
 
 Listeners (extensions, the history writer) subscribe by event type. Events
 describe what happened; a listener reacts to them and never changes them (all
-are frozen except the two message events, which are made for every relayed
-message and skip the cost of freezing, see below).
+are frozen dataclasses except the two message events, plain classes made for
+every relayed message, see below).
 Publishing is synchronous and in order; a listener that needs I/O starts it
 itself. Hot paths ask ``wants(EventType)`` first so that no event object is
 built when nobody listens.
@@ -14,12 +14,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
-    from ircd.replies import Relay
+# Imported at run time, not only for type checking: in the compiled build
+# (docs/compiled.md) these dataclasses' fields are typed with the native classes,
+# which must exist before this module's classes are built.
+from ircd.channel import Channel
+from ircd.client import Client
+from ircd.replies import Relay
 
 __all__ = [
     "EventBus",
@@ -82,13 +84,13 @@ class Kicked:
     reason: str
 
 
-# The two message events are made for every relayed message, so they are not
-# frozen: a frozen dataclass sets each field through object.__setattr__, which
-# cost a direct message more than the rest of its event. Listeners treat every
-# event as read-only all the same.
+# The two message events are made for every relayed message, so they are plain
+# classes with a written-out __init__: a frozen dataclass sets each field through
+# object.__setattr__, which cost a direct message more than the rest of its event,
+# and in the compiled build a dataclass's generated __init__ stays interpreted
+# Python. Listeners treat every event as read-only all the same.
 
 
-@dataclass(slots=True)
 class ChannelMessage:
     """A PRIVMSG/NOTICE/TAGMSG delivered to a channel.
 
@@ -96,30 +98,57 @@ class ChannelMessage:
     the exact server-time tag); ``lines`` holds a draft/multiline message's
     lines as (text, concat) pairs, ``text`` being their combination."""
 
-    client: "Client"
-    channel: "Channel"
-    command: str
-    text: str
-    msgid: str
-    time: float
-    tags: dict[str, str] | None
-    relay: "Relay | None" = None
-    lines: tuple[tuple[str, bool], ...] | None = None
+    __slots__ = ("client", "channel", "command", "text", "msgid", "time", "tags", "relay", "lines")
+
+    def __init__(
+        self,
+        client: Client,
+        channel: Channel,
+        command: str,
+        text: str,
+        msgid: str,
+        time: float,
+        tags: dict[str, str] | None,
+        relay: Relay | None = None,
+        lines: tuple[tuple[str, bool], ...] | None = None,
+    ) -> None:
+        self.client = client
+        self.channel = channel
+        self.command = command
+        self.text = text
+        self.msgid = msgid
+        self.time = time
+        self.tags = tags
+        self.relay = relay
+        self.lines = lines
 
 
-@dataclass(slots=True)
 class DirectMessage:
     """A PRIVMSG/NOTICE/TAGMSG delivered to one client (``relay`` and ``lines`` as for ChannelMessage)."""
 
-    client: "Client"
-    target: "Client"
-    command: str
-    text: str
-    msgid: str
-    time: float
-    tags: dict[str, str] | None
-    relay: "Relay | None" = None
-    lines: tuple[tuple[str, bool], ...] | None = None
+    __slots__ = ("client", "target", "command", "text", "msgid", "time", "tags", "relay", "lines")
+
+    def __init__(
+        self,
+        client: Client,
+        target: Client,
+        command: str,
+        text: str,
+        msgid: str,
+        time: float,
+        tags: dict[str, str] | None,
+        relay: Relay | None = None,
+        lines: tuple[tuple[str, bool], ...] | None = None,
+    ) -> None:
+        self.client = client
+        self.target = target
+        self.command = command
+        self.text = text
+        self.msgid = msgid
+        self.time = time
+        self.tags = tags
+        self.relay = relay
+        self.lines = lines
 
 
 @dataclass(frozen=True, slots=True)

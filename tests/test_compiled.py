@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -36,6 +38,15 @@ def test_modules_are_built_as_expected(name):
     expect_compiled = os.environ.get("PIRCD_EXPECT_COMPILED", "") not in ("", "0")
     path = Path(importlib.import_module(name).__file__ or "")
     assert path.suffix == (".so" if expect_compiled else ".py"), path
+
+
+def test_each_module_imports_first_in_a_fresh_interpreter():
+    """A compiled class typed with another module's native class needs that module imported first
+    (docs/compiled.md); importing each listed module alone, first, shows that it does so itself."""
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n"
+    for name in _compiled_modules():
+        done = subprocess.run([sys.executable, "-c", code, name], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, (name, done.returncode, done.stderr[-2000:])
 
 
 def test_handlers_of_compiled_modules_keep_their_help():
