@@ -9,7 +9,7 @@ here; the CAP command itself is in ``commands/cap.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Final
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -17,37 +17,37 @@ if TYPE_CHECKING:
 __all__ = ["Capability", "CapRegistry"]
 
 # Bits of the core capabilities, fixed so the hot path can use constants.
-ACCOUNT_NOTIFY = 1 << 0
-ACCOUNT_TAG = 1 << 1
-AWAY_NOTIFY = 1 << 2
-BATCH = 1 << 3
-CAP_NOTIFY = 1 << 4
-CHGHOST = 1 << 5
-ECHO_MESSAGE = 1 << 6
-EXTENDED_JOIN = 1 << 7
-INVITE_NOTIFY = 1 << 8
-LABELED_RESPONSE = 1 << 9
-MESSAGE_TAGS = 1 << 10
-MULTI_PREFIX = 1 << 11
-SERVER_TIME = 1 << 12
-SETNAME = 1 << 13
-USERHOST_IN_NAMES = 1 << 14
-STANDARD_REPLIES = 1 << 15
-NO_IMPLICIT_NAMES = 1 << 16
-SASL = 1 << 17
-CHATHISTORY = 1 << 18
-EVENT_PLAYBACK = 1 << 19
-MULTILINE = 1 << 20
-READ_MARKER = 1 << 21
-ACCOUNT_REGISTRATION = 1 << 22
-EXTENDED_MONITOR = 1 << 23
+ACCOUNT_NOTIFY: Final = 1 << 0
+ACCOUNT_TAG: Final = 1 << 1
+AWAY_NOTIFY: Final = 1 << 2
+BATCH: Final = 1 << 3
+CAP_NOTIFY: Final = 1 << 4
+CHGHOST: Final = 1 << 5
+ECHO_MESSAGE: Final = 1 << 6
+EXTENDED_JOIN: Final = 1 << 7
+INVITE_NOTIFY: Final = 1 << 8
+LABELED_RESPONSE: Final = 1 << 9
+MESSAGE_TAGS: Final = 1 << 10
+MULTI_PREFIX: Final = 1 << 11
+SERVER_TIME: Final = 1 << 12
+SETNAME: Final = 1 << 13
+USERHOST_IN_NAMES: Final = 1 << 14
+STANDARD_REPLIES: Final = 1 << 15
+NO_IMPLICIT_NAMES: Final = 1 << 16
+SASL: Final = 1 << 17
+CHATHISTORY: Final = 1 << 18
+EVENT_PLAYBACK: Final = 1 << 19
+MULTILINE: Final = 1 << 20
+READ_MARKER: Final = 1 << 21
+ACCOUNT_REGISTRATION: Final = 1 << 22
+EXTENDED_MONITOR: Final = 1 << 23
 # The first bit for capabilities added at run time (accounts, extensions): a bit
 # past every fixed one above, so no added capability shares a bit with a core one.
-_FIRST_FREE_BIT = 1 << 24
+_FIRST_FREE_BIT: Final = 1 << 24
 
 # Bits that change how a relayed line is tagged; fan-out formats once per
 # distinct combination of these.
-TAG_PROFILE = SERVER_TIME | MESSAGE_TAGS | ACCOUNT_TAG
+TAG_PROFILE: Final = SERVER_TIME | MESSAGE_TAGS | ACCOUNT_TAG
 
 
 @dataclass(frozen=True, slots=True)

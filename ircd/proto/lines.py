@@ -192,21 +192,20 @@ def format_line(
     tags: dict[str, str] | None = None,
 ) -> bytes:
     """Format a line with CR LF. The last parameter becomes a trailing one when needed."""
-    line = f":{source} {command}" if source else command
+    head = f":{source} {command}" if source else command
     if tags:
-        line = f"@{format_tags(tags)} {line}"
-    if type(params) is not list and type(params) is not tuple:
-        params = list(params)
-    if params:
-        last = params[-1]
-        if len(params) > 1:
-            line = f"{line} {' '.join(params[:-1])}"
-        if not last or last[0] == ":" or " " in last:
-            line = f"{line} :{last}\r\n"
-        else:
-            line = f"{line} {last}\r\n"
+        head = f"@{format_tags(tags)} {head}"
+    args = params if type(params) is list or type(params) is tuple else list(params)
+    if not args:
+        return (head + "\r\n").encode("utf-8", "replace")
+    last = args[-1]
+    colon = ":" if not last or last[0] == ":" or " " in last else ""
+    if len(args) == 1:  # one f-string for the whole line: most lines have one or two parameters
+        line = f"{head} {colon}{last}\r\n"
+    elif len(args) == 2:
+        line = f"{head} {args[0]} {colon}{last}\r\n"
     else:
-        line += "\r\n"
+        line = f"{head} {' '.join(args[:-1])} {colon}{last}\r\n"
     return line.encode("utf-8", "replace")
 
 

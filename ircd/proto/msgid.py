@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from typing import Final
 
 __all__ = ["EPOCH_MS", "SEQ_BITS", "IdGenerator", "id_time_ms", "format_id", "parse_id"]
 
-EPOCH_MS = 1420070400000  # 2015-01-01T00:00:00Z
-SEQ_BITS = 22  # the low bits: a sequence within one millisecond
-_SEQ_MASK = (1 << SEQ_BITS) - 1
+EPOCH_MS: Final = 1420070400000  # 2015-01-01T00:00:00Z
+SEQ_BITS: Final = 22  # the low bits: a sequence within one millisecond
+_SEQ_MASK: Final = (1 << SEQ_BITS) - 1
 
 
 class IdGenerator:
