@@ -27,6 +27,10 @@ __all__ = ["Client", "Conn"]
 class Conn(Protocol):
     """What a client needs from its connection (``ircd.net`` or a test double)."""
 
+    # True while the socket holds more unsent bytes than its high-water mark
+    # (``Server.write_at``, at most a quarter of the SendQ); set during ``write``.
+    output_full: bool
+
     def write(self, data: bytes | bytearray) -> None: ...
     def buffered(self) -> int: ...
     def close(self) -> None: ...

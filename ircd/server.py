@@ -405,11 +405,10 @@ class Server:
         dirty = self._dirty
         if dirty:
             self._dirty = []
-            write_out = self.write_out
             for client in dirty:  # every recipient of a fan-out, once per pass of up to 128 lines
                 client.dirty = False
                 if client.outbuf:
-                    write_out(client)
+                    self.write_out(client)
         if self._dropped:
             dropped, self._dropped = self._dropped, []
             for client in dropped:
@@ -432,7 +431,9 @@ class Server:
             return
         conn = client.conn
         conn.write(out[0] if len(out) == 1 else b"".join(out))
-        if conn.buffered() > self.sendq_limit:
+        # Below the high-water mark (write_at <= sendq / 4) the SendQ cannot be exceeded,
+        # so the socket is asked for its buffer size only past it.
+        if conn.output_full and conn.buffered() > self.sendq_limit:
             self.sendq_exceeded(client)
 
     def sendq_exceeded(self, client: Client) -> None:

@@ -39,6 +39,10 @@ class FakeConn:
             if self.backlog:  # a client that does not read: what is written waits behind the rest
                 self.backlog += len(data)
 
+    @property
+    def output_full(self) -> bool:
+        return self.backlog > 0
+
     def buffered(self) -> int:
         return self.backlog
 

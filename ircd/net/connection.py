@@ -139,6 +139,8 @@ class Connection(asyncio.Protocol):
         while True:  # the callers checked that the connection is open and not blocked
             if self.output_full:  # possibly set by this very pass's output (Server.write_out)
                 break
+            if pos == len(buf):  # the read ended with a line (the usual case): no search needed
+                break
             end = buf.find(b"\n", pos)
             if end < 0:
                 if len(buf) - pos > _MAX_RAW:
