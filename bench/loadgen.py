@@ -64,6 +64,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 @dataclass
 class Sample:
     cpu_s: float  # utime + stime of the server process
+    sys_s: float  # stime alone: the kernel's share
     rss_kib: int  # VmRSS of the server process
     when: float  # time.perf_counter()
     loadgen_cpu_s: float  # this process's own CPU time
@@ -88,7 +89,7 @@ class Target:
     name: str
     host: str
     port: int
-    sample_server: Callable[[], tuple[float, int]]  # (cpu seconds, rss KiB)
+    sample_server: Callable[[], tuple[float, float, int]]  # (cpu seconds, of which system, rss KiB)
     oper: tuple[str, str] | None = None  # OPER name and password, when the config has one
     oper_modes: str = ""  # user modes the sender sets after OPER (ngIRCd: +F)
     nicklen: int = 30
@@ -108,9 +109,9 @@ class Target:
         return sample
 
     def sample(self) -> Sample:
-        cpu, rss = self.sample_server()
+        cpu, sys_s, rss = self.sample_server()
         ru = resource.getrusage(resource.RUSAGE_SELF)
-        return Sample(cpu, rss, time.perf_counter(), ru.ru_utime + ru.ru_stime, _machine_jiffies())
+        return Sample(cpu, sys_s, rss, time.perf_counter(), ru.ru_utime + ru.ru_stime, _machine_jiffies())
 
 
 @dataclass(frozen=True)
@@ -476,6 +477,7 @@ def _usage(before: Sample, after: Sample) -> dict[str, float]:
         "steal_pct": 100.0 * steal / ticks if ticks else 0.0,
         "wall_s": wall,
         "server_cpu_s": cpu,
+        "server_sys_s": after.sys_s - before.sys_s,
         "server_cpu_pct": 100.0 * cpu / wall if wall > 0 else 0.0,
         "loadgen_cpu_pct": 100.0 * (after.loadgen_cpu_s - before.loadgen_cpu_s) / wall if wall > 0 else 0.0,
     }
@@ -551,6 +553,7 @@ async def fanout(
             "receivers_cut_off": cut_off,
             "lines_per_s": delivered / usage["wall_s"] if usage["wall_s"] > 0 else 0.0,
             "cpu_us_per_line": 1e6 * usage["server_cpu_s"] / delivered if delivered else float("nan"),
+            "sys_us_per_line": 1e6 * usage["server_sys_s"] / delivered if delivered else float("nan"),
             **usage,
         }
     finally:
@@ -562,6 +565,7 @@ async def fanout(
 _FANOUT_METRICS = (
     Metric("lines_per_s", "delivered lines/s", "{:,.0f}", "higher"),
     Metric("cpu_us_per_line", "server CPU us/delivered line", "{:.2f}", "lower"),
+    Metric("sys_us_per_line", "  of which system (kernel)", "{:.2f}", "lower"),
     Metric("lost", "lost lines", "{:.0f}", "lower"),
     *_USAGE_METRICS,
 )
@@ -601,6 +605,7 @@ async def direct(target: Target, pairs: int, round_trips: int, timeout: float = 
             "p50_ms": p50,
             "p99_ms": p99,
             "cpu_us_per_msg": 1e6 * usage["server_cpu_s"] / (2 * total),
+            "sys_us_per_msg": 1e6 * usage["server_sys_s"] / (2 * total),
             **usage,
         }
     finally:
@@ -646,6 +651,7 @@ _DIRECT_METRICS = (
     Metric("p50_ms", "latency p50 (ms)", "{:.2f}", "lower"),
     Metric("p99_ms", "latency p99 (ms)", "{:.2f}", "lower"),
     Metric("cpu_us_per_msg", "server CPU us/relayed message", "{:.1f}", "lower"),
+    Metric("sys_us_per_msg", "  of which system (kernel)", "{:.1f}", "lower"),
     *_USAGE_METRICS,
 )
 

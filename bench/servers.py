@@ -35,19 +35,21 @@ MOTD = "Welcome to the benchmark."
 SENDQ = 16 * 1024 * 1024
 
 
-def proc_sample(pid: int) -> tuple[float, int]:
-    """(utime + stime in seconds, VmRSS in KiB) of a process, all its threads included."""
+def proc_sample(pid: int) -> tuple[float, float, int]:
+    """(utime + stime and stime alone in seconds, VmRSS in KiB) of a process, all its threads
+    included. stime is the kernel's work on the process's behalf (its system calls)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         stat = f.read()
     fields = stat[stat.rfind(b")") + 2 :].split()
-    cpu = (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of proc(5)
+    stime = int(fields[12]) / _CLK_TCK  # fields 14 (utime) and 15 (stime) of proc(5)
+    cpu = int(fields[11]) / _CLK_TCK + stime
     rss = 0
     with open(f"/proc/{pid}/status", "rb") as f:
         for line in f:
             if line.startswith(b"VmRSS:"):
                 rss = int(line.split()[1])
                 break
-    return cpu, rss
+    return cpu, stime, rss
 
 
 def free_port() -> int:
@@ -149,7 +151,7 @@ class RunningServer:
             children = []
         return int(children[0]) if children else self.proc.pid
 
-    def sample(self) -> tuple[float, int]:
+    def sample(self) -> tuple[float, float, int]:
         return proc_sample(self.pid)
 
     def log_tail(self, n: int = 20) -> str:
