@@ -124,9 +124,13 @@ class ChannelMessage:
 
 
 class DirectMessage:
-    """A PRIVMSG/NOTICE/TAGMSG delivered to one client (``relay`` and ``lines`` as for ChannelMessage)."""
+    """A PRIVMSG/NOTICE/TAGMSG delivered to one client (``relay`` and ``lines`` as for ChannelMessage).
 
-    __slots__ = ("client", "target", "command", "text", "msgid", "time", "tags", "relay", "lines")
+    ``msgid`` may be None when ``relay`` is given: the relay's msgid is then made
+    when a listener first reads ``msgid`` (a direct message's id is made only when
+    something needs it, see ``Relay``)."""
+
+    __slots__ = ("client", "target", "command", "text", "_msgid", "time", "tags", "relay", "lines")
 
     def __init__(
         self,
@@ -134,21 +138,29 @@ class DirectMessage:
         target: Client,
         command: str,
         text: str,
-        msgid: str,
+        msgid: str | None,
         time: float,
         tags: dict[str, str] | None,
         relay: Relay | None = None,
         lines: tuple[tuple[str, bool], ...] | None = None,
     ) -> None:
+        if msgid is None and relay is None:
+            raise ValueError("DirectMessage needs a msgid or a relay")
         self.client = client
         self.target = target
         self.command = command
         self.text = text
-        self.msgid = msgid
+        self._msgid = msgid
         self.time = time
         self.tags = tags
         self.relay = relay
         self.lines = lines
+
+    @property
+    def msgid(self) -> str:
+        if self._msgid is None and self.relay is not None:
+            self._msgid = self.relay.msgid
+        return self._msgid or ""
 
 
 @dataclass(frozen=True, slots=True)

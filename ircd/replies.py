@@ -13,7 +13,7 @@ appended to every recipient's outbox.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ircd import caps as C
 from ircd.proto.lines import format_line, format_tags
@@ -27,9 +27,17 @@ __all__ = ["ReplyBuffer", "Relay"]
 
 
 class Relay:
-    """One line for many clients; tags depend on each client's capabilities."""
+    """One line for many clients; tags depend on each client's capabilities.
 
-    __slots__ = ("source", "command", "params", "msgid", "time", "account", "client_tags", "body", "cache")
+    ``stamp`` (``Server.message_stamp``) in place of ``msgid`` and ``time`` makes
+    both when first asked for. A direct message to a client without message-tags
+    or server-time, with no echo and not kept in history, then never costs an id.
+    Everything that asks (tagged delivery, the echo, the history listener) asks
+    while the message is handled, so ids keep the order in which messages were
+    handled.
+    """
+
+    __slots__ = ("source", "command", "params", "_msgid", "_time", "_stamp", "account", "client_tags", "body", "cache")
 
     def __init__(
         self,
@@ -41,16 +49,36 @@ class Relay:
         time: str | None = None,
         account: str | None = None,
         client_tags: dict[str, str] | None = None,
+        stamp: Callable[[], tuple[str, str]] | None = None,
     ) -> None:
         self.source = source
         self.command = command
         self.params = params
-        self.msgid = msgid
-        self.time = time if time is not None else server_time()
+        self._msgid = msgid
+        self._stamp = stamp
+        self._time = time if time is not None else "" if stamp is not None else server_time()
         self.account = account
         self.client_tags = client_tags
         self.body = format_line(command, params, source)
         self.cache: dict[int, bytes] = {}
+
+    @property
+    def msgid(self) -> str | None:
+        if self._stamp is not None:
+            self._take_stamp()
+        return self._msgid
+
+    @property
+    def time(self) -> str:
+        if self._stamp is not None:
+            self._take_stamp()
+        return self._time
+
+    def _take_stamp(self) -> None:
+        stamp = self._stamp
+        self._stamp = None
+        if stamp is not None:
+            self._msgid, self._time = stamp()
 
     def tags_for(self, profile: int) -> dict[str, str]:
         tags: dict[str, str] = {}

@@ -482,6 +482,32 @@ def test_direct_messages_between_guests_are_not_stored(hh, tmp_path):
     assert sqlite3.connect(str(tmp_path / "h.db")).execute("SELECT COUNT(*) FROM history").fetchone() == (0,)
 
 
+def test_a_direct_message_nobody_sees_tagged_or_stores_takes_no_msgid(hh, tmp_path):
+    """A direct message's msgid is made only when something needs it (Relay): a line between guests
+    without tags uses no id, so the next message that needs one gets the millisecond's first; a
+    tagged recipient, the echo and the stored row all see the same id, in the order sent."""
+    login(hh, "alice", CAPS + ["echo-message"])
+    login(hh, "bob", CAPS)
+    hh.register("x")
+    hh.register("y")
+    at(hh, 5)
+    hh.send("x", "PRIVMSG y :untagged, unstored")
+    assert hh.lines("y") == [":x!x@127.0.0.1 PRIVMSG y :untagged, unstored"]
+    hh.send("alice", "PRIVMSG bob :first")
+    hh.send("alice", "PRIVMSG bob :second")
+    hh.send("x", "PRIVMSG y :again nothing")
+    hh.send("alice", "PRIVMSG bob :third")
+    ids = [mid(5), "%016x" % (int(mid(5), 16) + 1), "%016x" % (int(mid(5), 16) + 2)]
+    got = hh.messages("bob")
+    echoed = [m.tags["msgid"] for m in hh.messages("alice")]
+    assert [m.tags["msgid"] for m in got] == echoed == ids
+    assert [m.tags["time"] for m in got] == [ts(5)] * 3
+    hh.settle()
+    rows = sqlite3.connect(str(tmp_path / "h.db")).execute(
+        "SELECT printf('%016x', id), text FROM history ORDER BY id").fetchall()
+    assert rows == list(zip(ids, ["first", "second", "third"]))
+
+
 def test_targets(hh):
     """IRCv3 chathistory TARGETS: "lists channels the user has visible history in, together with users with
     which the user has exchanged direct messages, ordered by the time of the latest message"; "a target is

@@ -116,13 +116,11 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     for check in server.message_checks:
         if check(ctx, target, None):
             return
-    msgid, time = server.message_stamp()
-    relay = Relay(
+    relay = Relay(  # the msgid and time are made when first needed (see Relay)
         client.prefix,
         command,
         [target.nick] if command == "TAGMSG" else [target.nick, text],
-        msgid=msgid,
-        time=time,
+        stamp=server.message_stamp,
         account=client.account,
         client_tags=tags,
     )
@@ -136,7 +134,7 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     if target.away is not None and command == "PRIVMSG":
         ctx.reply.numeric(N.RPL_AWAY, target.nick, target.away)
     if server.events.wants(DirectMessage):
-        server.events.publish(DirectMessage(client, target, command, text, msgid, server.clock(), tags, relay))
+        server.events.publish(DirectMessage(client, target, command, text, None, server.clock(), tags, relay))
 
 
 def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
