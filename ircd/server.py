@@ -32,7 +32,7 @@ from ircd.events import EventBus, Quit
 from ircd.proto import numerics as N
 from ircd.proto.casemap import get_casefold
 from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, Message, format_line, parse_line
-from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator
+from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator, format_id
 from ircd.proto.timestamps import format_ms
 from ircd.registry import Registry
 from ircd.replies import Relay, ReplyBuffer
@@ -526,7 +526,7 @@ class Server:
         if ms != self._time_ms:
             self._time_ms = ms
             self._time_str = format_ms(ms)
-        return ident.to_bytes(8).hex(), self._time_str  # format_id, inlined
+        return format_id(ident), self._time_str
 
     def relay_from(self, client: Client, command: str, *params: str, msgid: bool = False) -> Relay:
         return self.relay_from_prefix(client.prefix, client, command, *params, msgid=msgid)
