@@ -56,3 +56,5 @@ def test_handlers_of_compiled_modules_keep_their_help():
     specs = {spec.verb: spec for spec in CORE_COMMANDS}
     assert specs["PRIVMSG"].syntax == "PRIVMSG <target>{,<target>} :<text>"
     assert specs["TAGMSG"].help.startswith("Sends only message tags")
+    assert specs["NICK"].syntax == "NICK <nickname>"
+    assert specs["PONG"].help == "Answers a PING from the server."

@@ -188,10 +188,12 @@ def try_register(ctx: CommandContext) -> None:
     server.events.publish(Registered(client))
 
 
-@command("PASS", min_params=1, pre_registration=True)
+@command(
+    "PASS", min_params=1, pre_registration=True,
+    doc="""PASS <password>
+    Gives the server password, if the server has one. Must come before NICK and USER.""",
+)
 async def handle_pass(ctx: CommandContext, msg: Message) -> None:
-    """PASS <password>
-    Gives the server password, if the server has one. Must come before NICK and USER."""
     if ctx.client.registered:
         ctx.reply.numeric(N.ERR_ALREADYREGISTERED, "You may not reregister")
         return
@@ -205,10 +207,12 @@ async def handle_pass(ctx: CommandContext, msg: Message) -> None:
         ctx.client.password_ok = hmac.compare_digest(expected.encode(), given.encode())
 
 
-@command("NICK", pre_registration=True)
+@command(
+    "NICK", pre_registration=True,
+    doc="""NICK <nickname>
+    Sets your nickname, or changes it after registration.""",
+)
 def handle_nick(ctx: CommandContext, msg: Message) -> None:
-    """NICK <nickname>
-    Sets your nickname, or changes it after registration."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     if not msg.params or not msg.params[0]:
         reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
@@ -265,10 +269,12 @@ def set_nick_from_server(
     server.events.publish(NickChanged(client, old_nick))
 
 
-@command("USER", min_params=4, pre_registration=True)
+@command(
+    "USER", min_params=4, pre_registration=True,
+    doc="""USER <username> <mode> <unused> :<realname>
+    Sets your username and real name during registration.""",
+)
 def handle_user(ctx: CommandContext, msg: Message) -> None:
-    """USER <username> <mode> <unused> :<realname>
-    Sets your username and real name during registration."""
     client, reply = ctx.client, ctx.reply
     if client.registered:
         reply.numeric(N.ERR_ALREADYREGISTERED, "You may not reregister")
@@ -286,43 +292,54 @@ def handle_user(ctx: CommandContext, msg: Message) -> None:
     try_register(ctx)
 
 
-@command("PING", pre_registration=True)
+@command(
+    "PING", pre_registration=True,
+    doc="""PING <token>
+    The server answers PONG with the same token.""",
+)
 def handle_ping(ctx: CommandContext, msg: Message) -> None:
-    """PING <token>
-    The server answers PONG with the same token."""
     if not msg.params or not msg.params[0]:
         ctx.reply.numeric(N.ERR_NOORIGIN, "No origin specified")
         return
     ctx.reply.send("PONG", ctx.server.name, msg.params[0])
 
 
-@command("PONG", pre_registration=True, flood_cost=0)
+@command(
+    "PONG", pre_registration=True, flood_cost=0,
+    doc="""PONG <token>
+    Answers a PING from the server.""",
+)
 def handle_pong(ctx: CommandContext, msg: Message) -> None:
-    """PONG <token>
-    Answers a PING from the server."""
+    return None  # answering a PING needs nothing beyond the activity the line itself records
 
 
-@command("QUIT", pre_registration=True, flood_cost=0)
+@command(
+    "QUIT", pre_registration=True, flood_cost=0,
+    doc="""QUIT [:<reason>]
+    Leaves the server; your channels see the reason.""",
+)
 def handle_quit(ctx: CommandContext, msg: Message) -> None:
-    """QUIT [:<reason>]
-    Leaves the server; your channels see the reason."""
     reason = msg.params[0] if msg.params else ""
     text = f"Quit: {reason}" if reason else "Quit:"
     ctx.reply.flush()
     ctx.server.disconnect(ctx.client, text)
 
 
-@command("LUSERS")
+@command(
+    "LUSERS",
+    doc="""LUSERS
+    Shows how many users, operators and channels the server has.""",
+)
 def handle_lusers(ctx: CommandContext, msg: Message) -> None:
-    """LUSERS
-    Shows how many users, operators and channels the server has."""
     send_lusers(ctx.server, ctx.reply)
 
 
-@command("MOTD")
+@command(
+    "MOTD",
+    doc="""MOTD [<server>]
+    Shows the message of the day.""",
+)
 def handle_motd(ctx: CommandContext, msg: Message) -> None:
-    """MOTD [<server>]
-    Shows the message of the day."""
     if refuse_other_server(ctx, msg):
         return
     send_motd(ctx.server, ctx.reply)
