@@ -15,7 +15,7 @@ space, may be 8191 bytes; the rest of the line 512 bytes with its CR LF.
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Iterable
+from typing import ClassVar, Iterable, cast
 
 __all__ = [
     "MAX_LINE",
@@ -172,8 +172,7 @@ def parse_line(line: bytes, *, utf8only: bool = True, max_tag_data: int = MAX_TA
     params = head.split()
     if not params:
         raise LineError(LineError.NO_COMMAND)
-    command = params[0].upper()
-    del params[0]
+    command = params.pop(0).upper()
     if sep:
         params.append(trailing)
     return Message(command, params, source, tags)
@@ -192,18 +191,29 @@ def format_line(
     tags: dict[str, str] | None = None,
 ) -> bytes:
     """Format a line with CR LF. The last parameter becomes a trailing one when needed."""
+    # A typed list: compiled, indexing it and reading its strings need no generic calls.
+    args: list[str] = cast("list[str]", params) if type(params) is list else list(params)
+    count = len(args)
+    if count == 0:
+        head = f":{source} {command}" if source else command
+        if tags:
+            head = f"@{format_tags(tags)} {head}"
+        return (head + "\r\n").encode("utf-8", "replace")
+    last = args[count - 1]
+    colon = ":" if not last or last[0] == ":" or " " in last else ""
+    if source and not tags:  # a relayed message or a numeric: one f-string for the whole line
+        if count == 1:
+            line = f":{source} {command} {colon}{last}\r\n"
+        elif count == 2:
+            line = f":{source} {command} {args[0]} {colon}{last}\r\n"
+        else:
+            line = f":{source} {command} {' '.join(args[:-1])} {colon}{last}\r\n"
+        return line.encode("utf-8", "replace")
     head = f":{source} {command}" if source else command
     if tags:
         head = f"@{format_tags(tags)} {head}"
-    args = params if type(params) is list or type(params) is tuple else list(params)
-    if not args:
-        return (head + "\r\n").encode("utf-8", "replace")
-    last = args[-1]
-    colon = ":" if not last or last[0] == ":" or " " in last else ""
-    if len(args) == 1:  # one f-string for the whole line: most lines have one or two parameters
+    if count == 1:
         line = f"{head} {colon}{last}\r\n"
-    elif len(args) == 2:
-        line = f"{head} {args[0]} {colon}{last}\r\n"
     else:
         line = f"{head} {' '.join(args[:-1])} {colon}{last}\r\n"
     return line.encode("utf-8", "replace")
