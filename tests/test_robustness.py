@@ -359,6 +359,61 @@ def test_many_commands_in_one_read_reach_a_client_that_reads(make_harness):
     assert not h.conns["alice"].closed
 
 
+def test_a_read_of_many_lines_is_handled_in_passes_in_order(make_harness):
+    """A read of 300 lines is handled 128 lines per pass, the outboxes written in between;
+    CR LF and a bare LF both end a line, and an unfinished last line waits for its end."""
+    h = make_harness(flood={"enabled": False})
+    h.register("alice")
+    conn = Connection(h.server)
+    conn.client = h.clients["alice"]  # the harness client, fed through the real line framing
+    chunk = b"".join(b"PING :%03d%s" % (i, b"\r\n" if i % 2 else b"\n") for i in range(300))
+    pong = ":irc.test PONG irc.test {:03d}".format
+
+    async def feed() -> list[list[str]]:
+        passes = []
+        conn.data_received(chunk + b"PING :ta")
+        h.server.flush_all()
+        passes.append(h.lines("alice"))
+        while conn.blocked:
+            await asyncio.sleep(0)  # one turn of the loop: the next pass runs
+            passes.append(h.lines("alice"))
+        assert bytes(conn.inbuf) == b"PING :ta"
+        conn.data_received(b"il\r\n")
+        h.server.flush_all()
+        passes.append(h.lines("alice"))
+        return passes
+
+    passes = h.run(feed())
+    assert passes == [
+        [pong(i) for i in range(128)],
+        [pong(i) for i in range(128, 256)],
+        [pong(i) for i in range(256, 300)],
+        [":irc.test PONG irc.test tail"],
+    ]
+    assert not conn.inbuf and not conn.blocked
+
+
+def test_a_line_held_by_flood_control_keeps_its_place(make_harness):
+    """A line that flood control holds back is retried first: the lines after it in the
+    same read wait behind it, and none is lost or handled twice."""
+    h = make_harness(flood={"burst": 2, "per_second": 1000})
+    h.register("alice")
+    h.clock.advance(10)  # a full bucket
+    conn = Connection(h.server)
+    conn.client = h.clients["alice"]
+
+    async def feed() -> None:
+        conn.data_received(b"".join(b"PING :%d\r\n" % i for i in range(5)))
+        assert conn.blocked and bytes(conn.inbuf) == b"PING :2\r\nPING :3\r\nPING :4\r\n"
+        while conn.blocked:
+            h.clock.advance(1)
+            conn._resume()
+
+    h.run(feed())
+    h.server.flush_all()
+    assert h.lines("alice") == [f":irc.test PONG irc.test {i}" for i in range(5)]
+
+
 def test_sendq_overflow_during_the_ping_tick(make_harness):
     """The same when the overflow happens while the tick walks every client to send PING."""
     h = make_harness(limits={"sendq": 4096}, timeouts={"ping_interval": 10})

@@ -82,11 +82,11 @@ class Connection(asyncio.Protocol):
                 self.paused = True
                 self.transport.pause_reading()  # type: ignore[union-attr]
             return
-        if self.inbuf:
+        if self.inbuf:  # an unfinished line (or lines put off) from before comes first
             self.inbuf += data
-            self._process(self.inbuf)
-        else:  # nothing left over: cut lines from the received bytes, keep only an unfinished tail
-            self._process(data)
+            data = bytes(self.inbuf)
+            self.inbuf = bytearray()
+        self._process(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
         client = self.client
@@ -126,66 +126,63 @@ class Connection(asyncio.Protocol):
 
     # line handling -------------------------------------------------------
 
-    def _process(self, buf: bytes | bytearray) -> None:
-        """Handle the complete lines in ``buf`` (``self.inbuf``, or a read's bytes when
-        nothing was buffered); what is not handled stays in, or goes to, ``self.inbuf``."""
+    def _process(self, buf: bytes) -> None:
+        """Handle the complete lines at the start of ``buf`` (``self.inbuf`` is empty);
+        what is not handled in this pass goes to ``self.inbuf``."""
         client = self.client
         if client is None:
             return
         server = self.server
-        pos = 0
-        handled = 0
-        copy = buf is self.inbuf  # lines cut from the bytearray are copied out; a read's bytes are sliced
-        while True:  # the callers checked that the connection is open and not blocked
+        # One split for up to a pass of lines; the last item is the rest: b"" when the
+        # read ended with a line (the usual case), else an unfinished line or more lines.
+        lines = buf.split(b"\n", _LINES_PER_PASS)
+        last = len(lines) - 1
+        i = 0
+        while i < last:  # the callers checked that the connection is open and not blocked
             if self.output_full:  # possibly set by this very pass's output (Server.write_out)
                 break
-            if pos == len(buf):  # the read ended with a line (the usual case): no search needed
-                break
-            end = buf.find(b"\n", pos)
-            if end < 0:
-                if len(buf) - pos > _MAX_RAW:
-                    # no line end in sight: answer once, then drop up to the next newline
-                    if not self.skipping:
-                        server.input_too_long(client)
-                        self.skipping = True
-                    pos = len(buf)
-                break
-            start = pos
-            pos = end + 1
-            if self.skipping:
+            line = lines[i]
+            i += 1
+            if self.skipping:  # the end of an over-long line that was answered already
                 self.skipping = False
                 continue
-            line = buf[start : end - 1 if end > start and buf[end - 1] == 13 else end]
-            if copy:
-                line = bytes(line)
+            if line and line[-1] == 13:
+                line = line[:-1]
             if len(line) > MAX_LINE - 2 and _too_long(line):
                 server.input_too_long(client)
                 continue
-            result = server.handle_line(client, line)  # type: ignore[arg-type]
+            result = server.handle_line(client, line)
             if result is None:
                 if client.closing:
-                    break
-                handled += 1
-                if handled >= _LINES_PER_PASS and buf.find(b"\n", pos) >= 0:
-                    # Let the outboxes drain before the next lines: a fan-out of a
-                    # 2,000-line read would otherwise pile 2,000 lines into every
-                    # recipient's buffer (memory, cache misses, SendQ) before one write.
-                    self.blocked = True
-                    asyncio.get_running_loop().call_soon(self._resume)
                     break
                 continue
             self.blocked = True
             if isinstance(result, float):
-                pos = start  # retry this very line when flood control allows
+                i -= 1  # retry this very line when flood control allows
                 asyncio.get_running_loop().call_later(result, self._resume)
             else:
                 task = asyncio.ensure_future(result)
                 task.add_done_callback(self._resume)
             break
-        if buf is self.inbuf:
-            del buf[:pos]
-        elif pos < len(buf):
-            self.inbuf += buf[pos:]
+        if i < last or self.blocked or client.closing:  # stopped early, or waits for a handler
+            self.inbuf += b"\n".join(lines[i:])
+            return
+        rest = lines[last]
+        if not rest:
+            return
+        if last == _LINES_PER_PASS and b"\n" in rest:
+            # Let the outboxes drain before the next lines: a fan-out of a 2,000-line
+            # read would otherwise pile 2,000 lines into every recipient's buffer
+            # (memory, cache misses, SendQ) before one write.
+            self.blocked = True
+            asyncio.get_running_loop().call_soon(self._resume)
+        elif len(rest) > _MAX_RAW:
+            # no line end in sight: answer once, then drop up to the next newline
+            if not self.skipping:
+                server.input_too_long(client)
+                self.skipping = True
+            return
+        self.inbuf += rest
 
     def _resume(self, _task: object = None) -> None:
         self.blocked = False
@@ -193,11 +190,14 @@ class Connection(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
         if self.client is not None and not self.client.closing:
-            self._process(self.inbuf)
+            if self.inbuf:
+                buf = bytes(self.inbuf)
+                self.inbuf = bytearray()
+                self._process(buf)
             self.server.flush_all()
 
 
-def _too_long(line: bytes | bytearray) -> bool:
+def _too_long(line: bytes) -> bool:
     """Whether a line (without CR LF) passes 510 bytes of message or 8190 of tags."""
     if line[:1] == b"@":
         space = line.find(b" ")
