@@ -29,7 +29,7 @@ __all__ = ["ReplyBuffer", "Relay"]
 class Relay:
     """One line for many clients; tags depend on each client's capabilities.
 
-    ``stamp`` (``Server.message_stamp``) in place of ``msgid`` and ``time`` makes
+    ``stamp`` (``Server.message_stamp``, bound once as ``Server.stamp``) in place of ``msgid`` and ``time`` makes
     both when first asked for. A direct message to a client without message-tags
     or server-time, with no echo and not kept in history, then never costs an id.
     Everything that asks (tagged delivery, the echo, the history listener) asks

@@ -20,7 +20,7 @@ import ipaddress
 import logging
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Final, Iterable
 
 from ircd import caps as C
 from ircd.caps import CapRegistry
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Server"]
 
-_ACTIVITY = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
+_ACTIVITY: Final = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
 _SWEEP_EVERY = 60.0  # seconds between sweeps of records that only matter inside a window
 WRITE_AT = 65536  # the largest write high-water mark (asyncio's and uvloop's default)
 
@@ -73,6 +73,8 @@ class Server:
         self.events = EventBus()
         self.visibility = Visibility()
         self.ids = IdGenerator(clock)
+        # message_stamp, bound once: every direct message hands it to its Relay
+        self.stamp: Callable[[], tuple[str, str]] = self.message_stamp
         self.timers = Timers(clock)
         # how background coroutines run: a task on the serving loop (set by ircd.net);
         # the test harness runs them to completion in place

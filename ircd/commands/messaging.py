@@ -8,7 +8,7 @@ tags and reaches only clients that enabled message-tags.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Awaitable
+from typing import TYPE_CHECKING, Awaitable, Final
 
 from ircd import caps as C
 from ircd.channel import PREFIX_CHARS, PREFIX_MODES
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ircd.client import Client
 
 _STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
-_CHANNEL_START = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
+_CHANNEL_START: Final = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
 
 
 def _client_tags(client: "Client", msg: Message) -> dict[str, str] | None:
@@ -120,7 +120,7 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
         client.prefix,
         command,
         [target.nick] if command == "TAGMSG" else [target.nick, text],
-        stamp=server.message_stamp,
+        stamp=server.stamp,
         account=client.account,
         client_tags=tags,
     )

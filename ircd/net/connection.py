@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ircd.proto.lines import MAX_LINE, MAX_TAGS
 
@@ -34,10 +34,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pircd")
 
-_MAX_RAW = MAX_TAGS + MAX_LINE
-_PAUSE_AT = 65536
+# Final: compiled, these are C constants rather than lookups in the module's dict
+_MAX_RAW: Final = MAX_TAGS + MAX_LINE
+_PAUSE_AT: Final = 65536
 _CLOSE_GRACE = 10.0  # seconds a closing socket may take to drain before it is aborted
-_LINES_PER_PASS = 128  # lines handled per callback before the outboxes are written
+_LINES_PER_PASS: Final = 128  # lines handled per callback before the outboxes are written
 
 
 class Connection(asyncio.Protocol):

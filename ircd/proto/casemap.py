@@ -32,6 +32,8 @@ def casefold_ascii(name: str) -> str:
 def casefold_rfc1459(name: str) -> str:
     if name.isascii():
         name = name.lower()
+        if name.isalnum():  # letters and digits only (most nicks): one pass, no search
+            return name
         if "[" in name or "]" in name or "\\" in name or "~" in name:
             return name.translate(_RFC1459)
         return name

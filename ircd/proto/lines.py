@@ -15,7 +15,7 @@ space, may be 8191 bytes; the rest of the line 512 bytes with its CR LF.
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Iterable, cast
+from typing import ClassVar, Final, Iterable, cast
 
 __all__ = [
     "MAX_LINE",
@@ -33,9 +33,9 @@ __all__ = [
     "mask_matches",
 ]
 
-MAX_LINE = 512  # message part including CR LF
-MAX_TAGS = 8191  # tag section including "@" and the separating space
-MAX_CLIENT_TAGS = 4094  # tag data (without "@" and the space) a client may send
+MAX_LINE: Final = 512  # message part including CR LF
+MAX_TAGS: Final = 8191  # tag section including "@" and the separating space
+MAX_CLIENT_TAGS: Final = 4094  # tag data (without "@" and the space) a client may send
 
 
 class LineError(Exception):
