@@ -82,3 +82,54 @@ def test_hotpath_runs_every_path(capsys):
     assert "us CPU per delivered line, 3 receivers" in out
     assert "us CPU per registration" in out
     assert "us CPU per SEND, both threads, 3 pairs" in out
+
+
+_FAKE_VALGRIND = """#!{python}
+# Stands in for valgrind: runs the command after the options, and on exit writes a
+# count to --log-file as callgrind does.
+import signal, subprocess, sys
+args = sys.argv[1:]
+first = next(i for i, a in enumerate(args) if not a.startswith("--"))
+log = next(a.split("=", 1)[1] for a in args[:first] if a.startswith("--log-file="))
+child = subprocess.Popen(args[first:])
+signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+child.wait()
+with open(log, "w") as f:
+    f.write("==1== Collected : 123456\\n")
+"""
+
+_FAKE_CONTROL = """#!{python}
+# Stands in for callgrind_control: records how it was called.
+import sys
+with open({record!r}, "a") as f:
+    f.write(" ".join(sys.argv[1:3]) + "\\n")
+"""
+
+
+def test_instructions_counts_the_measured_phase(tmp_path, monkeypatch, capsys):
+    """bench.instructions with stand-ins for valgrind and callgrind_control: counting is switched
+    on and off once around the measured phase, and the count is divided by the relayed messages."""
+    import sys
+
+    from bench import instructions
+
+    record = tmp_path / "control.log"
+    for name, text in (("valgrind", _FAKE_VALGRIND), ("callgrind_control", _FAKE_CONTROL)):
+        path = tmp_path / name
+        path.write_text(text.format(python=sys.executable, record=str(record)))
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    assert instructions.main(["--pairs", "2", "--round-trips", "3"]) == 0
+    assert record.read_text() == "-i on\n-i off\n"
+    build = "compiled" if any(instructions._REPO.glob("ircd/*.so")) else "pure"  # the CI's second pass
+    assert capsys.readouterr().out == (
+        f"dm ({build}, 2 x 3): 10,288 instructions per relayed message (123,456 for 12)\n"
+    )
+
+
+def test_instructions_says_what_it_needs(monkeypatch, capsys):
+    from bench import instructions
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert instructions.main([]) == 2
+    assert capsys.readouterr().err == "bench.instructions needs valgrind: apt-get install valgrind\n"
