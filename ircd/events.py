@@ -216,7 +216,10 @@ class EventBus:
         return bool(self._listeners.get(event_type))
 
     def publish(self, event: object) -> None:
-        for listener in self._listeners.get(type(event), ()):
+        listeners = self._listeners.get(type(event))
+        if not listeners:
+            return
+        for listener in listeners:
             try:
                 listener(event)
             except Exception:

@@ -60,7 +60,7 @@ class Relay:
         self.account = account
         self.client_tags = client_tags
         self.body = format_line(command, params, source)
-        self.cache: dict[int, bytes] = {}
+        self.cache: dict[int, bytes] | None = None  # tagged lines by tag profile, made when first needed
 
     @property
     def msgid(self) -> str | None:
@@ -94,12 +94,15 @@ class Relay:
         return tags
 
     def for_client(self, client: "Client") -> bytes:
-        profile = client.caps & C.TAG_PROFILE
-        data = self.cache.get(profile)
+        profile = client.tag_profile
+        cache = self.cache
+        if cache is None:
+            cache = self.cache = {}
+        data = cache.get(profile)
         if data is None:
             tags = self.tags_for(profile)
             data = b"@" + format_tags(tags).encode() + b" " + self.body if tags else self.body
-            self.cache[profile] = data
+            cache[profile] = data
         return data
 
 

@@ -427,12 +427,15 @@ class Server:
         the limit the client is closed. Safe in the middle of a fan-out loop.
         """
         out = client.outbuf
-        client.outbuf = []
+        if not out:
+            return
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()  # the list is kept for the next lines
         client.outlen = 0
-        if not out or client.closing:
+        if client.closing:
             return
         conn = client.conn
-        conn.write(out[0] if len(out) == 1 else b"".join(out))
+        conn.write(data)
         # Below the high-water mark (write_at <= sendq / 4) the SendQ cannot be exceeded,
         # so the socket is asked for its buffer size only past it.
         if conn.output_full and conn.buffered() > self.sendq_limit:
@@ -471,7 +474,6 @@ class Server:
         per recipient, one list append of the shared line, the byte count, the
         dirty mark and the SendQ check.
         """
-        cache = relay.cache
         body = relay.body
         body_len = len(body)
         limit = self.write_at
@@ -480,7 +482,7 @@ class Server:
             if client is exclude or client.closing:
                 continue
             if client.tag_profile:
-                data = cache.get(client.tag_profile) or relay.for_client(client)
+                data = relay.for_client(client)
                 pending = client.outlen + len(data)
             else:
                 data = body
