@@ -58,3 +58,5 @@ def test_handlers_of_compiled_modules_keep_their_help():
     assert specs["TAGMSG"].help.startswith("Sends only message tags")
     assert specs["NICK"].syntax == "NICK <nickname>"
     assert specs["PONG"].help == "Answers a PING from the server."
+    assert specs["JOIN"].syntax == "JOIN <channel>{,<channel>} [<key>{,<key>}]"
+    assert specs["KICK"].help.startswith("Removes members from a channel.")

@@ -148,10 +148,12 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         send_names(server, client, reply, channel)
 
 
-@command("JOIN", min_params=1)
+@command(
+    "JOIN", min_params=1,
+    doc="""JOIN <channel>{,<channel>} [<key>{,<key>}]
+    Joins channels, creating them if they do not exist. JOIN 0 leaves every channel.""",
+)
 def handle_join(ctx: CommandContext, msg: Message) -> None:
-    """JOIN <channel>{,<channel>} [<key>{,<key>}]
-    Joins channels, creating them if they do not exist. JOIN 0 leaves every channel."""
     if msg.params[0] == "0":
         for channel in list(ctx.client.channels.values()):
             part_channel(ctx, channel, "")
@@ -177,10 +179,12 @@ def part_channel(ctx: CommandContext, channel: Channel, reason: str) -> None:
     server.drop_channel_if_empty(channel)
 
 
-@command("PART", min_params=1)
+@command(
+    "PART", min_params=1,
+    doc="""PART <channel>{,<channel>} [:<reason>]
+    Leaves channels.""",
+)
 def handle_part(ctx: CommandContext, msg: Message) -> None:
-    """PART <channel>{,<channel>} [:<reason>]
-    Leaves channels."""
     reason = msg.params[1][: ctx.server.config.limits.kicklen] if len(msg.params) > 1 else ""
     for name in msg.params[0].split(","):
         if not name:
@@ -197,10 +201,12 @@ def handle_part(ctx: CommandContext, msg: Message) -> None:
 # TOPIC ---------------------------------------------------------------------
 
 
-@command("TOPIC", min_params=1)
+@command(
+    "TOPIC", min_params=1,
+    doc="""TOPIC <channel> [:<topic>]
+    Shows the topic, or sets it (an empty topic clears it). With +t only operators may set it.""",
+)
 def handle_topic(ctx: CommandContext, msg: Message) -> None:
-    """TOPIC <channel> [:<topic>]
-    Shows the topic, or sets it (an empty topic clears it). With +t only operators may set it."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     channel = server.find_channel(msg.params[0], client)
     if channel is None:
@@ -257,10 +263,12 @@ def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: 
     reply.numeric(N.RPL_ENDOFNAMES, channel.name, "End of /NAMES list")
 
 
-@command("NAMES")
+@command(
+    "NAMES",
+    doc="""NAMES [<channel>{,<channel>}]
+    Lists the members of channels, with their prefixes (~ owner, @ operator, + voice).""",
+)
 def handle_names(ctx: CommandContext, msg: Message) -> None:
-    """NAMES [<channel>{,<channel>}]
-    Lists the members of channels, with their prefixes (~ owner, @ operator, + voice)."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     if not msg.params or not msg.params[0]:
         reply.numeric(N.RPL_ENDOFNAMES, "*", "End of /NAMES list")
@@ -276,12 +284,14 @@ def handle_names(ctx: CommandContext, msg: Message) -> None:
 # LIST ----------------------------------------------------------------------
 
 
-@command("LIST")
-def handle_list(ctx: CommandContext, msg: Message) -> None:
-    """LIST [<term>{,<term>}]
+@command(
+    "LIST",
+    doc="""LIST [<term>{,<term>}]
     Lists channels with their member counts and topics. Terms: channel names, masks (#ch*),
     !mask (not matching), >N and <N (members), C<N and C>N (created less/more than N minutes
-    ago), T<N and T>N (topic set less/more than N minutes ago)."""
+    ago), T<N and T>N (topic set less/more than N minutes ago).""",
+)
+def handle_list(ctx: CommandContext, msg: Message) -> None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
     reply.numeric(N.RPL_LISTSTART, "Channel", "Users  Name")
     query = parse_list_query(msg.params, server.casefold)
@@ -305,11 +315,13 @@ def handle_list(ctx: CommandContext, msg: Message) -> None:
 # INVITE --------------------------------------------------------------------
 
 
-@command("INVITE")
-def handle_invite(ctx: CommandContext, msg: Message) -> None:
-    """INVITE [<nick> <channel>]
+@command(
+    "INVITE",
+    doc="""INVITE [<nick> <channel>]
     Invites someone to a channel; needed to join a +i channel. On +i channels only operators may invite.
-    Without parameters, lists the channels you are invited to."""
+    Without parameters, lists the channels you are invited to.""",
+)
+def handle_invite(ctx: CommandContext, msg: Message) -> None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
     if not msg.params:
         _list_invites(ctx)
@@ -369,11 +381,13 @@ def _list_invites(ctx: CommandContext) -> None:
 # KICK ----------------------------------------------------------------------
 
 
-@command("KICK", min_params=2)
-def handle_kick(ctx: CommandContext, msg: Message) -> None:
-    """KICK <channel>{,<channel>} <nick>{,<nick>} [:<reason>]
+@command(
+    "KICK", min_params=2,
+    doc="""KICK <channel>{,<channel>} <nick>{,<nick>} [:<reason>]
     Removes members from a channel. Needs channel operator status. With several
-    channels, each channel goes with the nick in the same position."""
+    channels, each channel goes with the nick in the same position.""",
+)
+def handle_kick(ctx: CommandContext, msg: Message) -> None:
     server, reply = ctx.server, ctx.reply
     names = [n for n in msg.params[0].split(",") if n]
     nicks = [n for n in msg.params[1].split(",") if n]
