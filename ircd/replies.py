@@ -29,12 +29,12 @@ __all__ = ["ReplyBuffer", "Relay"]
 class Relay:
     """One line for many clients; tags depend on each client's capabilities.
 
-    ``stamp`` (``Server.message_stamp``, bound once as ``Server.stamp``) in place of ``msgid`` and ``time`` makes
-    both when first asked for. A direct message to a client without message-tags
-    or server-time, with no echo and not kept in history, then never costs an id.
-    Everything that asks (tagged delivery, the echo, the history listener) asks
-    while the message is handled, so ids keep the order in which messages were
-    handled.
+    ``stamp`` (``Server.message_stamp``, bound once as ``Server.stamp``) in place of
+    ``msgid`` and ``time`` makes both when first asked for. A direct message to a
+    client without message-tags or server-time, with no echo and not kept in
+    history, then never costs an id. Everything that asks (tagged delivery, the
+    echo, the history listener) asks while the message is handled, so ids keep the
+    order in which messages were handled.
     """
 
     __slots__ = ("source", "command", "params", "_msgid", "_time", "_stamp", "account", "client_tags", "body", "cache")
