@@ -379,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 print(f"skipping {name}: {missing}")
                 continue
-            if spec.compiled:
-                print(f"{name}: building the compiled modules ...", flush=True)
+            if spec.compiled or spec.native:
+                print(f"{name}: building ...", flush=True)
                 try:
                     tree = spec.prepare()
                 except RuntimeError as exc:

@@ -1,4 +1,5 @@
-"""The servers under test: pircd, ngIRCd and InspIRCd, each as its own process.
+"""The servers under test: pircd, ngIRCd and InspIRCd, each as its own process,
+and the floor (bench/floor.c), the yardstick of what the socket work alone costs.
 
 Each run starts a fresh server on a free loopback port with a config written
 to a temporary directory, and stops it by its PID (SIGTERM, then SIGKILL after
@@ -68,20 +69,32 @@ class ServerSpec:
     version_argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     compiled: bool = False  # pircd's compiled build: prepare() builds it from the source in PYTHONPATH
+    native: Path | None = None  # a C program in bench/: prepare() builds it with cc into ``built``
+    built: Path | None = None
 
     def missing(self) -> str | None:
         """Why this server cannot run here, or None."""
         if self.binary is not None and shutil.which(self.binary) is None:
             return f"{self.binary} not found on PATH (apt-get install -y {self.binary})"
-        if self.compiled:
-            if importlib.util.find_spec("mypyc") is None:
-                return "mypyc not installed (pip install mypy)"
-            if shutil.which("cc") is None:
-                return "no C compiler (apt-get install -y gcc)"
+        if self.compiled and importlib.util.find_spec("mypyc") is None:
+            return "mypyc not installed (pip install mypy)"
+        if (self.compiled or self.native) and shutil.which("cc") is None:
+            return "no C compiler (apt-get install -y gcc)"
         return None
 
     def prepare(self) -> Path | None:
         """Build what the server needs before its first run; returns a directory to remove afterwards."""
+        if self.native is not None:
+            tree = Path(tempfile.mkdtemp(prefix=f"bench-{self.name}-build-"))
+            binary = tree / self.name
+            done = subprocess.run(
+                ["cc", "-O2", "-o", str(binary), str(self.native)], capture_output=True, text=True, check=False
+            )
+            if done.returncode != 0:
+                shutil.rmtree(tree, ignore_errors=True)
+                raise RuntimeError(f"cc {self.native.name} failed:\n{done.stderr[-2000:]}")
+            self.built = binary
+            return tree
         if not self.compiled:
             return None
         tree = compiled_tree(Path(self.env["PYTHONPATH"]))
@@ -89,6 +102,8 @@ class ServerSpec:
         return tree
 
     def version(self) -> str:
+        if self.native is not None:
+            return f"{self.native.name}, built with cc -O2"
         if not self.version_argv or self.missing():
             return ""
         try:
@@ -362,6 +377,20 @@ def _pircd_spec(name: str, *, no_uvloop: bool = False, history: bool = True, com
     )
 
 
+# --------------------------------------------------------------------------
+# the floor: a C relay that does only the socket work (bench/floor.c)
+
+
+def _floor_spec() -> ServerSpec:
+    def write(directory: Path, port: int) -> list[str]:
+        if spec.built is None:
+            raise RuntimeError("the floor is not built: call prepare() first")
+        return [str(spec.built), str(port)]
+
+    spec = ServerSpec("floor", None, write, native=_REPO / "bench" / "floor.c")
+    return spec
+
+
 SERVERS: dict[str, ServerSpec] = {
     "pircd": _pircd_spec("pircd"),
     "pircd-asyncio": _pircd_spec("pircd-asyncio", no_uvloop=True),
@@ -374,4 +403,5 @@ SERVERS: dict[str, ServerSpec] = {
     "inspircd": ServerSpec(
         "inspircd", "inspircd", _inspircd, oper=OPER, version_argv=["inspircd", "--version"]
     ),
+    "floor": _floor_spec(),
 }

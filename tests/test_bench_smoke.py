@@ -133,3 +133,65 @@ def test_instructions_says_what_it_needs(monkeypatch, capsys):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert instructions.main([]) == 2
     assert capsys.readouterr().err == "bench.instructions needs valgrind: apt-get install valgrind\n"
+
+
+# --------------------------------------------------------------------------
+# the floor (bench/floor.c): the yardstick must relay correctly to be one
+
+
+@pytest.fixture(scope="module")
+def floor():
+    import shutil
+
+    spec = SERVERS["floor"]
+    if spec.missing():
+        pytest.skip(spec.missing())  # .ci/run installs a C compiler first, so CI never skips this
+    tree = spec.prepare()
+    server = RunningServer(spec).start()
+    yield server
+    server.stop()
+    spec.built = None
+    shutil.rmtree(tree, ignore_errors=True)
+
+
+def test_floor_runs_the_socket_scenarios(floor):
+    fan = _run(floor, lambda t: loadgen.fanout(t, receivers=5, lines=40))
+    assert (fan["delivered"], fan["lost"]) == (200, 0)
+    dm = _run(floor, lambda t: loadgen.direct(t, pairs=2, round_trips=10))
+    assert dm["round_trips"] == 20
+    held = _run(floor, lambda t: loadgen.connections(t, 30, concurrency=10, hold=0.1))
+    assert (held["registered"], held["errors"]) == (30, 0)
+    churn = _run(floor, lambda t: loadgen.churn(t, total=10, workers=3, timeout=5))
+    assert (churn["cycles"], churn["errors"]) == (10, 0)
+
+
+def test_floor_replies(floor):
+    import socket
+
+    def read_until(sock: socket.socket, end: bytes) -> bytes:
+        data = b""
+        while not data.endswith(end):
+            chunk = sock.recv(4096)
+            assert chunk, data
+            data += chunk
+        return data
+
+    with socket.create_connection(("127.0.0.1", floor.port)) as a, socket.create_connection(
+        ("127.0.0.1", floor.port)
+    ) as b:
+        a.sendall(b"NICK fa\r\nUSER fa 0 * :a\r\n")
+        assert read_until(a, b"376 fa :End of MOTD\r\n") == b":floor 001 fa :Welcome\r\n:floor 376 fa :End of MOTD\r\n"
+        b.sendall(b"NICK fa\r\nNICK fb\r\nUSER fb 0 * :b\r\nPING :t1\r\n")
+        assert read_until(b, b":t1\r\n") == (
+            b":floor 433 * fa :Nickname is in use\r\n:floor 001 fb :Welcome\r\n"
+            b":floor 376 fb :End of MOTD\r\n:floor PONG floor :t1\r\n"
+        )
+        a.sendall(b"PRIVMSG fb :hello there\r\nPRIVMSG nobody :x\r\nPING t2\r\n")
+        assert read_until(a, b":t2\r\n") == b":floor 401 fa nobody :No such nick\r\n:floor PONG floor :t2\r\n"
+        assert read_until(b, b"\r\n") == b":fa!u@127.0.0.1 PRIVMSG fb :hello there\r\n"
+        a.sendall(b"PRIVMSG fb :" + b"x" * 1100 + b"\r\n")  # cut to 1,023 bytes, still a line
+        long = read_until(b, b"\r\n")
+        assert (len(long), long[:30]) == (1023, b":fa!u@127.0.0.1 PRIVMSG fb :xx")
+        a.sendall(b"QUIT :bye\r\n")
+        assert read_until(a, b"\r\n") == b"ERROR :Closing link\r\n"
+        assert a.recv(10) == b""
