@@ -1,7 +1,7 @@
 /*
  * floor: the least an IRC relay can do for the benchmark's socket scenarios.
  *
- *     cc -O2 -o floor bench/floor.c && ./floor PORT
+ *     cc -O2 -o floor bench/floor.c && ./floor PORT [PAUSE_US]
  *
  * One process, one thread, level-triggered epoll on 127.0.0.1:PORT, like
  * pircd's own loop: each ready socket is read once per turn, every line of
@@ -11,6 +11,9 @@
  * PRIVMSG to a nick or a channel, QUIT (the QUIT to the channel, then ERROR
  * and close). Nothing is checked or stored; names are compared byte for byte;
  * other commands are ignored.
+ *
+ * PAUSE_US (default 0) sleeps that long after each turn, so that more work
+ * waits at each wake-up: a check of how far batching lowers the kernel's share.
  *
  * It is not a server. It is the benchmark's yardstick: its CPU per relayed
  * message or delivered line is mostly the kernel's share of the same socket
@@ -340,10 +343,11 @@ static void accept_all(int lfd) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s PORT\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s PORT [PAUSE_US]\n", argv[0]);
         return 2;
     }
+    useconds_t pause = argc == 3 ? (useconds_t)atoi(argv[2]) : 0;
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -395,5 +399,6 @@ int main(int argc, char **argv) {
             if (c->outlen > SENDQ) close_conn(c, "SendQ exceeded");
         }
         ndirty = 0;
+        if (pause) usleep(pause);
     }
 }
