@@ -180,14 +180,16 @@ def test_floor_replies(floor):
         ("127.0.0.1", floor.port)
     ) as b:
         a.sendall(b"NICK fa\r\nUSER fa 0 * :a\r\n")
-        assert read_until(a, b"376 fa :End of MOTD\r\n") == b":floor 001 fa :Welcome\r\n:floor 376 fa :End of MOTD\r\n"
+        welcome = read_until(a, b"376 fa :End of MOTD\r\n")
+        assert welcome == b":floor 001 fa :Welcome\r\n:floor 376 fa :End of MOTD\r\n"
         b.sendall(b"NICK fa\r\nNICK fb\r\nUSER fb 0 * :b\r\nPING :t1\r\n")
         assert read_until(b, b":t1\r\n") == (
             b":floor 433 * fa :Nickname is in use\r\n:floor 001 fb :Welcome\r\n"
             b":floor 376 fb :End of MOTD\r\n:floor PONG floor :t1\r\n"
         )
         a.sendall(b"PRIVMSG fb :hello there\r\nPRIVMSG nobody :x\r\nPING t2\r\n")
-        assert read_until(a, b":t2\r\n") == b":floor 401 fa nobody :No such nick\r\n:floor PONG floor :t2\r\n"
+        answers = read_until(a, b":t2\r\n")
+        assert answers == b":floor 401 fa nobody :No such nick\r\n:floor PONG floor :t2\r\n"
         assert read_until(b, b"\r\n") == b":fa!u@127.0.0.1 PRIVMSG fb :hello there\r\n"
         a.sendall(b"PRIVMSG fb :" + b"x" * 1100 + b"\r\n")  # cut to 1,023 bytes, still a line
         long = read_until(b, b"\r\n")
