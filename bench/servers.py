@@ -87,9 +87,8 @@ class ServerSpec:
         if self.native is not None:
             tree = Path(tempfile.mkdtemp(prefix=f"bench-{self.name}-build-"))
             binary = tree / self.name
-            done = subprocess.run(
-                ["cc", "-O2", "-o", str(binary), str(self.native)], capture_output=True, text=True, check=False
-            )
+            argv = ["cc", "-O2", "-o", str(binary), str(self.native)]
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 shutil.rmtree(tree, ignore_errors=True)
                 raise RuntimeError(f"cc {self.native.name} failed:\n{done.stderr[-2000:]}")
