@@ -89,7 +89,7 @@ def core_violations(relpath: str, source: str) -> list[str]:
 
 def test_the_walk_finds_the_sources():
     ext_files = [p.relative_to(ROOT).as_posix() for p in _sources("ext")]
-    assert "ext/pircan/__init__.py" in ext_files and "ext/pircan/messages.py" in ext_files
+    assert "ext/pircan/__init__.py" in ext_files and "ext/pircan/irc/messages.py" in ext_files
     assert len(_sources("ircd")) > 20
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from ext.pircan import store as pstore
 from ext.pircan.store import StoredMessage
-from ext.pircan.wire import ts
+from ext.pircan.ids import ts
 from tests.harness import Harness, config
 
 S = ":irc.test"

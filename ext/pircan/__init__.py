@@ -23,14 +23,15 @@ from ircd.api import (
     Rehashed,
 )
 
-from ext.pircan import help as help_text
-from ext.pircan.config import PircanConfig
 from ext.pircan.channels import handle_uninvite
 from ext.pircan.channels import install as install_channels
-from ext.pircan.contact import handle_contact, sweep
-from ext.pircan.messages import handle_inbox, handle_send
-from ext.pircan.roster import handle_agents, handle_audit
+from ext.pircan.config import PircanConfig
+from ext.pircan.irc import help as help_text
+from ext.pircan.irc.contact import handle_contact
+from ext.pircan.irc.messages import handle_inbox, handle_send
+from ext.pircan.irc.roster import handle_agents, handle_audit
 from ext.pircan.rules import Limits
+from ext.pircan.service.contact import sweep
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
 
 __all__ = ["setup", "VERSION"]
@@ -76,8 +77,16 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.message_check(state.privmsg_check)
     api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
     api.subscribe(Registered, lambda ev: state.account_visible(ev.client))
-    api.subscribe(Quit, lambda ev: state.client_gone(ev.client))
-    api.subscribe(LoggedOut, lambda ev: state.client_gone(ev.client, "You logged out"))
+    def quit(event: Quit) -> None:
+        state.client_gone(event.client)
+        state.client_left(event.client, event.client.account_folded)
+
+    def logged_out(event: LoggedOut) -> None:
+        state.client_gone(event.client, "You logged out")
+        state.client_left(event.client, event.account)
+
+    api.subscribe(Quit, quit)
+    api.subscribe(LoggedOut, logged_out)
 
     def rehashed(event: Rehashed) -> None:  # REHASH / SIGHUP: take the new [pircan] section
         state.cfg = api.config(PircanConfig)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ircd.api import Channel, Client, CommandContext, Joined, Kicked, Message, Parted
 
 from ext.pircan import store as db
-from ext.pircan.common import account_of, fail
+from ext.pircan.irc.common import account_of, fail
 from ext.pircan.state import Pircan
 
 PRIVATE = "P"

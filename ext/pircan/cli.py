@@ -7,7 +7,7 @@ import click
 from ircd.api import open_database_sync
 
 from ext.pircan import store
-from ext.pircan.wire import hexid, ts
+from ext.pircan.ids import hexid, ts
 
 
 @click.command("audit")

@@ -21,3 +21,6 @@ class PircanConfig(BaseModel):
     wait_default_ms: int = Field(120_000, ge=1)
     # Lines of INBOX listing at most (the rest: INBOX again after ACK/TAKE).
     inbox_page: int = Field(50, ge=1, le=1000)
+    # Audit rows of refusals by a limit, per acting account per minute; past it the refusals of
+    # that minute are counted into one "refused.summary" row.
+    audit_refusals_per_minute: int = Field(10, ge=1, le=10_000)

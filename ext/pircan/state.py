@@ -14,28 +14,34 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
-from ircd.api import Channel, Client, CommandContext, ExtensionAPI, ReplyBuffer
+from ircd.api import Channel, Client, CommandContext, ExtensionAPI
 
 from ext.pircan import store as db
 from ext.pircan.config import PircanConfig
 from ext.pircan.rules import HOUR_MS, Limits, SlidingWindow, allows
 from ext.pircan.store import Agreement, StoredMessage
+from ext.pircan.ids import ts
 
 log = logging.getLogger("pircd.pircan")
 
 NOTIFY_CAP_NAME = "pircan.dev/lobby"
 SERVICE_PREFIX = "PIRCAN!pircan@services.pircd"
 EVENT_TYPES = ("message", "request", "decision", "agreement")
+MINUTE_MS = 60_000
 _RECENT = 20_000  # recent messages kept for reply checks without a database read
 
 
 @dataclass(eq=False)
 class Waiter:
-    client: Client
+    """One pending wait for a message (INBOX WAIT, MCP wait_for_messages); transport-free:
+    the transport hears of the outcome through the two callbacks (service.messages.start_wait)."""
+
     account: str
-    sender: str | None
-    reply: ReplyBuffer
+    senders: frozenset[str] | None  # None: from anyone
+    on_message: Callable[[StoredMessage], None]
+    on_end: Callable[[str, str], None]
     timeout_ms: int | None
+    key: object = None  # one wait per key (an IRC connection)
     timer: Any = None
     checking: bool = True  # the initial look at the inbox is in flight
     recheck: bool = False  # a message arrived while checking
@@ -45,15 +51,6 @@ class Waiter:
 @dataclass
 class PendingNotify:
     events: dict[str, deque[tuple[int, int]]] = field(default_factory=dict)  # type -> (time ms, event id)
-
-
-class PircanError(Exception):
-    """A refusal found inside a transaction; ``code`` is the FAIL code."""
-
-    def __init__(self, code: str, *context: str) -> None:
-        super().__init__(code)
-        self.code = code
-        self.context = context
 
 
 _K = TypeVar("_K")
@@ -78,10 +75,15 @@ class Pircan:
         self.pending: dict[str, PendingNotify] = {}
         self.notify_timers: dict[str, Any] = {}
         self.waiters: dict[str, list[Waiter]] = {}
-        self.wait_by_client: dict[Client, Waiter] = {}
+        self.wait_by_key: dict[object, Waiter] = {}
         self.last_active: dict[str, int] = {}
         self.sweeper: Any = None
         self.sweep_hooks: list[Callable[[], None]] = []
+        # accounts present on a transport other than IRC (an open MCP session...): name -> count
+        self.elsewhere: dict[str, int] = {}
+        self.refusals: dict[str, list[int]] = {}  # actor -> [minute start ms, rows written, rows held back]
+        self.message_hooks: list[Callable[[StoredMessage], None]] = []
+        self.agreement_end_hooks: list[Callable[[Agreement, int], None]] = []
 
     # helpers ----------------------------------------------------------------
 
@@ -126,8 +128,10 @@ class Pircan:
             self.sweeper.cancel()
         for handle in self.notify_timers.values():
             handle.cancel()
-        for waiter in list(self.wait_by_client.values()):
-            self.end_wait(waiter)
+        for waiters in list(self.waiters.values()):
+            for waiter in list(waiters):
+                self.end_wait(waiter)
+        self.flush_refusal_summaries(None)
 
     # agreements ---------------------------------------------------------------
 
@@ -267,40 +271,134 @@ class Pircan:
         if client.account_folded is not None and client.account_folded in self.pending:
             self.schedule_notify(client.account_folded, delay_ms=0)
 
-    # INBOX WAIT -----------------------------------------------------------------
+    # presence -------------------------------------------------------------------
+
+    def present(self, account: str) -> bool:
+        """Visible on IRC, or present on another transport (an open MCP session)."""
+        return self.api.is_visible(account) or account in self.elsewhere
+
+    def arrived_elsewhere(self, account: str) -> None:
+        self.elsewhere[account] = self.elsewhere.get(account, 0) + 1
+        if account in self.pending:
+            self.schedule_notify(account, delay_ms=0)
+
+    def left_elsewhere(self, account: str) -> None:
+        count = self.elsewhere.get(account, 0) - 1
+        if count > 0:
+            self.elsewhere[account] = count
+        else:
+            self.elsewhere.pop(account, None)
+            self.account_departed(account)
+
+    # waiting for messages -----------------------------------------------------------
 
     def add_waiter(self, waiter: Waiter) -> None:
-        old = self.wait_by_client.get(waiter.client)
-        if old is not None:
-            old.reply.send("INBOX", waiter.client.nick, "CANCELLED", "Replaced by a newer INBOX WAIT")
-            self.end_wait(old)
-            old.reply.flush()
-        self.wait_by_client[waiter.client] = waiter
+        if waiter.key is not None:
+            old = self.wait_by_key.get(waiter.key)
+            if old is not None:
+                self.finish_wait(old, "cancelled", "Replaced by a newer INBOX WAIT")
+            self.wait_by_key[waiter.key] = waiter
         self.waiters.setdefault(waiter.account, []).append(waiter)
 
     def end_wait(self, waiter: Waiter) -> None:
+        """Forget a wait without telling its transport (the connection is gone)."""
         waiter.done = True
         if waiter.timer is not None:
             waiter.timer.cancel()
-        if self.wait_by_client.get(waiter.client) is waiter:
-            del self.wait_by_client[waiter.client]
+        if waiter.key is not None and self.wait_by_key.get(waiter.key) is waiter:
+            del self.wait_by_key[waiter.key]
         waiting = self.waiters.get(waiter.account)
         if waiting is not None and waiter in waiting:
             waiting.remove(waiter)
             if not waiting:
                 del self.waiters[waiter.account]
 
-    def client_gone(self, client: Client, reason: str | None = None) -> None:
-        """The connection quit (no reply) or logged out (``reason``: INBOX CANCELLED) while waiting."""
-        waiter = self.wait_by_client.get(client)
-        if waiter is not None:
-            if reason is not None:
-                waiter.reply.send("INBOX", client.nick, "CANCELLED", reason)
+    def finish_wait(self, waiter: Waiter, kind: str, detail: str) -> None:
+        """End a wait without a message: ``kind`` is timeout, gone or cancelled."""
+        if waiter.done:
+            return
+        self.end_wait(waiter)
+        waiter.on_end(kind, detail)
+
+    def answer_wait(self, waiter: Waiter, item: StoredMessage) -> None:
+        self.end_wait(waiter)
+        waiter.on_message(item)
+
+    def wait_ended_for_key(self, key: object, reason: str | None = None) -> None:
+        """The connection behind ``key`` quit (no reply) or logged out (``reason``: cancelled)."""
+        waiter = self.wait_by_key.get(key)
+        if waiter is None:
+            return
+        if reason is None:
             self.end_wait(waiter)
-            waiter.reply.flush()
+        else:
+            self.finish_wait(waiter, "cancelled", reason)
 
     def waiters_for(self, account: str, sender: str) -> list[Waiter]:
-        return [w for w in self.waiters.get(account, ()) if not w.done and w.sender in (None, sender)]
+        return [w for w in self.waiters.get(account, ()) if not w.done and (w.senders is None or sender in w.senders)]
+
+    def check_departed(self, waiter: Waiter) -> None:
+        """A wait for particular peers ends when none of them is on the network any more."""
+        if waiter.done or waiter.checking or waiter.senders is None:
+            return
+        if not any(self.present(peer) for peer in waiter.senders):
+            self.finish_wait(waiter, "gone", ",".join(sorted(waiter.senders)))
+
+    def account_departed(self, account: str) -> None:
+        """``account``'s last connection (on any transport) closed: end waits for it alone."""
+        if self.present(account):
+            return
+        for waiting in list(self.waiters.values()):
+            for waiter in list(waiting):
+                if waiter.senders is not None and account in waiter.senders:
+                    self.check_departed(waiter)
+
+    def client_gone(self, client: Client, reason: str | None = None) -> None:
+        """An IRC connection quit (``reason`` None) or logged out while it may have been waiting."""
+        self.wait_ended_for_key(client, reason)
+
+    def client_left(self, client: Client, account: str | None) -> None:
+        """After an IRC connection closed: if its account is no longer present, its waiters' peers hear."""
+        if account is not None:
+            self.account_departed(account)
+
+    # hooks for later deliveries (tasks, webhooks) ------------------------------------------
+
+    def message_committed(self, item: StoredMessage) -> None:
+        for hook in self.message_hooks:
+            hook(item)
+
+    def agreement_ended(self, agreement: Agreement, now: int) -> None:
+        for hook in self.agreement_end_hooks:
+            hook(agreement, now)
+
+    # refusal audit rows -----------------------------------------------------------------
+
+    def refusal_allowed(self, actor: str, now: int) -> bool:
+        record = self.refusals.get(actor)
+        if record is None or now - record[0] >= MINUTE_MS:
+            self.refusals[actor] = [now, 1, 0]
+            return True
+        if record[1] < self.cfg.audit_refusals_per_minute:
+            record[1] += 1
+            return True
+        record[2] += 1
+        return False
+
+    def flush_refusal_summaries(self, now: int | None, only: str | None = None) -> None:
+        """Write one ``refused.summary`` row for each actor whose minute is over (every one for
+        ``now`` None) and whose refusals past the limit were held back."""
+        for actor in [only] if only is not None else list(self.refusals):
+            record = self.refusals.get(actor)
+            if record is None or (now is not None and now - record[0] < MINUTE_MS):
+                continue
+            del self.refusals[actor]
+            if record[2]:
+                at = self.now_ms() if now is None else now
+                self.database.write_nowait(
+                    db.audit, self.new_id(), at, actor, actor, "refused.summary",
+                    f"{record[2]} more refusals in the minute from {ts(record[0])}",
+                )
 
     # sweeping ---------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from ircd.api import insert_rows
 from ircd.proto.msgid import EPOCH_MS
 
 TRACK = "pircan"
+MAX_ID = (1 << 63) - 1
 
 MIGRATIONS: list[str] = [
     """
@@ -113,6 +114,18 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE pircan_audit ADD COLUMN peer TEXT;
     CREATE INDEX pircan_audit_peer ON pircan_audit(peer, id) WHERE peer IS NOT NULL;
+    """,
+    # 4: the body limit of every transport, held by the database itself; conversations read
+    # whole; and the operator may prune audit rows of refusals (never decisions or messages)
+    """
+    CREATE TRIGGER pircan_messages_body_limit BEFORE INSERT ON pircan_messages
+        WHEN length(CAST(NEW.body AS BLOB)) > 60000
+        BEGIN SELECT RAISE(ABORT, 'a message body is at most 60000 bytes'); END;
+    CREATE INDEX pircan_messages_conversation ON pircan_messages(conversation_id, id);
+    DROP TRIGGER pircan_audit_no_delete;
+    CREATE TRIGGER pircan_audit_no_delete BEFORE DELETE ON pircan_audit
+        WHEN OLD.action NOT IN ('refused', 'refused.summary')
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
     """,
 ]
 
@@ -470,6 +483,46 @@ def unread(conn: sqlite3.Connection, recipient: str, sender: str | None, limit: 
     return [m for m in map(_message, rows) if m is not None]
 
 
+def unread_filtered(conn: sqlite3.Connection, recipient: str, sender: str | None, conversation_id: int | None,
+                    limit: int) -> tuple[list[StoredMessage], int]:
+    """The oldest unread messages to ``recipient`` from ``sender`` and/or in a conversation, and their count."""
+    where = "recipient = ? AND read_at IS NULL"
+    args: list[object] = [recipient]
+    if sender is not None:
+        where += " AND sender = ?"
+        args.append(sender)
+    if conversation_id is not None:
+        where += " AND conversation_id = ?"
+        args.append(conversation_id)
+    rows = conn.execute(f"SELECT {_MSG} FROM pircan_messages WHERE {where} ORDER BY id LIMIT ?", (*args, limit))
+    total = conn.execute(f"SELECT COUNT(*) FROM pircan_messages WHERE {where}", args).fetchone()[0]
+    return [m for m in map(_message, rows.fetchall()) if m is not None], total
+
+
+def messages_between(conn: sqlite3.Connection, account: str, peer: str, limit: int,
+                     before: int | None) -> list[StoredMessage]:
+    """Both directions between two accounts, read or not: the newest ``limit`` before ``before``, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_MSG} FROM pircan_messages WHERE id < ? AND "
+        "((sender = ? AND recipient = ?) OR (sender = ? AND recipient = ?)) ORDER BY id DESC LIMIT ?",
+        (before if before is not None else MAX_ID, account, peer, peer, account, limit),
+    ).fetchall()
+    rows.reverse()
+    return [m for m in map(_message, rows) if m is not None]
+
+
+def conversation_messages(conn: sqlite3.Connection, account: str, conversation_id: int, limit: int,
+                          before: int | None) -> list[StoredMessage]:
+    """One conversation that ``account`` is a party of, newest ``limit`` before ``before``, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_MSG} FROM pircan_messages WHERE conversation_id = ? AND id < ? AND (sender = ? OR recipient = ?) "
+        "ORDER BY id DESC LIMIT ?",
+        (conversation_id, before if before is not None else MAX_ID, account, account, limit),
+    ).fetchall()
+    rows.reverse()
+    return [m for m in map(_message, rows) if m is not None]
+
+
 def unread_counts(conn: sqlite3.Connection, recipient: str) -> dict[str, int]:
     """Unread messages per sender."""
     return dict(
@@ -502,6 +555,28 @@ def take_oldest(conn: sqlite3.Connection, recipient: str, sender: str | None, at
     msg = found[0]
     conn.execute("UPDATE pircan_messages SET read_at = ? WHERE id = ?", (at, msg.id))
     return msg
+
+
+def take_oldest_of(conn: sqlite3.Connection, recipient: str, senders: frozenset[str] | None,
+                   at: int) -> StoredMessage | None:
+    """``take_oldest`` for a set of senders (None: anyone)."""
+    if senders is None or len(senders) == 1:
+        return take_oldest(conn, recipient, None if senders is None else next(iter(senders)), at)
+    marks = ",".join("?" * len(senders))
+    row = conn.execute(
+        f"SELECT {_MSG} FROM pircan_messages WHERE recipient = ? AND read_at IS NULL AND sender IN ({marks}) "
+        "ORDER BY id LIMIT 1",
+        (recipient, *sorted(senders)),
+    ).fetchone()
+    msg = _message(row)
+    if msg is not None:
+        conn.execute("UPDATE pircan_messages SET read_at = ? WHERE id = ?", (at, msg.id))
+    return msg
+
+
+def unread_again(conn: sqlite3.Connection, ident: int) -> None:
+    """Put a taken message back (a wait ended between taking it and answering)."""
+    conn.execute("UPDATE pircan_messages SET read_at = NULL WHERE id = ?", (ident,))
 
 
 def take_exact(conn: sqlite3.Connection, recipient: str, ident: int, at: int) -> StoredMessage | None:

@@ -1,29 +1,19 @@
-"""How PIRCAN lines look on the wire (server to client). docs/pircan.md is the reference."""
+"""How PIRCAN lines look on IRC (server to client). docs/pircan.md is the reference."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 from ircd.api import ReplyBuffer
-from ircd.proto.msgid import format_id
 
+from ext.pircan.ids import hexid, ts
 from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
+
+__all__ = [
+    "hexid", "ts", "preview", "message_header", "body_chunks", "full_message", "request_line",
+    "agreement_line", "audit_line", "BODY_CHUNK", "PREVIEW_CHARS",
+]
 
 BODY_CHUNK = 400  # bytes of body text per BODY line
 PREVIEW_CHARS = 200
-NO_VALUE = "*"
-
-
-def ts(ms: int | None) -> str:
-    """Milliseconds since the epoch in server-time format; * for none."""
-    if ms is None:
-        return NO_VALUE
-    dt = datetime.fromtimestamp(ms / 1000, timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (ms % 1000)
-
-
-def hexid(ident: int | None) -> str:
-    return NO_VALUE if ident is None else format_id(ident)
 
 
 def preview(body: str) -> str:

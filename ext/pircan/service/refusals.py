@@ -1,15 +1,10 @@
-"""Helpers every PIRCAN verb uses: the login gate, FAIL replies, id parsing, owner checks."""
+"""Refusals: one vocabulary of codes for every transport (docs/pircan.md, "Every FAIL code")."""
 
 from __future__ import annotations
 
-import re
-from typing import Any
+__all__ = ["Refused", "TEXT", "text_for"]
 
-from ircd.api import CommandContext
-
-from ext.pircan.state import Pircan
-
-FAIL_TEXT = {
+TEXT: dict[str, str] = {
     "ACCOUNT_REQUIRED": "You must be logged in to an account (SASL) to use PIRCAN",
     "NO_SUCH_ACCOUNT": "No such account",
     "SELF_CONTACT": "You cannot do this with yourself",
@@ -37,35 +32,23 @@ FAIL_TEXT = {
     "UNKNOWN_SUBCOMMAND": "Unknown subcommand; see HELP",
     "INVALID_NAME": "That is not a valid account name",
     "ACCOUNT_EXISTS": "That account already exists",
+    "INVALID_PARAMS": "Invalid parameters",
 }
 
 
-def fail(ctx: CommandContext, verb: str, code: str, *context: str, text: str | None = None) -> None:
-    ctx.reply.fail(verb, code, *context, text or FAIL_TEXT.get(code, code))
+def text_for(code: str) -> str:
+    return TEXT.get(code, code.replace("_", " ").capitalize())
 
 
-def account_of(ctx: CommandContext, verb: str) -> str | None:
-    """The caller's folded account, or None after answering ACCOUNT_REQUIRED."""
-    account = ctx.client.account_folded
-    if account is None:
-        fail(ctx, verb, "ACCOUNT_REQUIRED")
-    return account
+class Refused(Exception):
+    """An operation refused: ``code`` is the machine-readable code, ``context`` the arguments it is
+    about (as the caller wrote them), ``text`` a sentence for people."""
 
+    def __init__(self, code: str, *context: str, text: str | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.context = context
+        self.text = text if text is not None else text_for(code)
 
-_HEX_ID = re.compile(r"[0-9a-fA-F]{16}")
-
-
-def parse_hex_id(text: str) -> int | None:
-    """An id written as 16 hex digits (int() alone would also take '0x...', spaces, '_' and signs)."""
-    return int(text, 16) if _HEX_ID.fullmatch(text) else None
-
-
-async def owns(state: Pircan, owner: str, agent: str) -> bool:
-    """Whether ``owner`` is the owner of the agent account ``agent``."""
-    account: Any = await state.api.get_account(agent)
-    return account is not None and account.owner == owner
-
-
-async def acts_for(state: Pircan, actor: str, account: str) -> bool:
-    """``actor`` may act for ``account``: itself, or its owner."""
-    return actor == account or await owns(state, actor, account)
+    def __repr__(self) -> str:
+        return f"Refused({self.code!r}, {', '.join(map(repr, self.context))})"

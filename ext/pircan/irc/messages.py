@@ -1,0 +1,169 @@
+"""SEND and INBOX on IRC (list, READ, ACK, TAKE, WAIT, HISTORY), over ext.pircan.service.messages."""
+
+from __future__ import annotations
+
+from ircd.api import Client, CommandContext, Message, ReplyBuffer
+
+from ext.pircan import rules
+from ext.pircan.ids import parse_count
+from ext.pircan.irc.common import account_of, fail, refuse
+from ext.pircan.irc.wire import full_message, hexid, message_header
+from ext.pircan.rules import Limits
+from ext.pircan.service import messages as service
+from ext.pircan.service.refusals import Refused
+from ext.pircan.state import Pircan
+from ext.pircan.store import StoredMessage
+
+__all__ = ["handle_send", "handle_inbox"]
+
+SEND = "SEND"
+INBOX = "INBOX"
+IDEMPOTENCY_TAG = "+pircan.dev/key"
+
+
+async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
+    """SEND <account> [<in-reply-to>] :<text>"""
+    sender = account_of(ctx, SEND)
+    if sender is None:
+        return
+    params = msg.params
+    if len(params) < 2:
+        fail(ctx, SEND, "NEED_MORE_PARAMS", text="Syntax: SEND <account> [<in-reply-to>] :<text>")
+        return
+    tags = msg.tags or {}
+    key = tags.get(IDEMPOTENCY_TAG) or tags.get("label") or None
+    try:
+        sent = await service.send_message(state, sender, params[0], params[-1],
+                                          params[1] if len(params) > 2 else None,
+                                          key=key, max_chars=Limits.send_chars)
+    except Refused as exc:
+        refuse(ctx, SEND, exc)
+        return
+    stored = sent.message
+    ctx.reply.send(SEND, ctx.client.nick, "OK", hexid(stored.id), stored.recipient, sent.status,
+                   hexid(stored.conversation_id), str(stored.hop_count))
+
+
+async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None:
+    """INBOX [READ <id> | ACK <id>[,<id>...]|ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>]
+    | HISTORY <peer|conversation-id> [<limit>] [<before-id>]]"""
+    account = account_of(ctx, INBOX)
+    if account is None:
+        return
+    sub = msg.params[0].upper() if msg.params else ""
+    args = msg.params[1:]
+    try:
+        if sub == "":
+            await _list(state, ctx, account)
+        elif sub == "READ":
+            await _read(state, ctx, account, args)
+        elif sub == "ACK":
+            await _ack(state, ctx, account, args)
+        elif sub == "TAKE":
+            await _take(state, ctx, account, args)
+        elif sub == "WAIT":
+            _wait(state, ctx, account, args)
+        elif sub == "HISTORY":
+            await _history(state, ctx, account, args)
+        else:
+            fail(ctx, INBOX, "UNKNOWN_SUBCOMMAND", sub)
+    except Refused as exc:
+        refuse(ctx, INBOX, exc)
+
+
+async def _list(state: Pircan, ctx: CommandContext, account: str) -> None:
+    messages, total = await service.inbox(state, account)
+    nick = ctx.client.nick
+    ref = ctx.reply.start_batch("pircan/inbox")
+    for item in messages:
+        message_header(ctx.reply, nick, item, with_preview=True)
+    ctx.reply.send(INBOX, nick, "UNREAD", str(total), f"{total} unread message{'s' if total != 1 else ''}")
+    ctx.reply.end_batch(ref)
+
+
+async def _read(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    if not args:
+        fail(ctx, INBOX, "NEED_MORE_PARAMS", "READ", text="Syntax: INBOX READ <message-id>")
+        return
+    full_message(ctx.reply, ctx.client.nick, await service.read_message(state, account, args[0]))
+
+
+async def _ack(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    if not args:
+        fail(ctx, INBOX, "NEED_MORE_PARAMS", "ACK", text="Syntax: INBOX ACK <id>[,<id>...] | INBOX ACK ALL")
+        return
+    ids = None if args[0].upper() == "ALL" else args[0].split(",")
+    changed = await service.acknowledge(state, account, ids)
+    ctx.reply.send(INBOX, ctx.client.nick, "ACKED", str(changed))
+
+
+async def _take(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    sender = args[0] if args and args[0] != "*" else None
+    item = await service.take(state, account, sender)
+    if item is None:
+        who = f" from {state.api.casefold(sender)}" if sender else ""
+        ctx.reply.send(INBOX, ctx.client.nick, "EMPTY", "No unread messages" + who)
+        return
+    full_message(ctx.reply, ctx.client.nick, item)
+
+
+def _wait(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    """Answers at once when a matching message is unread; otherwise later, without blocking the connection."""
+    who, when = (args[0] if args else None), (args[1] if len(args) > 1 else None)
+    if len(args) == 1 and args[0][:1] in "0123456789+-.":  # no account name starts so: a timeout alone
+        who, when = None, args[0]
+    senders = None if who in (None, "", "*") else who.split(",")  # type: ignore[union-attr]
+    timeout = rules.normalize_timeout(when, state.cfg.wait_default_ms)
+    reply = ctx.detach()
+    client = ctx.client
+    service.start_wait(
+        state, account, senders, timeout,
+        on_message=lambda item: _answer(state, client, reply, item),
+        on_end=lambda kind, detail: _ended(state, client, reply, timeout, kind, detail),
+        key=client,
+    )
+    # The handler returns now: later lines of this connection (PING...) go on being handled.
+
+
+def _answer(state: Pircan, client: Client, reply: ReplyBuffer, item: StoredMessage) -> None:
+    full_message(reply, client.nick, item)
+    reply.flush()
+    state.api.flush()
+
+
+def _ended(state: Pircan, client: Client, reply: ReplyBuffer, timeout: int | None, kind: str, detail: str) -> None:
+    nick = client.nick
+    if kind == "timeout":
+        ms = timeout or 0
+        reply.send(INBOX, nick, "TIMEOUT", str(ms), f"No message within {ms} ms")
+    elif kind == "gone":
+        reply.send(INBOX, nick, "GONE", detail, f"{detail} left the network before sending you a message")
+    else:
+        reply.send(INBOX, nick, "CANCELLED", detail)
+    reply.flush()
+    state.api.flush()
+
+
+async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    if not args:
+        fail(ctx, INBOX, "NEED_MORE_PARAMS", "HISTORY",
+             text="Syntax: INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]")
+        return
+    limit, before = 50, None
+    for arg in args[1:3]:
+        count = parse_count(arg, 1, service.HISTORY_MAX)
+        if count is not None and len(arg) < 16:
+            limit = count
+        else:
+            before = arg
+    what, items = await service.history(state, account, args[0], limit, before)
+    nick = ctx.client.nick
+    ref = ctx.reply.start_batch("pircan/history", what)
+    for item in items:
+        message_header(ctx.reply, nick, item, with_preview=True)
+    more = hexid(items[0].id) if len(items) == limit else "*"
+    text = f"{len(items)} message{'s' if len(items) != 1 else ''}"
+    if more != "*":
+        text += f"; older ones: INBOX HISTORY {args[0]} {limit} {more}"
+    ctx.reply.send(INBOX, nick, "HISTORY", what, str(len(items)), more, text)
+    ctx.reply.end_batch(ref)

@@ -1,0 +1,326 @@
+"""Durable direct messages: send (with loop control), the inbox, reading, acknowledging, waiting, history.
+
+A send is checked in memory (agreement, hops, budgets), then written in one
+transaction with its per-recipient event and its audit row; the caller gets
+the result only after that commit. The agreement is checked again inside the
+transaction, so a revoke that committed first always wins. Sends queued
+together are written together (a Batched write: a few multi-row statements
+for the whole group). The body limit (60,000 bytes of UTF-8) holds for every
+transport, here and in the database itself.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Callable
+
+from ircd.api import Batched
+
+from ext.pircan import store as db
+from ext.pircan.ids import hexid, parse_id
+from ext.pircan.rules import Limits
+from ext.pircan.service.events import audit_refusal
+from ext.pircan.service.refusals import Refused
+from ext.pircan.state import Pircan, Waiter
+from ext.pircan.store import StoredMessage
+
+__all__ = [
+    "Sent",
+    "send_message",
+    "inbox",
+    "read_message",
+    "acknowledge",
+    "take",
+    "start_wait",
+    "history",
+    "conversation",
+    "body_refusal",
+    "HISTORY_MAX",
+]
+
+HISTORY_MAX = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A stored message and how it was received: ``notified`` (its recipient is present) or
+    ``queued``; ``created`` is False for an idempotent retry that returned the first message."""
+
+    message: StoredMessage
+    status: str
+    created: bool
+
+
+SendItem = tuple[StoredMessage, "str | None", int, int]  # message, idempotency key, event id, audit id
+
+
+def _send_batch(conn: sqlite3.Connection, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
+    """(message, created) per item. A retry (same key, recipient, in-reply-to and text)
+    returns the first message unchanged; a key reused for another message moves to the new one.
+    Raises when any item's agreement is gone: the store then retries the items one by one."""
+    results: list[tuple[StoredMessage, bool] | None] = [None] * len(items)
+    fresh: list[SendItem] = []
+    for i, item in enumerate(items):
+        msg, key = item[0], item[1]
+        if key is not None:
+            first = db.message_by_key(conn, msg.sender, key)
+            if first is not None:
+                if (first.recipient, first.in_reply_to, first.body) == (msg.recipient, msg.in_reply_to, msg.body):
+                    results[i] = (first, False)
+                    continue
+                db.release_key(conn, first.id)  # labels repeat across connections: never swallow a new SEND
+        fresh.append(item)
+        results[i] = (msg, True)
+    if fresh:
+        now = min(item[0].created_at for item in fresh)
+        wanted = {item[0].agreement_id for item in fresh}
+        if db.live_agreement_ids(conn, wanted, now) != wanted:
+            raise Refused("NO_AGREEMENT")
+        db.insert_messages(conn, [(m, key) for m, key, _, _ in fresh])
+        db.queue_events(conn, [(event_id, m.recipient, "message", m.id, m.created_at) for m, _, event_id, _ in fresh])
+        db.audit_rows(conn, [
+            (audit_id, m.created_at, m.sender, m.recipient, "message.send",
+             f"{hexid(m.id)} conversation={hexid(m.conversation_id)} hop={m.hop_count}")
+            for m, _, _, audit_id in fresh
+        ])
+    return results  # type: ignore[return-value]
+
+
+_SEND_WRITE = Batched(_send_batch)
+
+
+def body_refusal(body: str, max_chars: int | None) -> str | None:
+    """EMPTY or TOO_LONG for a body, or None. ``max_chars``: the transport's own limit in code
+    points (IRC's 200), checked before the network's 60,000 bytes."""
+    if not body.strip():
+        return "EMPTY"
+    if max_chars is not None and len(body) > max_chars:
+        return "TOO_LONG"
+    if len(body) * 4 > Limits.body_bytes and len(body.encode("utf-8")) > Limits.body_bytes:
+        return "TOO_LONG"
+    return None
+
+
+async def send_message(state: Pircan, sender: str, recipient_name: str, body: str,
+                       in_reply_to: str | None = None, *, key: str | None = None,
+                       max_chars: int | None = None) -> Sent:
+    """Store a direct message from ``sender`` and queue its event. Refusals, in this order:
+    EMPTY, TOO_LONG, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT / SCOPE_MISSING,
+    NO_SUCH_MESSAGE (``in_reply_to``), HOP_LIMIT, CONVERSATION_RATE, AGREEMENT_BUDGET."""
+    code = body_refusal(body, max_chars)
+    if code is not None:
+        if code == "TOO_LONG" and max_chars is not None and len(body) > max_chars:
+            raise Refused(code, recipient_name)
+        if code == "TOO_LONG":
+            raise Refused(code, recipient_name, text=f"A message body is at most {Limits.body_bytes} bytes of UTF-8")
+        raise Refused(code, recipient_name)
+    api = state.api
+    recipient = api.casefold(recipient_name)
+    if api.account_kind(recipient) is None:
+        raise Refused("NO_SUCH_ACCOUNT", recipient_name)
+    if recipient == sender:
+        raise Refused("SELF_CONTACT", recipient_name)
+    now = state.now_ms()
+    agreement, why = state.find_agreement(sender, recipient, "message", now)
+    if agreement is None:
+        code = why or "NO_AGREEMENT"
+        audit_refusal(state, sender, recipient, "SEND", code)
+        raise Refused(code, recipient_name)
+    ident = state.new_id()
+    hop, conversation_id, parent_id = 0, ident, None
+    if in_reply_to is not None and in_reply_to not in ("", "*"):
+        parent_id = parse_id(in_reply_to)
+        parent = state.recent.get(parent_id) if parent_id is not None else None
+        if parent is None and parent_id is not None:
+            parent = await state.database.read(db.get_message, parent_id)
+        if parent is None or {parent.sender, parent.recipient} != {sender, recipient}:
+            raise Refused("NO_SUCH_MESSAGE", in_reply_to)
+        hop, conversation_id = parent.hop_count + 1, parent.conversation_id
+        if hop > Limits.max_hops:
+            audit_refusal(state, sender, recipient, "SEND", "HOP_LIMIT", in_reply_to)
+            raise Refused("HOP_LIMIT", in_reply_to)
+    conv_window = state.conversation_window(conversation_id)
+    if conv_window.count(now) >= Limits.conversation_per_hour:
+        audit_refusal(state, sender, recipient, "SEND", "CONVERSATION_RATE", hexid(conversation_id))
+        raise Refused("CONVERSATION_RATE", hexid(conversation_id))
+    budget = state.budget_window(sender, agreement.id)
+    if budget.count(now) >= Limits.sender_per_agreement_per_hour:
+        audit_refusal(state, sender, recipient, "SEND", "AGREEMENT_BUDGET", hexid(agreement.id))
+        raise Refused("AGREEMENT_BUDGET", hexid(agreement.id))
+    conv_window.add(now)  # reserve now, so concurrent sends see the slot taken
+    budget.add(now)
+    stored = StoredMessage(ident, sender, recipient, agreement.id, conversation_id, parent_id, hop, now, body, None)
+    event_id = state.new_id()
+    try:
+        stored, created = await state.database.write_batched(_SEND_WRITE, (stored, key, event_id, state.new_id()))
+    except Refused as exc:
+        conv_window.remove(now)
+        budget.remove(now)
+        raise Refused(exc.code, recipient_name) from None
+    if not created:
+        conv_window.remove(now)
+        budget.remove(now)
+    else:
+        state.remember_message(stored)
+        state.last_active[sender] = now
+        state.event_committed(recipient, "message", event_id, now)
+        wake_waiters(state, stored)
+        state.message_committed(stored)
+    status = "notified" if state.present(stored.recipient) else "queued"
+    return Sent(stored, status, created)
+
+
+# the inbox ---------------------------------------------------------------------------------
+
+
+def _unread_total(conn: sqlite3.Connection, account: str) -> int:
+    return conn.execute(
+        "SELECT COUNT(*) FROM pircan_messages WHERE recipient = ? AND read_at IS NULL", (account,)
+    ).fetchone()[0]
+
+
+async def inbox(state: Pircan, account: str, sender: str | None = None, conversation_id: str | None = None,
+                limit: int | None = None) -> tuple[list[StoredMessage], int]:
+    """The oldest unread messages to ``account`` (from ``sender`` / in a conversation, when given),
+    without changing anything, and how many are unread in all (under the same filters)."""
+    page = state.cfg.inbox_page if limit is None else max(1, min(limit, state.cfg.inbox_page))
+    sender_folded = None if sender in (None, "", "*") else state.api.casefold(sender)  # type: ignore[arg-type]
+    conv: int | None = None
+    if conversation_id not in (None, "", "*"):
+        conv = parse_id(conversation_id)  # type: ignore[arg-type]
+        if conv is None:
+            return [], 0
+    if sender_folded is None and conv is None:
+        messages = await state.database.read(db.unread, account, None, page)
+        return messages, await state.database.read(_unread_total, account)
+    return await state.database.read(db.unread_filtered, account, sender_folded, conv, page)
+
+
+async def read_message(state: Pircan, account: str, message_id: str) -> StoredMessage:
+    """One whole message ``account`` sent or received; its read state does not change."""
+    ident = parse_id(message_id)
+    item = await state.database.read(db.get_message, ident) if ident is not None else None
+    if item is None or account not in (item.sender, item.recipient):
+        raise Refused("NO_SUCH_MESSAGE", message_id)
+    return item
+
+
+async def acknowledge(state: Pircan, account: str, message_ids: list[str] | None) -> int:
+    """Mark unread messages to ``account`` read (all of them for None); how many changed.
+    One malformed id refuses the whole call."""
+    ids: list[int] | None = None
+    if message_ids is not None:
+        ids = []
+        for text in message_ids:
+            ident = parse_id(text)
+            if ident is None:
+                raise Refused("NO_SUCH_MESSAGE", text)
+            ids.append(ident)
+        if not ids:
+            return 0
+    return await state.database.write(db.mark_read, account, ids, state.now_ms())
+
+
+async def take(state: Pircan, account: str, sender: str | None = None) -> StoredMessage | None:
+    """The oldest unread (matching) message, read and acknowledged in one step; None when none."""
+    folded = None if sender in (None, "", "*") else state.api.casefold(sender)  # type: ignore[arg-type]
+    return await state.database.write(db.take_oldest, account, folded, state.now_ms())
+
+
+# waiting -----------------------------------------------------------------------------------
+
+
+def start_wait(state: Pircan, account: str, senders: list[str] | None, timeout_ms: int | None,
+               on_message: Callable[[StoredMessage], None], on_end: Callable[[str, str], None],
+               key: object = None) -> Waiter:
+    """Wait for the next matching message to ``account`` and take it (as ``take``).
+
+    Exactly one of the callbacks is called, once: ``on_message(message)``, or ``on_end(kind, detail)``
+    with kind ``timeout``, ``gone`` (every awaited peer left the network; detail: the peers) or
+    ``cancelled`` (detail: why). ``key`` (an IRC connection) allows one wait at a time: a new wait
+    with the same key cancels the old one. ``timeout_ms`` None waits until something happens.
+    """
+    folded = None if senders is None else frozenset(state.api.casefold(s) for s in senders if s not in ("", "*"))
+    waiter = Waiter(account, folded or None, on_message, on_end, timeout_ms, key)
+    state.add_waiter(waiter)
+    if timeout_ms is not None:
+        waiter.timer = state.api.call_later(timeout_ms / 1000, lambda: state.finish_wait(waiter, "timeout", ""))
+    state.api.spawn(_first_look(state, waiter))
+    return waiter
+
+
+async def _first_look(state: Pircan, waiter: Waiter) -> None:
+    while not waiter.done:
+        waiter.recheck = False
+        item = await state.database.write(db.take_oldest_of, waiter.account, waiter.senders, state.now_ms())
+        if waiter.done:
+            if item is not None:  # the wait ended meanwhile: put the message back
+                await state.database.write(db.unread_again, item.id)
+            return
+        if item is not None:
+            state.answer_wait(waiter, item)
+            return
+        if not waiter.recheck:
+            waiter.checking = False
+            state.check_departed(waiter)
+            return
+
+
+def wake_waiters(state: Pircan, item: StoredMessage) -> None:
+    """A message was committed: the first matching waiter takes it."""
+    for waiter in state.waiters_for(item.recipient, item.sender):
+        if waiter.checking:
+            waiter.recheck = True
+            continue
+        waiter.checking = True  # until the take below settles
+        state.api.spawn(_deliver_to_waiter(state, waiter, item))
+        return
+
+
+async def _deliver_to_waiter(state: Pircan, waiter: Waiter, item: StoredMessage) -> None:
+    taken = await state.database.write(db.take_exact, item.recipient, item.id, state.now_ms())
+    if waiter.done:
+        if taken is not None:
+            await state.database.write(db.unread_again, item.id)
+        return
+    if taken is not None:
+        state.answer_wait(waiter, taken)
+    else:  # someone else took it (INBOX TAKE on another connection): keep waiting
+        waiter.checking = False
+        state.check_departed(waiter)
+
+
+# history -----------------------------------------------------------------------------------
+
+
+async def history(state: Pircan, account: str, peer_or_conversation: str, limit: int = 50,
+                  before: str | None = None) -> tuple[str, list[StoredMessage]]:
+    """Messages between ``account`` and a peer account, or of one conversation ``account`` is part
+    of: both directions, read and unread, the newest ``limit`` (older than ``before``), oldest
+    first. Returns (what it is: the folded peer or the conversation id, messages)."""
+    limit = max(1, min(limit, HISTORY_MAX))
+    before_id = None
+    if before not in (None, "", "*"):
+        before_id = parse_id(before)  # type: ignore[arg-type]
+        if before_id is None:
+            raise Refused("NO_SUCH_MESSAGE", before)  # type: ignore[arg-type]
+    conv = parse_id(peer_or_conversation)
+    peer = state.api.casefold(peer_or_conversation)
+    if conv is not None:  # 16 hex digits: a conversation, unless it is an account's name
+        items = await state.database.read(db.conversation_messages, account, conv, limit, before_id)
+        if items or state.api.account_kind(peer) is None:
+            if not items and before_id is None:
+                raise Refused("NO_SUCH_MESSAGE", peer_or_conversation, text="No such conversation for you")
+            return hexid(conv), items
+    if state.api.account_kind(peer) is None:
+        raise Refused("NO_SUCH_ACCOUNT", peer_or_conversation)
+    return peer, await state.database.read(db.messages_between, account, peer, limit, before_id)
+
+
+async def conversation(state: Pircan, account: str, conversation_id: str, limit: int = HISTORY_MAX,
+                       before: str | None = None) -> list[StoredMessage]:
+    """A whole thread by its conversation id (both directions), oldest first."""
+    if parse_id(conversation_id) is None:
+        raise Refused("NO_SUCH_MESSAGE", conversation_id, text="No such conversation for you")
+    return (await history(state, account, conversation_id, limit, before))[1]

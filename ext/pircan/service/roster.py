@@ -1,0 +1,93 @@
+"""The roster (agents an account owns or has agreements with, or every agent), agent creation, the audit trail."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from ircd.api import AccountExists
+
+from ext.pircan import store as db
+from ext.pircan.service.contact import acts_for
+from ext.pircan.service.events import by_whom
+from ext.pircan.service.refusals import Refused
+from ext.pircan.state import Pircan
+from ext.pircan.store import AuditEntry
+
+__all__ = ["RosterEntry", "roster", "status", "create_agent", "audit_trail", "AUDIT_MAX"]
+
+AUDIT_MAX = 500
+
+
+@dataclass(frozen=True, slots=True)
+class RosterEntry:
+    name: str
+    status: str  # online, away or offline
+    unread: int
+    last_active: int | None
+    relation: str  # owned, agreement, or none (AGENTS ALL)
+    owner: str | None
+
+
+def status(state: Pircan, account: str) -> str:
+    clients = state.api.clients_for_account(account)
+    if not clients:
+        return "online" if account in state.elsewhere else "offline"
+    return "away" if all(c.away is not None for c in clients) else "online"
+
+
+async def roster(state: Pircan, actor: str, everyone: bool = False) -> list[RosterEntry]:
+    """The agents ``actor`` owns or has an active agreement with (every agent with ``everyone``),
+    by name. unread: for one's own agents, their unread messages; for others, theirs to ``actor``."""
+    now = state.now_ms()
+    rows: dict[str, tuple[str, str | None]] = {}  # agent -> (relation, owner)
+    for agent in await state.api.list_accounts(owner=actor):
+        rows[agent.folded] = ("owned", actor)
+    peers = {a.other(actor) for a in state.agreements.values() if actor in (a.requester, a.target) and a.active(now)}
+    for peer in sorted(peers):
+        if peer not in rows and state.api.account_kind(peer) == "agent":
+            row: Any = await state.api.get_account(peer)
+            rows[peer] = ("agreement", row.owner if row is not None else None)
+    if everyone:
+        for account in await state.api.list_accounts():
+            if account.kind == "agent" and account.folded not in rows and account.folded != actor:
+                rows[account.folded] = ("none", account.owner)
+    my_unread = await state.database.read(db.unread_counts, actor)
+    entries = []
+    for agent, (relation, owner) in sorted(rows.items()):
+        if relation == "owned":
+            unread = sum((await state.database.read(db.unread_counts, agent)).values())
+        else:
+            unread = my_unread.get(agent, 0)
+        last = state.last_active.get(agent) or await state.database.read(db.last_activity, agent)
+        entries.append(RosterEntry(agent, status(state, agent), unread, last, relation, owner))
+    return entries
+
+
+async def create_agent(state: Pircan, actor: str, actor_kind: str | None, name: str,
+                       *, via: str = "irc") -> tuple[str, str]:
+    """A person creates an agent it owns; (the agent's name as created, its password, shown once)."""
+    if actor_kind != "person":
+        raise Refused("NOT_ALLOWED", name, text="Only person accounts own agents")
+    if not state.api.valid_account_name(name):
+        raise Refused("INVALID_NAME", name)
+    password = secrets.token_urlsafe(18)
+    try:
+        agent: Any = await state.api.create_account(name, password, kind="agent", owner=actor)
+    except AccountExists:
+        raise Refused("ACCOUNT_EXISTS", name) from None
+    await state.database.write(db.audit, state.new_id(), state.now_ms(), actor, agent.folded, "agent.create",
+                               "by owner" + by_whom(actor, actor, via))
+    return agent.name, password
+
+
+async def audit_trail(state: Pircan, actor: str, target_name: str | None = None, limit: int = 50,
+                      before: int | None = None) -> tuple[str, list[AuditEntry]]:
+    """The newest ``limit`` audit entries of ``actor`` or of an agent it owns, oldest first."""
+    target = actor if target_name is None else state.api.casefold(target_name)
+    if target != actor and not await acts_for(state, actor, target):
+        raise Refused("NOT_ALLOWED", target, text="You see your own trail and your agents' trails")
+    entries = await state.database.read(db.audit_trail, [target], max(1, min(limit, AUDIT_MAX)), before)
+    entries.reverse()
+    return target, entries
