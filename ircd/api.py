@@ -131,6 +131,10 @@ class ExtensionAPI:
     def help_topic(self, topic: str, lines: list[str]) -> None:
         self._server.help_topics[topic.upper()] = lines
 
+    def help_note(self, verb: str, lines: list[str]) -> None:
+        """Lines added at the end of ``HELP <verb>`` (how this extension changes a core verb)."""
+        self._server.help_notes.setdefault(verb.upper(), []).extend(lines)
+
     def help_footer(self, line: str) -> None:
         self._server.help_topics_footer.append(line)
 

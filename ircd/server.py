@@ -127,6 +127,7 @@ class Server:
         # pseudo-clients (NickServ): folded nick -> coroutine function(ctx, text)
         self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
+        self.help_notes: dict[str, list[str]] = {}  # verb -> lines an extension adds to its HELP
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
         # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
         self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []

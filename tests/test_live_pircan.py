@@ -159,7 +159,7 @@ def test_a_plain_client_without_account_is_refused(srv, clients):
         guest.send(line)
         assert wire(guest.sync()) == [
             ("irc.test", "FAIL", [verb, "ACCOUNT_REQUIRED",
-                                  "You must be logged in to an account (SASL) to use PIRCAN"])
+                                  "You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>"])
         ]
     # plain IRC still works with agents: a person-to-agent PRIVMSG is not agreement-checked
     bob = login(srv, clients, "bob")

@@ -167,7 +167,7 @@ def test_every_verb_needs_an_account(p, line):
     p.plain("x", "guest")
     verb = line.split()[0]
     assert p.cmd("x", line) == [
-        f"{S} FAIL {verb} ACCOUNT_REQUIRED :You must be logged in to an account (SASL) to use PIRCAN"
+        f"{S} FAIL {verb} ACCOUNT_REQUIRED :You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>"
     ]
 
 
@@ -1697,7 +1697,8 @@ def test_help_for_every_pircan_verb(p, topic):
 def test_help_index_points_to_pircan(p):
     p.plain("x")
     lines = p.cmd("x", "HELP")
-    assert f"{S} 705 x * :PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY" in lines
+    assert f"{S} 705 x * :PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY," in lines
+    assert f"{S} 705 x * :  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>)" in lines
 
 
 def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):

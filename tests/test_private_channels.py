@@ -236,7 +236,7 @@ def test_guests_need_an_account_by_default(tmp_path):
     try:
         login(h, "guest")
         h.send("guest", "JOIN #lobby")
-        assert untagged(h, "guest") == [":irc.test 477 guest #lobby :You need to be logged in to an account to join channels"]
+        assert untagged(h, "guest") == [":irc.test 477 guest #lobby :You need to be logged in to an account to join channels: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>"]
         h.run(h.server.accounts.create("eve", PASSWORD))
         login(h, "eve")
         h.send("eve", "JOIN #lobby")

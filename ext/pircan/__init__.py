@@ -65,7 +65,10 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.command("UNINVITE", uninvite, syntax=syntax, help=rest)
     api.help_topic("NOTIFY", help_text.NOTIFY.splitlines())
     api.help_topic("PIRCAN", help_text.OVERVIEW)
-    api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY")
+    api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY,")
+    api.help_footer("  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>)")
+    api.help_note("JOIN", help_text.JOIN_NOTE)
+    api.help_note("MODE", help_text.MODE_NOTE)
 
     # ISUPPORT names are letters and digits only (RPL_ISUPPORT drafts), hence no separators
     api.isupport("PIRCAN", VERSION)

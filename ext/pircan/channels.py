@@ -82,7 +82,7 @@ class PrivateChannels:
 
     def join_check(self, client: Client, name: str, channel: Channel | None) -> tuple[str, str] | None:
         if client.account_folded is None and not self.state.cfg.guests_may_join:
-            return ERR_NEEDREGGEDNICK, "You need to be logged in to an account to join channels"
+            return ERR_NEEDREGGEDNICK, "You need to be logged in to an account to join channels: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>"
         owner = namespace_owner(name, self.api.casefold)
         if owner is None or client.account_folded == owner:
             return None

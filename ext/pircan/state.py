@@ -46,6 +46,7 @@ class Waiter:
     checking: bool = True  # the initial look at the inbox is in flight
     recheck: bool = False  # a message arrived while checking
     done: bool = False
+    watching: bool = False  # an awaited peer was present during the wait: its departure ends it
 
 
 @dataclass
@@ -268,8 +269,19 @@ class Pircan:
 
     def account_visible(self, client: Client) -> None:
         """A connection logged in to an account registered: deliver what waited."""
-        if client.account_folded is not None and client.account_folded in self.pending:
-            self.schedule_notify(client.account_folded, delay_ms=0)
+        account = client.account_folded
+        if account is None:
+            return
+        if account in self.pending:
+            self.schedule_notify(account, delay_ms=0)
+        self.account_arrived(account)
+
+    def account_arrived(self, account: str) -> None:
+        """Waits for ``account`` now watch for its departure."""
+        for waiting in self.waiters.values():
+            for waiter in waiting:
+                if waiter.senders is not None and account in waiter.senders:
+                    waiter.watching = True
 
     # presence -------------------------------------------------------------------
 
@@ -281,6 +293,7 @@ class Pircan:
         self.elsewhere[account] = self.elsewhere.get(account, 0) + 1
         if account in self.pending:
             self.schedule_notify(account, delay_ms=0)
+        self.account_arrived(account)
 
     def left_elsewhere(self, account: str) -> None:
         count = self.elsewhere.get(account, 0) - 1
@@ -299,6 +312,8 @@ class Pircan:
                 self.finish_wait(old, "cancelled", "Replaced by a newer INBOX WAIT")
             self.wait_by_key[waiter.key] = waiter
         self.waiters.setdefault(waiter.account, []).append(waiter)
+        if waiter.senders is not None:
+            waiter.watching = any(self.present(peer) for peer in waiter.senders)
 
     def end_wait(self, waiter: Waiter) -> None:
         """Forget a wait without telling its transport (the connection is gone)."""
@@ -338,10 +353,13 @@ class Pircan:
         return [w for w in self.waiters.get(account, ()) if not w.done and (w.senders is None or sender in w.senders)]
 
     def check_departed(self, waiter: Waiter) -> None:
-        """A wait for particular peers ends when none of them is on the network any more."""
+        """A wait for particular peers ends when they have all left the network. A peer that was
+        not present when the wait began may still come and send, so only a departure counts."""
         if waiter.done or waiter.checking or waiter.senders is None:
             return
-        if not any(self.present(peer) for peer in waiter.senders):
+        if any(self.present(peer) for peer in waiter.senders):
+            waiter.watching = True
+        elif waiter.watching:
             self.finish_wait(waiter, "gone", ",".join(sorted(waiter.senders)))
 
     def account_departed(self, account: str) -> None:

@@ -30,6 +30,7 @@ def handle_help(ctx: CommandContext, msg: Message) -> None:
         reply.numeric(N.ERR_HELPNOTFOUND, msg.params[0], "No help available on this topic")
         return
     lines = [spec.syntax, *spec.help.splitlines()] if spec is not None else list(extra or [])
+    lines += server.help_notes.get(topic, ())
     reply.numeric(N.RPL_HELPSTART, topic, lines[0] if lines else topic)
     for line in lines[1:]:
         reply.numeric(N.RPL_HELPTXT, topic, line or " ")

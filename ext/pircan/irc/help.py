@@ -47,7 +47,7 @@ Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, N
   SCOPE_MISSING, EMPTY, TOO_LONG, NO_SUCH_MESSAGE, HOP_LIMIT, CONVERSATION_RATE,
   AGREEMENT_BUDGET, NEED_MORE_PARAMS."""
 
-INBOX = """INBOX [READ <id> | ACK <id>[,<id>...] | ACK ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>]]
+INBOX = """INBOX [READ <id> | ACK <id>[,...] | ACK ALL | TAKE [<from>] | WAIT [<from>[,...]|*] [<timeout-ms>] | HISTORY ...]
 INBOX: list unread messages, oldest first, without consuming them:
   INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> :<preview>
   INBOX <you> UNREAD <count> :<count> unread messages
@@ -59,20 +59,28 @@ INBOX READ <id>: the whole message (yours to read: you sent or received it); its
 INBOX ACK <id>[,<id>...] | ACK ALL: mark read.  Reply: INBOX <you> ACKED <count>
 INBOX TAKE [<from>]: the oldest unread message (from <from>), read and acknowledged at
   once; or INBOX <you> EMPTY :No unread messages.
-INBOX WAIT [<from>|*] [<timeout-ms>]: like TAKE, but waits until a message arrives.
+INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>]: like TAKE, but waits until a message arrives.
   INBOX WAIT <timeout-ms> alone waits for a message from anyone. The connection keeps
   working meanwhile (PING, other commands). Timeout: 0 waits forever; a missing, negative
   or invalid value means the default (120000 unless the server sets another); a positive
   value is cut to whole milliseconds, at least 1. When it passes:
   INBOX <you> TIMEOUT <ms> :No message within <ms> ms  (a normal reply, not an error).
   A new WAIT replaces the old one (INBOX <you> CANCELLED :...); QUIT ends it, and so does
-  logging out (INBOX <you> CANCELLED :You logged out).
-Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NEED_MORE_PARAMS,
-  UNKNOWN_SUBCOMMAND."""
+  logging out (INBOX <you> CANCELLED :You logged out). A WAIT for given accounts ends when
+  they have all left the network (an awaited account that was online, or came online during
+  the wait, closed its last connection): INBOX <you> GONE <accounts> :...
+INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]: the conversation with an
+  account, or one conversation, both directions, read and unread, the newest <limit>
+  (default 50, at most 200) oldest first, as the MESSAGE lines of INBOX, then
+  INBOX <you> HISTORY <account|conversation-id> <count> <oldest-id|*> :...
+  A <oldest-id> (not *) means older messages exist: give it as <before-id> for the page before.
+Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY),
+  NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
-AGENTS = """AGENTS [CREATE <name>]
-AGENTS: the agents you own or have agreements with:
-  AGENTS <you> AGENT <name> <online|away|offline> <unread> <last-activity|*> <owned|agreement> <owner>
+AGENTS = """AGENTS [ALL | CREATE <name>]
+AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of the network,
+  relation none for the others):
+  AGENTS <you> AGENT <name> <online|away|offline> <unread> <last-activity|*> <owned|agreement|none> <owner>
   then AGENTS <you> END <count>. unread: for your own agents, their unread messages;
   for others, their unread messages to you.
 AGENTS CREATE <name>: (person accounts) create an agent you own; its password is shown once:
@@ -106,9 +114,27 @@ enable the pircan.dev/lobby capability get the NOTIFY verb; others get
 :PIRCAN NOTICE <you> :NOTIFY <type> <count>."""
 
 OVERVIEW = [
-    "PIRCAN: agents are accounts with owners. Log in with SASL, then:",
+    "PIRCAN: agents are accounts with owners. Log in first: SASL during registration (CAP REQ :sasl,",
+    "then AUTHENTICATE PLAIN), or PRIVMSG NickServ :IDENTIFY <account> <password>. Then:",
     "CONTACT REQUEST an agent to agree on scopes and a duration; CONTACT ACCEPT/DECLINE requests.",
     "SEND <account> :<text> sends a durable direct message under an agreement (receipt after storage).",
-    "INBOX lists unread messages; INBOX TAKE / WAIT consume them; NOTIFY tells you something waits.",
-    "AGENTS is your roster; AUDIT is your trail. HELP <verb> explains each verb, its replies and errors.",
+    "INBOX lists unread messages; INBOX TAKE / WAIT consume them; INBOX HISTORY shows a conversation;",
+    "NOTIFY tells you something waits (never what).",
+    "AGENTS is your roster (AGENTS CREATE: a person makes an agent); AUDIT is your trail.",
+    "Private channels: #<you>/<name> is yours to create (JOIN), private (+P) until you set -P; only you",
+    "invite (INVITE), UNINVITE withdraws; others cannot even see that it exists.",
+    "ISUPPORT: PIRCAN=<version>, PIRCANSENDLEN (SEND characters), PIRCANHOPS (reply hops),",
+    "PIRCANCONVRATE (messages per conversation per hour), PIRCANBUDGET (yours per agreement per hour).",
+    "HELP CONTACT, SEND, INBOX, NOTIFY, AGENTS, AUDIT, UNINVITE explain each verb, its replies and errors.",
+]
+
+JOIN_NOTE = [
+    "PIRCAN: channels are for logged-in accounts (477 otherwise, unless the server lets guests join).",
+    "#<account>/<name> is the private namespace of <account>: only that account creates channels there,",
+    "they start private (+P, invisible to non-members), and only it invites. See HELP UNINVITE.",
+]
+
+MODE_NOTE = [
+    "PIRCAN: channel mode +P (private) hides a #<account>/<name> channel from everyone but its members",
+    "and invitees; only the namespace's account sets or removes it (MODE #<you>/<name> -P: public).",
 ]

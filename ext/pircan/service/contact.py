@@ -402,6 +402,7 @@ async def sweep(state: Pircan) -> None:
     """Expire requests older than 7 days and agreements past their end (once a minute)."""
     now = state.now_ms()
     state.prune_windows(now)
+    state.flush_refusal_summaries(now)
     ended = [a for a in list(state.agreements.values()) if not a.active(now)]
     for agr in ended:
         state.forget_agreement(agr.id)

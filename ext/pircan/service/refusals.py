@@ -5,7 +5,7 @@ from __future__ import annotations
 __all__ = ["Refused", "TEXT", "text_for"]
 
 TEXT: dict[str, str] = {
-    "ACCOUNT_REQUIRED": "You must be logged in to an account (SASL) to use PIRCAN",
+    "ACCOUNT_REQUIRED": "You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>",
     "NO_SUCH_ACCOUNT": "No such account",
     "SELF_CONTACT": "You cannot do this with yourself",
     "INVALID_SCOPE": "Scopes are message, task:<skill> or resource:read, comma-separated; an acceptance may only narrow them",
