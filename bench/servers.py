@@ -229,6 +229,10 @@ ping_timeout = 120.0
 # the sender and the direct-message clients send as fast as the server reads
 enabled = false
 
+[http]
+# the HTTP listener is on, as by default, on a free port
+listen = ["127.0.0.1:0"]
+
 [connections]
 max_per_ip = 100000
 throttle_count = 100000

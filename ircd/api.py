@@ -178,6 +178,26 @@ class ExtensionAPI:
     def whois_hook(self, fn: Callable[[Client, Client, ReplyBuffer], None]) -> None:
         self._server.whois_hooks.append(fn)
 
+    # HTTP ----------------------------------------------------------------
+
+    def http_route(self, path: str, app: Any) -> None:
+        """Serve the ASGI ``app`` at exactly ``path`` on the HTTP listener (``[http]``)."""
+        self._server.http.routes.append((path, app))
+
+    def http_mount(self, prefix: str, app: Any) -> None:
+        """Serve the ASGI ``app`` under ``prefix`` (it sees the rest of the path)."""
+        self._server.http.mounts.append((prefix, app))
+
+    def http_lifespan(self, factory: Callable[[], Any]) -> None:
+        """An async context manager factory entered before the HTTP listener serves and left after
+        it stopped (an ASGI app's own lifespan is not run when it is mounted)."""
+        self._server.http.lifespans.append(factory)
+
+    @property
+    def http_base_url(self) -> str:
+        """The URL clients reach the HTTP listener at (``http.public_url``, or the first listener)."""
+        return self._server.http.base_url
+
     def on_startup(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._server.on_startup.append(fn)
 

@@ -177,6 +177,38 @@ class ChannelsSection(_Section):
     registration: bool = True
 
 
+class HttpSection(_Section):
+    # The one HTTP listener (MCP at /mcp, and the other HTTP transports), in the same
+    # process and event loop as IRC. TLS uses server.tls_cert and server.tls_key.
+    enabled: bool = True
+    listen: list[str] = ["127.0.0.1:6680"]
+    tls_listen: list[str] = []
+    # The address clients use to reach the listener (behind a proxy, or a name), for links
+    # and for the Host/Origin check; None: taken from the first listener.
+    public_url: str | None = None
+    # Host headers accepted besides the listeners' own addresses and public_url's host
+    # (a check against DNS rebinding); "*" accepts any.
+    allowed_hosts: list[str] = []
+    # Origin headers accepted from browsers besides the listeners' own and public_url's.
+    allowed_origins: list[str] = []
+    max_body_bytes: int = Field(default=1_048_576, ge=65_536, le=67_108_864, description="largest request body")
+    max_connections: int = Field(default=1000, ge=1, description="HTTP connections at once")
+
+    @field_validator("listen", "tls_listen")
+    @classmethod
+    def _check_addresses(cls, value: list[str]) -> list[str]:
+        for item in value:
+            parse_hostport(item)
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("public_url must start with http:// or https://")
+        return value.rstrip("/") if value else value
+
+
 class OperBlock(_Section):
     name: str
     password: str = Field(description="an argon2 hash made with `pircd hash-password`")
@@ -185,7 +217,7 @@ class OperBlock(_Section):
 
 def _core_sections() -> set[str]:
     return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers", "storage",
-            "accounts", "channels", "history"}
+            "accounts", "channels", "history", "http"}
 
 
 class Config(BaseModel):
@@ -202,6 +234,7 @@ class Config(BaseModel):
     accounts: AccountsSection = AccountsSection()
     channels: ChannelsSection = ChannelsSection()
     history: HistorySection = HistorySection()
+    http: HttpSection = HttpSection()
     opers: list[OperBlock] = []
     extensions: dict[str, dict[str, Any]] = {}
 

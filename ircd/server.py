@@ -29,6 +29,7 @@ from ircd.client import Client, Conn
 from ircd.config import Config
 from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandSpec, CommandTable
 from ircd.events import EventBus, Quit
+from ircd.http import HttpRoutes
 from ircd.proto import numerics as N
 from ircd.proto.casemap import get_casefold
 from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, Message, format_line, parse_line
@@ -127,7 +128,8 @@ class Server:
         # pseudo-clients (NickServ): folded nick -> coroutine function(ctx, text)
         self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
-        self.help_notes: dict[str, list[str]] = {}  # verb -> lines an extension adds to its HELP
+        self.help_notes: dict[str, list[str]] = {}
+        self.http = HttpRoutes()  # verb -> lines an extension adds to its HELP
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
         # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
         self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []

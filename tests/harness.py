@@ -51,7 +51,9 @@ class FakeConn:
 
 
 def config(**sections: dict[str, Any]) -> Config:
-    data: dict[str, Any] = {"server": {"name": "irc.test", "network": "TestNet", "extensions": []}}
+    # the HTTP listener on an ephemeral port, so that live servers never collide on 6680
+    data: dict[str, Any] = {"server": {"name": "irc.test", "network": "TestNet", "extensions": []},
+                            "http": {"listen": ["127.0.0.1:0"]}}
     for key, values in sections.items():
         data.setdefault(key, {}).update(values)
     return from_dict(data)

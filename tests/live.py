@@ -73,6 +73,12 @@ class LiveServer:
     def port(self) -> int:
         return self.addresses[0][1]
 
+    @property
+    def http_url(self) -> str:
+        """The HTTP listener's base URL (``http://127.0.0.1:<port>``)."""
+        host, port = self.server.http.addresses[0]
+        return f"http://{host}:{port}"
+
     def call(self, fn: Callable[[], object]) -> object:
         """Run ``fn`` on the server's loop and return its result."""
         future: "asyncio.Future[object]" = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)

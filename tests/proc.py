@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)")
+_LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)( \(HTTP)?")
 
 
 def write_config(directory: Path, **sections: dict) -> Path:
@@ -18,6 +18,7 @@ def write_config(directory: Path, **sections: dict) -> Path:
     base = {
         "server": {"name": "irc.test", "listen": ["127.0.0.1:0"], "db": str(directory / "pircd.db")},
         "flood": {"enabled": False},
+        "http": {"listen": ["127.0.0.1:0"]},
     }
     for key, values in sections.items():
         base.setdefault(key, {}).update(values)
@@ -57,13 +58,24 @@ class ServerProcess:
         self._reader.start()
 
     def _wait_for_port(self) -> int:
+        """The first IRC port; the HTTP listener's goes to ``http_port`` (read until 'ready')."""
         assert self.proc.stderr is not None
+        port = None
+        self.http_port: int | None = None
         for line in self.proc.stderr:
             self.log.append(line)
             match = _LISTENING.search(line)
-            if match:
-                return int(match.group(1))
+            if match and match.group(2):
+                self.http_port = self.http_port or int(match.group(1))
+            elif match and port is None:
+                port = int(match.group(1))
+            if port is not None and " ready" in line:
+                return port
         raise RuntimeError("pircd exited before listening:\n" + "".join(self.log))
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
 
     def _drain(self) -> None:
         assert self.proc.stderr is not None

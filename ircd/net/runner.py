@@ -15,6 +15,7 @@ import signal
 from typing import Callable
 
 from ircd.config import Config
+from ircd.net.http import HttpListener
 from ircd.net.listener import start_listeners
 from ircd.net.timers import Ticker
 from ircd.server import Server
@@ -55,12 +56,14 @@ async def run_server(
             pass
     listeners: list = []
     ticker = Ticker(server)
+    http = HttpListener(server)
     started = False
     try:
         try:
             for start in server.on_startup:
                 await start()
             listeners = await start_listeners(server)
+            await http.start()
         except OSError as exc:
             raise StartupError(f"cannot listen: {exc.strerror or exc}") from None
         except Exception as exc:
@@ -77,6 +80,7 @@ async def run_server(
         ticker.stop()
         for srv in listeners:
             srv.close()
+        await http.stop()
         conns = [c.conn for c in server.clients]
         server.shutdown_clients("Server shutting down")
         for hook in reversed(server.on_shutdown):
