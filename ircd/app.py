@@ -41,6 +41,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
     from ircd.history import History
     from ircd.commands.account import NICKSERV, install_caps, nickserv
     from ircd.store import Store
+    from ircd.tokens import TokenService
 
     config = server.config
     passwords.set_concurrency(config.accounts.password_threads)
@@ -52,6 +53,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
     accounts = AccountService(server, store)
     server.accounts = accounts
     channels = ChannelRegistry(server, store)
+    tokens = server.tokens = TokenService(server, store)
     history = server.history = History(server, store) if config.history.enabled else None
     if history is not None:
         server.isupport_extra["CHATHISTORY"] = str(config.history.max_query)
@@ -69,6 +71,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
 
     async def start() -> None:
         await store.open()
+        await tokens.start()
         await accounts.refresh()
         await channels.load()
         if history is not None:

@@ -161,7 +161,9 @@ def _register_groups() -> None:
 
     from ircd.cli_accounts import account_group, agent_group
     from ircd.cli_history import history_group
+    from ircd.cli_tokens import token_group
 
+    main.add_command(token_group)
     main.add_command(account_group)
     main.add_command(agent_group)
     main.add_command(history_group)
