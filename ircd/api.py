@@ -193,10 +193,77 @@ class ExtensionAPI:
         it stopped (an ASGI app's own lifespan is not run when it is mounted)."""
         self._server.http.lifespans.append(factory)
 
+    def http_allowed_hosts_and_origins(self) -> tuple[list[str], list[str]]:
+        """The Host and Origin values the listener accepts (known once it listens)."""
+        return list(self._server.http.allowed_hosts), list(self._server.http.allowed_origins)
+
     @property
     def http_base_url(self) -> str:
         """The URL clients reach the HTTP listener at (``http.public_url``, or the first listener)."""
         return self._server.http.base_url
+
+    # accounts on HTTP: bearer tokens --------------------------------------
+
+    async def verify_token(self, token: str, ip: str) -> Any:
+        """The ``ircd.tokens.TokenIdentity`` (token_id, account, kind, name) a bearer token names,
+        or None (the failure counts against ``ip``). Check ``token_retry_after(ip)`` first."""
+        tokens = self._server.tokens
+        return None if tokens is None else await tokens.verify(token, ip)
+
+    def token_retry_after(self, ip: str) -> float:
+        """Seconds before ``ip`` may present a token again after too many failures (0: now)."""
+        tokens = self._server.tokens
+        return 0.0 if tokens is None else tokens.retry_after(ip)
+
+    def hold_token(self, token_id: int) -> None:
+        """A request or session uses this token: ``on_token_revoked`` hears if it is revoked."""
+        if self._server.tokens is not None:
+            self._server.tokens.hold(token_id)
+
+    def release_token(self, token_id: int) -> None:
+        if self._server.tokens is not None:
+            self._server.tokens.release(token_id)
+
+    def on_token_revoked(self, fn: Callable[[set[int]], None]) -> None:
+        """``fn(ids)`` when held tokens are revoked (here, or by another process within a second)."""
+        if self._server.tokens is not None:
+            self._server.tokens.revoked_hooks.append(fn)
+
+    # channels seen as an account (for transports without a connection) ------
+
+    def member_check(self, fn: Callable[[str, Channel], bool]) -> None:
+        """``fn(account, channel)`` True: the account is in the channel though no connection of it is."""
+        self._server.member_checks.append(fn)
+
+    def account_channels(self, account_folded: str) -> list[Any]:
+        """``ircd.accountops.ChannelInfo`` of every channel the account may see, by name."""
+        from ircd import accountops
+
+        return accountops.visible_channels(self._server, account_folded)
+
+    def account_find_channel(self, account_folded: str, name: str) -> Channel | None:
+        """The channel if it exists for the account; None exactly as for a name nobody uses."""
+        from ircd import accountops
+
+        return accountops.find_channel(self._server, account_folded, name)
+
+    def account_in_channel(self, account_folded: str, channel: Channel) -> bool:
+        from ircd import accountops
+
+        return accountops.is_member(self._server, account_folded, channel)
+
+    def account_post(self, account_folded: str, display: str, channel: Channel, text: str,
+                     command: str = "PRIVMSG") -> Relay:
+        """Relay ``text`` to the channel as the account and store it (the caller checked membership)."""
+        from ircd import accountops
+
+        return accountops.post(self._server, account_folded, display, channel, command, text)
+
+    async def channel_history(self, channel: Channel, limit: int, before_id: int | None = None) -> list[Any]:
+        """``ircd.store.HistoryRow`` of the channel's stored messages, newest ``limit`` before ``before_id``."""
+        from ircd import accountops
+
+        return await accountops.history(self._server, channel, limit, before_id)
 
     def on_startup(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._server.on_startup.append(fn)

@@ -23,3 +23,6 @@ class HttpRoutes:
     lifespans: list[Lifespan] = field(default_factory=list)
     base_url: str = ""  # once listening: http.public_url, or the first listener's address
     addresses: list[tuple[str, int]] = field(default_factory=list)  # once listening
+    # once listening: Host and Origin values accepted (``name:*`` for any port)
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)

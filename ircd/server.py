@@ -90,6 +90,7 @@ class Server:
         self.extensions: list[Any] = []
         self.store: "Store | None" = None
         self.accounts: "AccountService | None" = None
+        self.tokens: Any = None  # ircd.tokens.TokenService, with the store
         self.created_at = clock()
         self.created_str = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.created_at))
         self.max_clients_seen = 0
@@ -129,6 +130,8 @@ class Server:
         self.services: dict[str, Callable[[CommandContext, str], Awaitable[None]]] = {}
         self.help_topics_footer: list[str] = []
         self.help_notes: dict[str, list[str]] = {}
+        # (account, channel) -> True: the account is in the channel without a connection in it
+        self.member_checks: list[Callable[[str, Channel], bool]] = []
         self.http = HttpRoutes()  # verb -> lines an extension adds to its HELP
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
         # after a JOIN's own line and before its NAMES reply (MARKREAD on join)

@@ -106,6 +106,9 @@ def setup(api: ExtensionAPI) -> Pircan:
     async def stop() -> None:
         state.stop()
 
+    from ext.pircan import mcp
+
+    mcp.install(state)
     api.on_startup(start)
     api.on_shutdown(stop)
     return state

@@ -78,6 +78,15 @@ class PrivateChannels:
         access = self.access.get(channel.folded)
         return access is not None and (account in access.members or account in access.invited)
 
+    def standing_member(self, account: str, channel: Channel) -> bool:
+        """The account is in this private channel without a connection in it: its owner, or a
+        member who joined once and has not left (for transports that act as an account)."""
+        owner = self.owner(channel)
+        if owner is None or not self.is_private(channel):
+            return False
+        access = self.access.get(channel.folded)
+        return account == owner or (access is not None and account in access.members)
+
     # hooks --------------------------------------------------------------------------
 
     def join_check(self, client: Client, name: str, channel: Channel | None) -> tuple[str, str] | None:
@@ -180,6 +189,7 @@ def install(state: Pircan) -> PrivateChannels:
     api = state.api
     chans = PrivateChannels(state)
     api.visibility_filter(chans.may_see)
+    api.member_check(chans.standing_member)
     api.join_check(chans.join_check)
     api.invite_check(chans.invite_check)
     api.invite_hook(chans.invited)

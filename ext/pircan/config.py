@@ -24,3 +24,7 @@ class PircanConfig(BaseModel):
     # Audit rows of refusals by a limit, per acting account per minute; past it the refusals of
     # that minute are counted into one "refused.summary" row.
     audit_refusals_per_minute: int = Field(10, ge=1, le=10_000)
+    # An account counts as present (NOTIFY, status, GONE) for this long after its last MCP request.
+    mcp_presence_seconds: float = Field(60.0, ge=1.0, le=86_400.0)
+    # The longest an MCP wait_for_messages blocks (and what timeout_ms 0 means).
+    mcp_wait_max_ms: int = Field(900_000, ge=1_000, le=3_600_000)

@@ -41,7 +41,7 @@ class Waiter:
     on_message: Callable[[StoredMessage], None]
     on_end: Callable[[str, str], None]
     timeout_ms: int | None
-    key: object = None  # one wait per key (an IRC connection)
+    key: Any = None  # one wait per key (an IRC connection)
     timer: Any = None
     checking: bool = True  # the initial look at the inbox is in flight
     recheck: bool = False  # a message arrived while checking

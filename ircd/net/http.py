@@ -207,6 +207,8 @@ class HttpListener:
         self._hosts = {h for h in hosts if not h.endswith(":*")}
         self._any_port = {h[:-2] for h in hosts if h.endswith(":*")}
         self._origins = set(allowed_origins(self.server, self.addresses, tls))
+        self.server.http.allowed_hosts = hosts
+        self.server.http.allowed_origins = sorted(self._origins)
         self._lifespans = contextlib.AsyncExitStack()
         for lifespan in self.server.http.lifespans:
             await self._lifespans.enter_async_context(lifespan())

@@ -1,0 +1,87 @@
+"""MCP, the transport of agents that speak MCP rather than IRC: the network's tools at /mcp.
+
+The official MCP SDK speaks the protocol (Streamable HTTP, JSON-RPC, tool
+schemas); this package only declares the tools (``tools.py``, each a thin
+adapter over ``ext.pircan.service``) and puts them on the server's HTTP
+listener behind bearer-token authentication (``http.py``). See docs/mcp.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, AsyncIterator
+
+from ext.pircan.mcp.http import BearerGate, Presence
+from ext.pircan.mcp.tools import register_tools
+from ext.pircan.state import Pircan
+
+__all__ = ["install", "PATH", "INSTRUCTIONS"]
+
+PATH = "/mcp"
+
+INSTRUCTIONS = """\
+This is a PIRCAN agent network (pircd). You are logged in as the account your bearer token belongs to.
+To talk to another agent you need an agreement with it: find it with list_agents, ask with
+request_contact (scopes ['message'], a duration in days, a purpose), and wait until list_agreements
+shows it active (the agent or its owner decides). Then send_direct_message; set in_reply_to when you
+answer a message. Read what came with get_inbox (then mark_messages_read), or block for the next message
+with wait_for_messages. get_conversation shows a whole thread. Decide requests to you with
+respond_to_contact. Channels: list_channels, get_channel_history, send_channel_message.
+Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or HOP_LIMIT."""
+
+
+def _server() -> Any:
+    """The SDK's server object. Its constructor configures logging when the process has none;
+    pircd's logging is set up by `pircd serve`, so a placeholder handler keeps it a no-op."""
+    from mcp.server import MCPServer
+
+    root = logging.getLogger()
+    placeholder = None
+    if not root.handlers:
+        placeholder = logging.NullHandler()
+        root.addHandler(placeholder)
+    try:
+        return MCPServer("pircd", title="PIRCAN agent network", instructions=INSTRUCTIONS, version="0.1",
+                         log_level="WARNING")
+    finally:
+        if placeholder is not None:
+            root.removeHandler(placeholder)
+
+
+def install(state: Pircan) -> None:
+    """Declare the tools and serve them at /mcp once the HTTP listener starts."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    api = state.api
+    mcp = _server()
+    register_tools(mcp, state)
+    presence = Presence(state)
+    holder: dict[str, Any] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan() -> AsyncIterator[None]:
+        # made when the listener starts: only then are its addresses (for the Host check) known
+        hosts, origins = api.http_allowed_hosts_and_origins()
+        manager = StreamableHTTPSessionManager(
+            app=mcp._lowlevel_server,
+            security_settings=TransportSecuritySettings(
+                enable_dns_rebinding_protection="*" not in hosts, allowed_hosts=hosts, allowed_origins=origins,
+            ),
+        )
+        holder["app"] = StreamableHTTPASGIApp(manager)
+        async with manager.run():
+            yield
+        holder.clear()
+
+    async def endpoint(scope: dict, receive: Any, send: Any) -> None:
+        app = holder.get("app")
+        if app is None:  # not started, or stopping
+            await send({"type": "http.response.start", "status": 503, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await app(scope, receive, send)
+
+    api.http_route(PATH, BearerGate(endpoint, state, presence))
+    api.http_lifespan(lifespan)

@@ -1,0 +1,69 @@
+"""The JSON shapes of PIRCAN objects, the same on every transport that carries whole objects
+(MCP tool results, webhook deliveries, A2A). Ids are 16 hex digits, times server-time strings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ext.pircan.ids import hexid, ts
+from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
+
+__all__ = ["message_json", "request_json", "agreement_json", "audit_json"]
+
+
+def message_json(msg: StoredMessage) -> dict[str, Any]:
+    return {
+        "message_id": hexid(msg.id),
+        "sender": msg.sender,
+        "recipient": msg.recipient,
+        "agreement_id": hexid(msg.agreement_id),
+        "conversation_id": hexid(msg.conversation_id),
+        "in_reply_to": None if msg.in_reply_to is None else hexid(msg.in_reply_to),
+        "hop_count": msg.hop_count,
+        "created_at": ts(msg.created_at),
+        "read": msg.read_at is not None,
+        "bytes": len(msg.body.encode("utf-8")),
+        "body": msg.body,
+    }
+
+
+def request_json(req: Request, state: str | None = None) -> dict[str, Any]:
+    return {
+        "request_id": hexid(req.id),
+        "requester": req.requester,
+        "target": req.target,
+        "scopes": list(req.scopes),
+        "days": req.days,
+        "purpose": req.purpose,
+        "state": state or req.state,
+        "created_at": ts(req.created_at),
+        "decided_at": None if req.decided_at is None else ts(req.decided_at),
+        "decided_by": req.decided_by,
+        "agreement_id": None if req.agreement_id is None else hexid(req.agreement_id),
+    }
+
+
+def agreement_json(agr: Agreement, state: str | None = None) -> dict[str, Any]:
+    return {
+        "agreement_id": hexid(agr.id),
+        "request_id": hexid(agr.request_id),
+        "requester": agr.requester,
+        "target": agr.target,
+        "scopes": list(agr.scopes),
+        "created_at": ts(agr.created_at),
+        "expires_at": ts(agr.expires_at),
+        "revoked_at": None if agr.revoked_at is None else ts(agr.revoked_at),
+        "revoked_by": agr.revoked_by,
+        "state": state or ("revoked" if agr.revoked_at is not None else "active"),
+    }
+
+
+def audit_json(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "id": hexid(entry.id),
+        "at": ts(entry.at),
+        "actor": entry.actor,
+        "action": entry.action,
+        "subject": entry.subject,
+        "detail": entry.detail,
+    }
