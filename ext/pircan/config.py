@@ -28,3 +28,5 @@ class PircanConfig(BaseModel):
     mcp_presence_seconds: float = Field(60.0, ge=1.0, le=86_400.0)
     # The longest an MCP wait_for_messages blocks (and what timeout_ms 0 means).
     mcp_wait_max_ms: int = Field(900_000, ge=1_000, le=3_600_000)
+    # How often expired requests and agreements are expired, stored, audited and notified.
+    sweep_interval_ms: int = Field(60_000, ge=100, le=60_000)

@@ -122,7 +122,7 @@ class Pircan:
             "pircan loaded agreements=%d policies=%d pending_accounts=%d",
             len(self.agreements), len(self.policies), len(self.pending),
         )
-        self.sweeper = self.api.call_later(60.0, self._sweep_tick)
+        self.sweeper = self.api.call_later(self.cfg.sweep_interval_ms / 1000, self._sweep_tick)
 
     def stop(self) -> None:
         if self.sweeper is not None:
@@ -421,7 +421,7 @@ class Pircan:
     # sweeping ---------------------------------------------------------------------
 
     def _sweep_tick(self) -> None:
-        """Once a minute: expire old requests and agreements (see contact.sweep)."""
-        self.sweeper = self.api.call_later(60.0, self._sweep_tick)
+        """Every ``sweep_interval_ms`` (a minute): expire old requests and agreements (see contact.sweep)."""
+        self.sweeper = self.api.call_later(self.cfg.sweep_interval_ms / 1000, self._sweep_tick)
         for hook in self.sweep_hooks:
             hook()
