@@ -1,9 +1,14 @@
 """Timers for the core and extensions, independent of any event loop.
 
 ``Timers.call_later(delay, fn)`` returns a handle with ``cancel()``. The
-network layer plugs in the event loop's own ``call_later``; without it (the
-socket-free test harness) timers wait in a heap and fire when the harness
-advances its clock and calls ``run_due()``.
+network layer plugs in the event loop's own ``call_later`` (``backend``);
+without it (the socket-free test harness) timers wait in a heap and fire when
+the harness advances its clock and calls ``run_due()``.
+
+Invariant: no timer is stranded in the heap. Start-up hooks (the history
+writer's first prune, PIRCAN's sweep) set timers before the network layer
+plugs in the loop; plugging it in hands every timer still waiting in the heap
+to the loop, with the time it has left.
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from typing import Any, Callable, TypeVar
 __all__ = ["Timers", "TimerHandle", "forget_idle"]
 
 _K = TypeVar("_K")
+
+# an event loop's call_later: (delay in seconds, callback) -> a handle with cancel()
+Backend = Callable[[float, Callable[[], None]], Any]
 
 log = logging.getLogger("pircd")
 
@@ -41,12 +49,28 @@ class Timers:
         self.clock = clock
         self._heap: list[tuple[float, int, TimerHandle]] = []
         self._seq = itertools.count()
-        self.backend: Callable[[float, Callable[[], None]], Any] | None = None
+        self._backend: Backend | None = None
+
+    @property
+    def backend(self) -> Backend | None:
+        return self._backend
+
+    @backend.setter
+    def backend(self, backend: Backend | None) -> None:
+        """Plug in (or unplug) an event loop's ``call_later``; timers set before move to it."""
+        self._backend = backend
+        if backend is None:
+            return
+        waiting, self._heap = self._heap, []
+        now = self.clock()
+        for deadline, _, handle in sorted(waiting):
+            if not handle.cancelled:
+                _schedule(backend, handle, deadline - now)
 
     def call_later(self, delay: float, fn: Callable[[], None]) -> TimerHandle:
         handle = TimerHandle(self.clock() + max(0.0, delay), fn)
-        if self.backend is not None:
-            handle._inner = self.backend(max(0.0, delay), lambda: _fire(handle))
+        if self._backend is not None:
+            _schedule(self._backend, handle, delay)
         else:
             heapq.heappush(self._heap, (handle.deadline, next(self._seq), handle))
         return handle
@@ -56,6 +80,10 @@ class Timers:
         while self._heap and self._heap[0][0] <= now:
             _, _, handle = heapq.heappop(self._heap)
             _fire(handle)
+
+
+def _schedule(backend: Backend, handle: TimerHandle, delay: float) -> None:
+    handle._inner = backend(max(0.0, delay), lambda: _fire(handle))
 
 
 def _fire(handle: TimerHandle) -> None:

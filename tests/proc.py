@@ -52,6 +52,8 @@ class ServerProcess:
             text=True,
         )
         self.log: list[str] = []
+        self._logged = threading.Condition()
+        self._ended = False
         self.port = self._wait_for_port()
         # keep draining stderr so the server never blocks on a full pipe
         self._reader = threading.Thread(target=self._drain, daemon=True)
@@ -80,7 +82,25 @@ class ServerProcess:
     def _drain(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
-            self.log.append(line)
+            with self._logged:
+                self.log.append(line)
+                self._logged.notify_all()
+        with self._logged:  # the process ended: nothing more will come
+            self._ended = True
+            self._logged.notify_all()
+
+    def wait_for_log(self, text: str, timeout: float = 30.0) -> str:
+        """The first log line containing ``text``, waiting for it at most ``timeout`` seconds."""
+
+        def found() -> str | None:
+            return next((line for line in self.log if text in line), None)
+
+        with self._logged:
+            self._logged.wait_for(lambda: found() is not None or self._ended, timeout)
+            line = found()
+        if line is None:
+            raise AssertionError(f"no log line with {text!r} within {timeout} s:\n" + "".join(self.log))
+        return line
 
     def kill9(self) -> None:
         """SIGKILL: no shutdown hooks, no flush; what was committed must be all there is."""
