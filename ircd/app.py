@@ -1,11 +1,22 @@
-"""Assemble a server from a config: the core, the store and the extensions."""
+"""Assemble a server from a config: the core, the store and the extensions.
+
+``check_extensions`` and ``check_files`` find, before anything starts, what
+would stop the server from starting (an unknown extension, a TLS file that
+cannot be read, a database in a directory that does not exist), so
+``check-config`` and ``serve`` refuse the same files with the same words.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import logging
+import os
 from typing import Callable
 
-from ircd.config import Config
+from ircd.config import Config, ConfigError
 from ircd.server import Server
+
+log = logging.getLogger("pircd")
 
 
 def build_server(
@@ -16,6 +27,7 @@ def build_server(
 ) -> Server:
     from ircd.api import load_extensions
 
+    _check_extension_names(config)
     server = Server(config)
     server.config_path = config_path
     attach_store(server)
@@ -70,7 +82,14 @@ def attach_store(server: Server, path: str | None = None) -> None:
             task.add_done_callback(polling.discard)
 
     async def start() -> None:
-        await store.open()
+        import sqlite3
+
+        where = os.path.abspath(store.path)
+        try:
+            await store.open()
+        except (sqlite3.Error, RuntimeError) as exc:  # RuntimeError: a schema newer than this pircd
+            raise RuntimeError(f"cannot open database {where}: {exc}") from None
+        log.info("using database %s", where)
         await tokens.start()
         await accounts.refresh()
         await channels.load()
@@ -91,9 +110,59 @@ def check_extensions(config: Config) -> None:
     """Validate extension sections by loading the extensions on a throwaway server."""
     from ircd.api import load_extensions
 
+    _check_extension_names(config)
     unknown = set(config.extensions) - set(config.server.extensions)
     if unknown:
-        from ircd.config import ConfigError
-
         raise ConfigError([(key, "unknown section (no such extension enabled)") for key in sorted(unknown)])
     load_extensions(Server(config))
+
+
+def _check_extension_names(config: Config) -> None:
+    """Every name in ``server.extensions`` is a package under ``ext/``."""
+    problems = []
+    for name in config.server.extensions:
+        found = None
+        if name.isidentifier():
+            try:
+                found = importlib.util.find_spec(f"ext.{name}")
+            except ImportError:
+                pass
+        if found is None:
+            problems.append(("server.extensions", f"no such extension {name!r}"))
+    if problems:
+        raise ConfigError(problems)
+
+
+def check_files(config: Config) -> None:
+    """The files the server opens at start-up: TLS certificate, key and client CA (readable, and
+    loadable together), and the database's directory. Raises ConfigError naming each key."""
+    import ssl
+
+    server = config.server
+    problems: list[tuple[str, str]] = []
+    tls = [("server.tls_cert", server.tls_cert), ("server.tls_key", server.tls_key),
+           ("server.tls_client_ca", server.tls_client_ca)]
+    for key, path in tls if server.tls_listen else []:
+        if path is not None:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                problems.append((key, f"cannot read {path}: {exc.strerror}"))
+    if server.tls_listen and not problems:
+        from ircd.net.listener import make_tls_context
+
+        assert server.tls_cert is not None and server.tls_key is not None  # ServerSection checks it
+        try:
+            make_tls_context(server.tls_cert, server.tls_key, server.tls_client_ca)
+        except (ssl.SSLError, ValueError) as exc:
+            files = " and ".join(path for _, path in tls[1:] if path)
+            reason = getattr(exc, "reason", None) or exc
+            problems.append(("server.tls_cert", f"cannot use {server.tls_cert} with {files}: {reason}"))
+    directory = os.path.dirname(os.path.abspath(server.db))
+    if os.path.isdir(server.db):
+        problems.append(("server.db", f"{server.db} is a directory"))
+    elif not os.path.isdir(directory):
+        problems.append(("server.db", f"cannot create {server.db}: no directory {directory}"))
+    if problems:
+        raise ConfigError(problems)

@@ -57,13 +57,14 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
 def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...], db: str | None,
           name: str | None, no_uvloop: bool) -> None:
     """Run the server in the foreground (defaults: 127.0.0.1:6667, ./pircd.db)."""
-    from ircd.app import build_server
+    from ircd.app import build_server, check_files
     from ircd.log import setup_logging
     from ircd.net.runner import StartupError
     from ircd.net.runner import serve as run
 
     try:
         config = build_config(config_path, listen, tls_listen, db, name)
+        check_files(config)
     except ConfigError as exc:
         _fail_config(exc)
         return
@@ -87,12 +88,15 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
 @main.command("check-config")
 @click.argument("path", type=click.Path(dir_okay=False))
 def check_config(path: str) -> None:
-    """Validate a configuration file and say what is wrong, key by key."""
-    from ircd.app import check_extensions
+    """Check a configuration file as serve would, and say what is wrong, key by key: the core
+    sections, the extensions and their sections, then the files it names (TLS certificate, key
+    and client CA, the database's directory). Exit status 0: valid; 2: not valid."""
+    from ircd.app import check_extensions, check_files
 
     try:
         config = load(path)
         check_extensions(config)
+        check_files(config)
     except ConfigError as exc:
         _fail_config(exc)
         return

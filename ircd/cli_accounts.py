@@ -7,6 +7,7 @@ command is one short transaction, and the running server notices the change
 
 from __future__ import annotations
 
+import os
 import secrets
 import sqlite3
 import sys
@@ -30,8 +31,17 @@ class Ctx:
         self.casefold = get_casefold(config.server.casemapping)
 
     def connect(self) -> sqlite3.Connection:
-        conn = connect_sync(self.db, self.config.storage.durability)
-        migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
+        """The server's database with the core migrations applied."""
+        where = os.path.abspath(self.db)
+        try:
+            conn = connect_sync(self.db, self.config.storage.durability)
+        except sqlite3.Error as exc:
+            _fail(f"cannot open database {where}: {exc}")
+        try:
+            migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
+        except (sqlite3.Error, RuntimeError) as exc:  # RuntimeError: a schema newer than this pircd
+            conn.close()
+            _fail(f"cannot open database {where}: {exc}")
         return conn
 
 

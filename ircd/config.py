@@ -71,6 +71,12 @@ class ServerSection(_Section):
             raise ValueError("server name must contain a dot and no spaces")
         return value
 
+    @model_validator(mode="after")
+    def _check_tls(self) -> ServerSection:
+        if self.tls_listen and not (self.tls_cert and self.tls_key):
+            raise ValueError("tls_listen needs tls_cert and tls_key")
+        return self
+
 
 class AdminSection(_Section):
     location1: str = "A pircd server"
@@ -214,6 +220,19 @@ class OperBlock(_Section):
     password: str = Field(description="an argon2 hash made with `pircd hash-password`")
     hostmask: str = "*"
 
+    @field_validator("password")
+    @classmethod
+    def _check_hash(cls, value: str) -> str:
+        from argon2 import extract_parameters
+        from argon2.exceptions import InvalidHashError
+
+        try:
+            extract_parameters(value)
+        except (InvalidHashError, ValueError):
+            raise ValueError("not an argon2 hash (a plain-text password never matches); "
+                             "make one with `pircd hash-password`") from None
+        return value
+
 
 def _core_sections() -> set[str]:
     return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers", "storage",
@@ -272,6 +291,8 @@ def load(path: str | Path) -> Config:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([(str(path), f"cannot read: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:  # TOML files are UTF-8 (TOML v1.0.0, "Spec")
+        raise ConfigError([(str(path), f"not UTF-8 (byte {exc.start}: {exc.object[exc.start]:#04x})")]) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -288,3 +309,4 @@ def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_problems(exc)) from None
+

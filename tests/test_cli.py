@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 from tests.proc import cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_account_lifecycle(tmp_path):
@@ -77,3 +84,85 @@ def test_init_writes_a_valid_config_with_tls(tmp_path):
     assert cli("check-config", str(tmp_path / "n" / "pircd.toml")).returncode == 0
     again = cli("init", str(tmp_path / "n"))
     assert again.returncode == 1 and "exists" in again.stderr
+
+
+# running pircd in a directory of its own ----------------------------------------------------------
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PIRCD_CONFIG"}
+    env.update(extra)
+    return env
+
+
+def run(*args: str, cwd: Path, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ircd", *args], input=stdin, capture_output=True, text=True,
+                          timeout=60, cwd=cwd, env=_env(PYTHONPATH=str(ROOT), **env), check=False)
+
+
+_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\S+ [A-Z]+ ")
+
+
+def test_unusable_files_are_one_line_not_a_traceback(tmp_path):
+    """A config file that is not UTF-8, an unknown extension, a database that cannot be opened."""
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes('[server]\nname = "irc.tést.org"\n'.encode("latin-1"))
+    nosuch = tmp_path / "nosuch.toml"
+    nosuch.write_text('[server]\nextensions = ["nosuch"]\n')
+    for path, problem in ((latin1, f"{latin1}: not UTF-8 (byte 22: 0xe9)"),
+                          (nosuch, "server.extensions: no such extension 'nosuch'")):
+        for args in (("check-config", str(path)), ("serve", "--config", str(path))):
+            result = run(*args, cwd=tmp_path)
+            lines = [ln for ln in result.stderr.splitlines() if not _LOG_LINE.match(ln)]
+            assert (result.returncode, lines) == (2, ["configuration is not valid:", f"  {problem}"]), args
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "notdb").write_text("not a database\n")
+    for db, reason in (("/nonexistent/dir/x.db", "unable to open database file"),
+                       (str(tmp_path / "adir"), "unable to open database file"),
+                       (str(tmp_path / "notdb"), "file is not a database")):
+        result = run("account", "add", "bob", "--password-stdin", "--db", db, cwd=tmp_path, stdin="pw123456\n")
+        assert (result.returncode, result.stderr) == (1, f"error: cannot open database {db}: {reason}\n")
+    long_name = str(tmp_path / ("x" * 300 + ".db"))  # cannot be opened, and found out only at start-up
+    for _ in range(3):  # aiosqlite's thread used to outlive the loop now and then: "Event loop is closed"
+        served = run("serve", "--listen", "127.0.0.1:0", "--db", long_name, cwd=tmp_path)
+        assert served.returncode == 1
+        assert [ln for ln in served.stderr.splitlines() if not _LOG_LINE.match(ln)] == [
+            f"pircd: cannot start: cannot open database {long_name}: unable to open database file"
+        ]
+
+
+# check-config refuses what serve refuses -------------------------------------------------------
+
+
+def test_check_config_refuses_what_serve_refuses(tmp_path):
+    assert run("init", "demo", cwd=tmp_path).returncode == 0
+    tls = tmp_path / "demo" / "tls"
+    cases = {
+        'tls_listen = ["127.0.0.1:6697"]\n': ["  server: Value error, tls_listen needs tls_cert and tls_key"],
+        f'tls_listen = ["127.0.0.1:6697"]\ntls_cert = "{tmp_path}/gone.pem"\ntls_key = "{tls}/key.pem"\n': [
+            f"  server.tls_cert: cannot read {tmp_path}/gone.pem: No such file or directory"
+        ],
+        f'tls_listen = ["127.0.0.1:6697"]\ntls_cert = "{tls}/cert.pem"\ntls_key = "{tls}/client-ca.key"\n': [
+            f"  server.tls_cert: cannot use {tls}/cert.pem with {tls}/client-ca.key: KEY_VALUES_MISMATCH"
+        ],
+        f'db = "{tmp_path}/no/such/dir/pircd.db"\n': [
+            f"  server.db: cannot create {tmp_path}/no/such/dir/pircd.db: no directory {tmp_path}/no/such/dir"
+        ],
+    }
+    for server, problems in cases.items():
+        path = tmp_path / "c.toml"
+        path.write_text("[server]\n" + server)
+        checked = run("check-config", str(path), cwd=tmp_path)
+        assert (checked.returncode, checked.stderr.splitlines()) == (2, ["configuration is not valid:", *problems])
+        served = run("serve", "--config", str(path), "--listen", "127.0.0.1:0", cwd=tmp_path)
+        assert (served.returncode, served.stderr.splitlines()) == (2, ["configuration is not valid:", *problems])
+    plain = tmp_path / "oper.toml"
+    plain.write_text('[[opers]]\nname = "admin"\npassword = "correct horse"\n')
+    assert run("check-config", str(plain), cwd=tmp_path).stderr.splitlines() == [
+        "configuration is not valid:",
+        ("  opers.0.password: Value error, not an argon2 hash (a plain-text password never matches); "
+         "make one with `pircd hash-password`"),
+    ]
+    hashed = run("hash-password", "--stdin", cwd=tmp_path, stdin="correct horse\n").stdout.strip()
+    plain.write_text(f'[[opers]]\nname = "admin"\npassword = "{hashed}"\n')
+    assert run("check-config", str(plain), cwd=tmp_path).returncode == 0

@@ -62,10 +62,13 @@ async def run_server(
         try:
             for start in server.on_startup:
                 await start()
+        except Exception as exc:
+            raise StartupError(f"cannot start: {_reason(exc)}") from None
+        try:
             listeners = await start_listeners(server)
             await http.start()
         except OSError as exc:
-            raise StartupError(f"cannot listen: {exc.strerror or exc}") from None
+            raise StartupError(f"cannot listen: {_reason(exc)}") from None
         except Exception as exc:
             raise StartupError(f"cannot start: {exc}") from None
         ticker.start()
@@ -92,6 +95,13 @@ async def run_server(
         for sig in handled:
             loop.remove_signal_handler(sig)
         log.info("stopped" if started else "stopped before it was ready")
+
+
+def _reason(exc: Exception) -> str:
+    """An error in one line, naming the file when it is about one (a TLS certificate, the database)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 async def _drain(conns: list, timeout: float = 2.0) -> None:

@@ -246,7 +246,14 @@ class Database:
         self.batches = 0  # committed write transactions (for tests and benchmarks)
 
     async def open(self) -> None:
-        self._conn = await aiosqlite.connect(self.path, isolation_level=None)
+        connecting = aiosqlite.connect(self.path, isolation_level=None)
+        try:
+            self._conn = await connecting
+        except BaseException:
+            # aiosqlite stops its worker thread without waiting for it, and the thread still
+            # hands a result to this loop: wait for it, or closing the loop makes it raise
+            await asyncio.to_thread(connecting._thread.join, 10.0)  # noqa: SLF001
+            raise
         await self._call(_configure, self.durability)
         loop = self._loop = asyncio.get_running_loop()
         ready: asyncio.Future[None] = loop.create_future()
