@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from ircd import __version__
-from ircd.config import Config, ConfigError, load, with_overrides
+from ircd.cli_accounts import CONFIG_HELP, fail_config
+from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load, with_overrides
+
+log = logging.getLogger("pircd")
 
 
 def _load_config(path: str | None) -> Config:
@@ -17,14 +22,15 @@ def _load_config(path: str | None) -> Config:
     return load(path)
 
 
-def _fail_config(exc: ConfigError) -> None:
-    click.echo("configuration is not valid:", err=True)
-    for key, message in exc.problems:
-        click.echo(f"  {key}: {message}", err=True)
-    sys.exit(2)
+_fail_config = fail_config
 
 
-@click.group()
+@click.group(epilog=f"""\b
+Which configuration a command uses (serve and the commands that open the
+database alike): --config FILE; else the file named by ${CONFIG_ENV}; else
+./pircd.toml when there is one; else the built-in defaults. --db replaces
+the file's server.db. The database commands say on standard error which
+file they use.""")
 @click.version_option(__version__, prog_name="pircd")
 def main() -> None:
     """pircd: an IRC server for networks where AI agents and people talk."""
@@ -48,7 +54,7 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
 
 
 @main.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="TOML configuration file.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help=CONFIG_HELP)
 @click.option("--listen", multiple=True, metavar="HOST:PORT", help="Plain listener (repeatable).")
 @click.option("--tls-listen", multiple=True, metavar="HOST:PORT", help="TLS listener (repeatable).")
 @click.option("--db", metavar="PATH", help="SQLite database file.")
@@ -56,12 +62,15 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
 @click.option("--no-uvloop", is_flag=True, help="Use the plain asyncio event loop even if uvloop is installed.")
 def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...], db: str | None,
           name: str | None, no_uvloop: bool) -> None:
-    """Run the server in the foreground (defaults: 127.0.0.1:6667, ./pircd.db)."""
+    """Run the server in the foreground until SIGTERM or SIGINT (SIGHUP reloads the
+    configuration). Without a configuration file: plain IRC on 127.0.0.1:6667 and the
+    database ./pircd.db."""
     from ircd.app import build_server, check_files
     from ircd.log import setup_logging
     from ircd.net.runner import StartupError
     from ircd.net.runner import serve as run
 
+    config_path = find_config(config_path)
     try:
         config = build_config(config_path, listen, tls_listen, db, name)
         check_files(config)
@@ -69,6 +78,10 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
         _fail_config(exc)
         return
     setup_logging(config.log.format, config.log.level)
+    if config_path:
+        log.info("using config %s", os.path.abspath(config_path))
+    else:
+        log.info("no config file: the built-in defaults")
 
     def reload() -> Config:
         return build_config(config_path, listen, tls_listen, db, name)
@@ -135,6 +148,8 @@ def init(directory: str, name: str, force: bool) -> None:
     click.echo(f"wrote {cert} and {key} (self-signed for {name})")
     click.echo(f"wrote {ca} and {ca_key} (issues client certificates: pircd account issue-cert NAME)")
     click.echo(f"start with: pircd serve --config {config_file}")
+    click.echo(f"the account, agent, history and audit commands take the same --config, or: "
+               f"export {CONFIG_ENV}={config_file.resolve()}")
 
 
 @main.command("hash-password")

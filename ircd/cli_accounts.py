@@ -2,7 +2,10 @@
 
 These work on the same SQLite file the server uses, also while it runs: each
 command is one short transaction, and the running server notices the change
-(it watches the database's data_version) within a second.
+(it watches the database's data_version) within a second. They find the
+configuration, and so the database, the way ``pircd serve`` does
+(``config.find_config``), say on standard error which file they use, and only
+the ``add`` commands may create the file.
 """
 
 from __future__ import annotations
@@ -17,22 +20,33 @@ from typing import NoReturn
 import click
 
 from ircd.accounts import valid_account_name
-from ircd.config import Config, ConfigError, load
+from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load
 from ircd.proto.casemap import get_casefold
 from ircd.store import accounts as rows
 from ircd.store.db import connect_sync, migrate, transaction
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
+CONFIG_HELP = f"The configuration file (default: ${CONFIG_ENV}, else ./pircd.toml when present, else none)."
+
 
 class Ctx:
-    def __init__(self, config: Config, db: str) -> None:
+    def __init__(self, config: Config, db: str, named: bool = True) -> None:
+        """``named``: the database was named by ``--db`` or a configuration file, not a default."""
         self.config = config
         self.db = db
+        self.named = named
         self.casefold = get_casefold(config.server.casemapping)
+        self._announced = False
 
-    def connect(self) -> sqlite3.Connection:
-        """The server's database with the core migrations applied."""
+    def connect(self, create: bool = False) -> sqlite3.Connection:
+        """The server's database with the core migrations applied. Only ``create`` (the commands
+        that add accounts) may make a new file, and only one that was named (``--db`` or a
+        configuration file): ``./pircd.db`` by default alone is not made next to a server
+        that runs elsewhere."""
         where = os.path.abspath(self.db)
+        new = not os.path.exists(self.db)
+        if new and not (create and self.named):
+            _fail(f"no database at {where}: give the server's --config (or set {CONFIG_ENV}) or --db")
         try:
             conn = connect_sync(self.db, self.config.storage.durability)
         except sqlite3.Error as exc:
@@ -42,26 +56,35 @@ class Ctx:
         except (sqlite3.Error, RuntimeError) as exc:  # RuntimeError: a schema newer than this pircd
             conn.close()
             _fail(f"cannot open database {where}: {exc}")
+        if not self._announced:
+            self._announced = True
+            click.echo(f"using database {where}" + (" (new file)" if new else ""), err=True)
         return conn
 
 
+def fail_config(exc: ConfigError) -> NoReturn:
+    click.echo("configuration is not valid:", err=True)
+    for key, message in exc.problems:
+        click.echo(f"  {key}: {message}", err=True)
+    sys.exit(2)
+
+
 def open_context(config_path: str | None, db: str | None) -> Ctx:
+    config_path = find_config(config_path)
     try:
         config = load(config_path) if config_path else Config()
     except ConfigError as exc:
-        for key, message in exc.problems:
-            click.echo(f"{key}: {message}", err=True)
-        sys.exit(2)
+        fail_config(exc)
     from ircd import passwords
 
     accounts = config.accounts
     passwords.configure(accounts.argon2_time_cost, accounts.argon2_memory_kib, accounts.argon2_parallelism)
-    return Ctx(config, db or config.server.db)
+    return Ctx(config, db or config.server.db, named=bool(db or config_path))
 
 
 db_options = [
-    click.option("--config", "config_path", type=click.Path(dir_okay=False), help="The server's config file."),
-    click.option("--db", metavar="PATH", help="The SQLite file (default: server.db from the config)."),
+    click.option("--config", "config_path", type=click.Path(dir_okay=False), help=CONFIG_HELP),
+    click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration)."),
 ]
 
 
@@ -107,7 +130,7 @@ def create_account(ctx: Ctx, name: str, kind: str, owner: str | None, password: 
     if kind == "person" and owner_folded is not None:
         _fail("only agents have owners")
     hashed, keys = _credentials(password, ctx.config.accounts.scram_iterations)
-    conn = ctx.connect()
+    conn = ctx.connect(create=True)
     try:
         with transaction(conn):
             if owner_folded is not None:

@@ -8,13 +8,14 @@ extensions (``[pircan]``) and are validated by the extension's own model.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-__all__ = ["Config", "ConfigError", "load", "parse_hostport"]
+__all__ = ["CONFIG_ENV", "Config", "ConfigError", "find_config", "load", "parse_hostport"]
 
 
 class _Section(BaseModel):
@@ -310,3 +311,17 @@ def with_overrides(config: Config, **sections: dict[str, Any]) -> Config:
     except ValidationError as exc:
         raise ConfigError(_problems(exc)) from None
 
+
+# The environment variable naming the config file when no --config is given.
+CONFIG_ENV = "PIRCD_CONFIG"
+
+
+def find_config(path: str | None) -> str | None:
+    """The config file a command uses: ``path`` (``--config``), else ``$PIRCD_CONFIG``, else
+    ``./pircd.toml`` when there is one; ``None``: the built-in defaults. ``serve`` and the
+    commands that open the database resolve it the same way, so they find the same file."""
+    if path:
+        return path
+    if os.environ.get(CONFIG_ENV):
+        return os.environ[CONFIG_ENV]
+    return "pircd.toml" if Path("pircd.toml").is_file() else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import sqlite3
@@ -9,25 +10,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.proc import cli
+from tests.live import IRCClient
+from tests.proc import ServerProcess, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_account_lifecycle(tmp_path):
     db = str(tmp_path / "c.db")
-    assert cli("account", "add", "alice", "--password-stdin", "--db", db, stdin="pw123456\n").stdout == (
-        "created person account alice\n"
-    )
+    using = f"using database {db}\n"
+    added = cli("account", "add", "alice", "--password-stdin", "--db", db, stdin="pw123456\n")
+    assert (added.stdout, added.stderr) == ("created person account alice\n", f"using database {db} (new file)\n")
     out = cli("agent", "add", "bot1", "--owner", "alice", "--db", db)
     assert out.returncode == 0
     lines = out.stdout.splitlines()
     assert lines[0] == "created agent bot1 owned by alice" and lines[1].startswith("password: ")
     assert len(lines[1]) > len("password: ") + 16
     dup = cli("account", "add", "ALICE", "--generate", "--db", db)
-    assert (dup.returncode, dup.stderr) == (1, "error: account 'ALICE' already exists\n")
+    assert (dup.returncode, dup.stderr) == (1, using + "error: account 'ALICE' already exists\n")
     bad_owner = cli("agent", "add", "bot2", "--owner", "bot1", "--db", db)
-    assert (bad_owner.returncode, bad_owner.stderr) == (1, "error: an agent's owner must be a person account\n")
+    assert (bad_owner.returncode, bad_owner.stderr) == (1, using + "error: an agent's owner must be a person account\n")
     bad_name = cli("account", "add", "9lives", "--generate", "--db", db)
     assert bad_name.returncode == 1 and "not a valid account name" in bad_name.stderr
     listing = cli("account", "list", "--db", db).stdout.splitlines()
@@ -43,11 +45,13 @@ def test_account_lifecycle(tmp_path):
     assert conn.execute("SELECT COUNT(*) FROM accounts").fetchone() == (0,)  # the agent went with its owner
     assert conn.execute("SELECT COUNT(*) FROM account_certfps").fetchone() == (0,)
     missing = cli("account", "del", "alice", "--yes", "--db", db)
-    assert (missing.returncode, missing.stderr) == (1, "error: no account named 'alice'\n")
+    assert (missing.returncode, missing.stderr) == (1, using + "error: no account named 'alice'\n")
 
 
 def test_audit_command_on_a_fresh_database(tmp_path):
-    assert cli("audit", "--db", str(tmp_path / "fresh.db")).stdout == "no audit entries\n"
+    db = str(tmp_path / "fresh.db")
+    assert cli("account", "add", "olive", "--generate", "--db", db).returncode == 0  # no PIRCAN tables yet
+    assert cli("audit", "--db", db).stdout == "no audit entries\n"
 
 
 def test_check_config_names_the_bad_key(tmp_path):
@@ -166,3 +170,82 @@ def test_check_config_refuses_what_serve_refuses(tmp_path):
     hashed = run("hash-password", "--stdin", cwd=tmp_path, stdin="correct horse\n").stdout.strip()
     plain.write_text(f'[[opers]]\nname = "admin"\npassword = "{hashed}"\n')
     assert run("check-config", str(plain), cwd=tmp_path).returncode == 0
+
+
+# which database: the commands find the server's configuration like serve does -------------------
+
+
+def _port_zero(config: Path) -> None:
+    """The IRC, TLS and HTTP listeners of a config from `pircd init` on ephemeral ports."""
+    text = config.read_text()
+    for port in ("6667", "6697", "6680"):
+        assert f'listen = ["127.0.0.1:{port}"]' in text
+        text = text.replace(f'listen = ["127.0.0.1:{port}"]', 'listen = ["127.0.0.1:0"]')
+    config.write_text(text)
+
+
+def _sasl_plain(port: int, account: str, password: str) -> str:
+    c = IRCClient(port)
+    try:
+        c.send("CAP REQ :sasl")
+        c.send("NICK someone")
+        c.send("USER someone 0 * :someone")
+        c.send("AUTHENTICATE PLAIN")
+        c.read_until(lambda m: m.command == "AUTHENTICATE")
+        c.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{password}".encode()).decode())
+        return c.read_until(lambda m: m.command in ("903", "904"))[-1].command
+    finally:
+        c.close()
+
+
+def test_readme_sequence_puts_the_account_in_the_servers_database(tmp_path):
+    """README: `pircd init DIR`, `pircd serve` on DIR/pircd.toml, then `pircd account add NAME`: the
+    account lands in DIR/pircd.db (PIRCD_CONFIG names the file for every command) and logs in."""
+    assert run("init", "demo", "--name", "irc.example.org", cwd=tmp_path).returncode == 0
+    config = tmp_path / "demo" / "pircd.toml"
+    _port_zero(config)
+    server = ServerProcess(config)
+    try:
+        server.wait_for_log("ready")
+        added = run("account", "add", "alice", "--password-stdin", cwd=tmp_path, stdin="sesame123\n",
+                    PIRCD_CONFIG="demo/pircd.toml")
+        assert (added.returncode, added.stdout) == (0, "created person account alice\n")
+        assert _sasl_plain(server.port, "alice", "sesame123") == "903"  # SASL reads the account row itself
+        assert not (tmp_path / "pircd.db").exists()
+        assert added.stderr == f"using database {tmp_path / 'demo' / 'pircd.db'}\n"
+    finally:
+        assert server.terminate() == 0
+
+
+def test_database_commands_resolve_the_config_like_serve(tmp_path):
+    assert run("init", "demo", cwd=tmp_path).returncode == 0
+    demo = tmp_path / "demo"
+    db = demo / "pircd.db"
+    # PIRCD_CONFIG; and ./pircd.toml in the directory the command runs in
+    assert run("account", "add", "alice", "--generate", cwd=tmp_path, PIRCD_CONFIG=str(demo / "pircd.toml")
+               ).stderr == f"using database {db} (new file)\n"
+    listed = run("account", "list", cwd=demo)
+    assert (listed.stderr, listed.stdout.splitlines()[1].split()[:2]) == (f"using database {db}\n", ["alice", "person"])
+    # --config wins over PIRCD_CONFIG
+    elsewhere = tmp_path / "elsewhere.toml"
+    elsewhere.write_text(f'[server]\ndb = "{tmp_path / "other.db"}"\n')
+    missing = run("account", "list", "--config", str(elsewhere), cwd=demo, PIRCD_CONFIG=str(demo / "pircd.toml"))
+    assert (missing.returncode, missing.stderr) == (
+        1, f"error: no database at {tmp_path / 'other.db'}: give the server's --config (or set PIRCD_CONFIG) or --db\n"
+    )
+    # no configuration anywhere: ./pircd.db is not made by add, nor by any command that only reads
+    for args in (("account", "list"), ("account", "add", "bob", "--generate"), ("agent", "list"),
+                 ("history", "count"), ("audit",), ("account", "list", "--db", "new.db")):
+        refused = run(*args, cwd=tmp_path)
+        assert refused.returncode == 1, args
+        assert refused.stderr.startswith(f"error: no database at {tmp_path}/"), refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo", "elsewhere.toml"]
+    # serve finds its configuration the same way
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "pircd.toml").write_text("[limits]\nnicklen = 3\n")
+    for cwd, env in ((bad, {}), (tmp_path, {"PIRCD_CONFIG": str(bad / "pircd.toml")})):
+        refused = run("serve", "--listen", "127.0.0.1:0", cwd=cwd, **env)
+        assert (refused.returncode, refused.stderr.splitlines()) == (
+            2, ["configuration is not valid:", "  limits.nicklen: Input should be greater than or equal to 9"]
+        )

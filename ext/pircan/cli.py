@@ -13,8 +13,9 @@ from ext.pircan.ids import hexid, ts
 @click.command("audit")
 @click.option("--account", help="Only entries where this account acted or was acted on.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=100, show_default=True)
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="The server's config file.")
-@click.option("--db", metavar="PATH", help="The SQLite file (default: server.db from the config).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="The configuration file (default: $PIRCD_CONFIG, else ./pircd.toml when present, else none).")
+@click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration).")
 def audit(account: str | None, limit: int, config_path: str | None, db: str | None) -> None:
     """Print the PIRCAN audit trail (oldest first): id, time, actor, action, subject, detail."""
     conn, casefold = open_database_sync(config_path, db)
