@@ -120,9 +120,13 @@ def _fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
-def create_account(ctx: Ctx, name: str, kind: str, owner: str | None, password: str) -> rows.Account:
+def check_name(ctx: Ctx, name: str) -> None:
     if not valid_account_name(name, ctx.config.limits.nicklen):
         _fail(f"{name!r} is not a valid account name (nick rules, at most {ctx.config.limits.nicklen} characters)")
+
+
+def create_account(ctx: Ctx, name: str, kind: str, owner: str | None, password: str) -> rows.Account:
+    check_name(ctx, name)
     folded = ctx.casefold(name)
     owner_folded = ctx.casefold(owner) if owner else None
     if kind == "agent" and owner_folded is None:
@@ -314,14 +318,19 @@ def agent_group() -> None:
 @agent_group.command("add")
 @click.argument("name")
 @click.option("--owner", required=True, help="The owning person account.")
+@click.option("--password-stdin", is_flag=True, help="Read the password from standard input instead.")
 @with_db
-def agent_add(name: str, owner: str, config_path: str | None, db: str | None) -> None:
-    """Create an agent owned by OWNER and print its generated password once."""
+def agent_add(name: str, owner: str, password_stdin: bool, config_path: str | None, db: str | None) -> None:
+    """Create an agent owned by OWNER. Its password is generated and printed once, or read
+    from standard input with --password-stdin (for provisioning scripts)."""
     ctx = open_context(config_path, db)
-    password = secrets.token_urlsafe(18)
+    check_name(ctx, name)
+    ctx.connect(create=True).close()
+    password, generated = read_password(password_stdin, generate=not password_stdin)
     account = create_account(ctx, name, "agent", owner, password)
     click.echo(f"created agent {account.name} owned by {account.owner}")
-    click.echo(f"password: {password}")
+    if generated:
+        click.echo(f"password: {password}")
 
 
 @agent_group.command("list")

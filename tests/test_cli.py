@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ircd.passwords import verify_sync
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli
 
@@ -249,3 +250,17 @@ def test_database_commands_resolve_the_config_like_serve(tmp_path):
         assert (refused.returncode, refused.stderr.splitlines()) == (
             2, ["configuration is not valid:", "  limits.nicklen: Input should be greater than or equal to 9"]
         )
+
+
+def test_agent_add_reads_the_password_from_stdin(tmp_path):
+    db = str(tmp_path / "a.db")
+    assert cli("account", "add", "olive", "--generate", "--db", db).returncode == 0
+    out = cli("agent", "add", "scout", "--owner", "olive", "--password-stdin", "--db", db, stdin="s3cret-pass\n")
+    assert (out.returncode, out.stdout) == (0, "created agent scout owned by olive\n")  # no password printed
+    conn = sqlite3.connect(db)
+    row = conn.execute("SELECT kind, owner, password_hash FROM accounts WHERE folded = 'scout'").fetchone()
+    conn.close()
+    assert row[:2] == ("agent", "olive")
+    assert verify_sync(row[2], "s3cret-pass")
+    empty = cli("agent", "add", "scout2", "--owner", "olive", "--password-stdin", "--db", db, stdin="")
+    assert (empty.returncode, empty.stderr.splitlines()[-1]) == (1, "error: empty password")
