@@ -1,11 +1,21 @@
-"""The ``pircd`` command line: serve, init, check-config, hash-password."""
+"""The ``pircd`` command line: serve, init, check-config, hash-password.
+
+Every error a user can cause (bad input, a file that cannot be read, a
+database that cannot be opened) ends a command with a message on standard
+error and a non-zero exit status, never a traceback: 1 for an error, 2 for a
+configuration that is not valid or a usage error.
+"""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import re
+import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,7 +35,25 @@ def _load_config(path: str | None) -> Config:
 _fail_config = fail_config
 
 
-@click.group(epilog=f"""\b
+class _Main(click.Group):
+    """Errors from the environment (a file that cannot be read or written, a database that is
+    locked or damaged) end any command with one line rather than a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except sqlite3.Error as exc:
+            click.echo(f"error: database: {exc}", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:  # output closed early (| head): click's own handling
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"error: {where}{exc.strerror or exc}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Main, epilog=f"""\b
 Which configuration a command uses (serve and the commands that open the
 database alike): --config FILE; else the file named by ${CONFIG_ENV}; else
 ./pircd.toml when there is one; else the built-in defaults. --db replaces
@@ -53,7 +81,7 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
     return config
 
 
-@main.command()
+@main.command(short_help="Run the server in the foreground.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help=CONFIG_HELP)
 @click.option("--listen", multiple=True, metavar="HOST:PORT", help="Plain listener (repeatable).")
 @click.option("--tls-listen", multiple=True, metavar="HOST:PORT", help="TLS listener (repeatable).")
@@ -98,7 +126,7 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
         sys.exit(1)
 
 
-@main.command("check-config")
+@main.command("check-config", short_help="Check a configuration file, key by key.")
 @click.argument("path", type=click.Path(dir_okay=False))
 def check_config(path: str) -> None:
     """Check a configuration file as serve would, and say what is wrong, key by key: the core
@@ -116,14 +144,18 @@ def check_config(path: str) -> None:
     click.echo(f"{path}: configuration is valid")
 
 
-@main.command()
+@main.command(short_help="Write a config and TLS files into a directory.")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--name", default="irc.pircd.local", show_default=True, help="Server name.")
 @click.option("--force", is_flag=True, help="Overwrite existing files.")
 def init(directory: str, name: str, force: bool) -> None:
-    """Write a commented config and a self-signed TLS certificate into DIRECTORY."""
+    """Write a commented pircd.toml, a self-signed TLS certificate and a client CA into
+    DIRECTORY (created if needed), with the database DIRECTORY/pircd.db."""
     from ircd.tlsgen import write_client_ca, write_self_signed
 
+    if not re.fullmatch(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+", name):
+        click.echo(f"error: {name!r} is not a server name (letters, digits, '-' and at least one dot)", err=True)
+        sys.exit(2)
     target = Path(directory)
     target.mkdir(parents=True, exist_ok=True)
     config_file = target / "pircd.toml"
@@ -152,7 +184,7 @@ def init(directory: str, name: str, force: bool) -> None:
                f"export {CONFIG_ENV}={config_file.resolve()}")
 
 
-@main.command("hash-password")
+@main.command("hash-password", short_help="Print an argon2id hash of a password.")
 @click.option("--stdin", "from_stdin", is_flag=True, help="Read the password from standard input.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="Use the argon2 parameters of this config's [accounts] section.")

@@ -106,7 +106,10 @@ def read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
     if generate:
         return secrets.token_urlsafe(18), True
     if password_stdin:
-        password = sys.stdin.readline().rstrip("\r\n")
+        try:
+            password = sys.stdin.readline().rstrip("\r\n")
+        except UnicodeDecodeError:
+            _fail("the password on standard input is not UTF-8")
     else:
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if not password:
@@ -158,7 +161,7 @@ def account_group() -> None:
     """Create, list and change accounts."""
 
 
-@account_group.command("add")
+@account_group.command("add", short_help="Create an account.")
 @click.argument("name")
 @click.option("--kind", type=click.Choice(["person", "agent"]), default="person", show_default=True)
 @click.option("--owner", help="The owning person account (agents only).")
@@ -167,7 +170,7 @@ def account_group() -> None:
 @with_db
 def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, generate: bool,
                 config_path: str | None, db: str | None) -> None:
-    """Create an account."""
+    """Create an account; without --password-stdin or --generate, ask for its password twice."""
     if password_stdin and generate:
         _fail("choose one of --password-stdin and --generate", 2)
     if kind == "agent" and not owner:  # before asking for a password
@@ -175,6 +178,8 @@ def account_add(name: str, kind: str, owner: str | None, password_stdin: bool, g
     if kind == "person" and owner:
         _fail("only agents have owners")
     ctx = open_context(config_path, db)
+    check_name(ctx, name)
+    ctx.connect(create=True).close()  # the database opens, before asking for a password
     password, generated = read_password(password_stdin, generate)
     account = create_account(ctx, name, kind, owner, password)
     click.echo(f"created {account.kind} account {account.name}" + (f" owned by {account.owner}" if account.owner else ""))
@@ -203,14 +208,17 @@ def account_list(owner: str | None, config_path: str | None, db: str | None) -> 
         click.echo(f"{a.name:<24} {a.kind:<7} {a.owner or '-':<24} {created:<20} {state}")
 
 
-@account_group.command("passwd")
+@account_group.command("passwd", short_help="Set an account's password.")
 @click.argument("name")
 @click.option("--password-stdin", is_flag=True, help="Read the new password from standard input.")
 @click.option("--generate", is_flag=True, help="Generate a password and print it once.")
 @with_db
 def account_passwd(name: str, password_stdin: bool, generate: bool, config_path: str | None, db: str | None) -> None:
-    """Set an account's password."""
+    """Set an account's password; without --password-stdin or --generate, ask for it twice."""
+    if password_stdin and generate:
+        _fail("choose one of --password-stdin and --generate", 2)
     ctx = open_context(config_path, db)
+    ctx.connect().close()  # the database opens, before asking for a password
     password, generated = read_password(password_stdin, generate)
     hashed, keys = _credentials(password, ctx.config.accounts.scram_iterations)
     conn = ctx.connect()
@@ -239,7 +247,7 @@ def _set_suspended(name: str, value: bool, config_path: str | None, db: str | No
     click.echo(f"{name} {'suspended' if value else 'unsuspended'}")
 
 
-@account_group.command("suspend")
+@account_group.command("suspend", short_help="Suspend an account (no logins, its connections close).")
 @click.argument("name")
 @with_db
 def account_suspend(name: str, config_path: str | None, db: str | None) -> None:
@@ -275,13 +283,15 @@ def account_del(name: str, yes: bool, config_path: str | None, db: str | None) -
     click.echo(f"deleted {name}")
 
 
-@account_group.command("certfp")
+@account_group.command("certfp", short_help="Add, remove or list certificate fingerprints (SASL EXTERNAL).")
 @click.argument("name")
 @click.argument("action", type=click.Choice(["add", "del", "list"]))
 @click.argument("fingerprint", required=False)
 @with_db
 def account_certfp(name: str, action: str, fingerprint: str | None, config_path: str | None, db: str | None) -> None:
-    """Manage the TLS client certificate fingerprints (SHA-256, hex) for SASL EXTERNAL."""
+    """Add, remove or list NAME's TLS client certificate fingerprints for SASL EXTERNAL:
+    add FINGERPRINT, del FINGERPRINT, or list. A fingerprint is the certificate's SHA-256
+    in hex (64 digits, colons allowed)."""
     ctx = open_context(config_path, db)
     folded = ctx.casefold(name)
     conn = ctx.connect()
@@ -350,7 +360,7 @@ def agent_list(owner: str | None, config_path: str | None, db: str | None) -> No
         click.echo("no agents")
 
 
-@account_group.command("issue-cert")
+@account_group.command("issue-cert", short_help="Issue a client certificate for SASL EXTERNAL.")
 @click.argument("name")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Directory for NAME.pem and NAME.key.")
@@ -373,7 +383,13 @@ def account_issue_cert(name: str, out_dir: str, config_path: str | None, db: str
             _fail(f"no account named {name!r}")
         out = Path(out_dir)
         cert, key = out / f"{name}.pem", out / f"{name}.key"
-        fp = issue_client_cert(Path(server.tls_client_ca), Path(server.tls_client_ca_key), name, cert, key)  # type: ignore[arg-type]
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            fp = issue_client_cert(Path(server.tls_client_ca), Path(server.tls_client_ca_key), name, cert, key)  # type: ignore[arg-type]
+        except OSError as exc:
+            _fail(f"cannot issue the certificate: {exc.filename}: {exc.strerror}")
+        except ValueError as exc:  # not a PEM certificate or key
+            _fail(f"cannot use the client CA ({server.tls_client_ca}, {server.tls_client_ca_key}): {exc}")
         with transaction(conn):
             rows.add_certfp(conn, folded, fp)
     finally:

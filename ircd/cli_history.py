@@ -8,6 +8,7 @@ for long.
 
 from __future__ import annotations
 
+import math
 import time
 
 import click
@@ -20,7 +21,7 @@ from ircd.store.db import transaction
 _CHUNK = 5000
 
 
-@click.group("history")
+@click.group("history", short_help="Count or prune stored message history.")
 def history_group() -> None:
     """Stored channel and direct-message history (served by CHATHISTORY)."""
 
@@ -32,6 +33,8 @@ def history_group() -> None:
 @with_db
 def history_prune(days: float | None, channel: str | None, config_path: str | None, db: str | None) -> None:
     """Delete old history lines (the server may keep running)."""
+    if days is not None and not math.isfinite(days):
+        _fail("--older-than takes a number of days", 2)
     ctx = open_context(config_path, db)
     if days is None:
         days = ctx.config.history.retention_days

@@ -10,6 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
+from click.testing import CliRunner
+
+from ircd.cli import main
 from ircd.passwords import verify_sync
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli
@@ -264,3 +268,104 @@ def test_agent_add_reads_the_password_from_stdin(tmp_path):
     assert verify_sync(row[2], "s3cret-pass")
     empty = cli("agent", "add", "scout2", "--owner", "olive", "--password-stdin", "--db", db, stdin="")
     assert (empty.returncode, empty.stderr.splitlines()[-1]) == (1, "error: empty password")
+
+
+# every subcommand: clear --help, and bad input ends in one line, never a traceback ------------------
+
+
+def _leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], click.Command]:
+    found: dict[tuple[str, ...], click.Command] = {}
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found.update(_leaf_commands(command, (*prefix, name)))
+        else:
+            found[(*prefix, name)] = command
+    return found
+
+
+def _assert_one_clear_error(code: int, stderr: str, what: object) -> None:
+    assert code != 0, what
+    assert "Traceback" not in stderr and "Error" not in stderr.replace("Error: ", ""), (what, stderr)
+    lines = [ln for ln in stderr.splitlines() if not ln.startswith("using database ") and not _LOG_LINE.match(ln)]
+    if lines[:1] == ["configuration is not valid:"]:  # one line per problem, each naming its key
+        assert code == 2 and len(lines) > 1 and all(ln.startswith("  ") for ln in lines[1:]), (what, stderr)
+    elif any(ln.startswith("Error: ") for ln in lines):  # click's usage errors
+        assert code == 2, (what, stderr)
+    else:
+        assert len(lines) == 1 and lines[0].startswith(("error: ", "pircd: ", "Aborted!")), (what, stderr)
+
+
+def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PIRCD_CONFIG", raising=False)
+    runner = CliRunner()
+    good = str(tmp_path / "good.db")
+    assert runner.invoke(main, ["account", "add", "alice", "--generate", "--db", good]).exit_code == 0
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes('[server]\nname = "irc.tést.org"\n'.encode("latin-1"))
+    nosuch = tmp_path / "nosuch.toml"
+    nosuch.write_text('[server]\nextensions = ["nosuch"]\n')
+    ca_gone = tmp_path / "ca.toml"
+    ca_gone.write_text(f'[server]\ntls_client_ca = "{tmp_path}/ca.pem"\ntls_client_ca_key = "{tmp_path}/ca.key"\n')
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "notdb").write_text("not a database\n")
+    (tmp_path / "afile").write_text("")
+    unopenable = ["/nonexistent/dir/x.db", str(tmp_path / "adir"), str(tmp_path / "notdb")]
+    missing = ["--db", str(tmp_path / "missing.db")]
+    fp = "ab" * 32
+    cases: dict[tuple[str, ...], list[tuple[list[str], str | None]]] = {
+        ("check-config",): [([str(latin1)], None), ([str(nosuch)], None), (["gone.toml"], None), ([], None)],
+        ("init",): [(["d", "--name", "bad name"], None), (["afile"], None), ([], None)],
+        ("hash-password",): [(["--stdin"], ""), (["--stdin", "--config", str(latin1)], "pw\n")],
+        ("account", "add"): [
+            *[(["bob", "--password-stdin", "--db", path], "pw123456\n") for path in unopenable],
+            (["9lives", "--generate", "--db", good], None), (["bob", "--password-stdin", "--db", good], b"\xff\n"),
+            (["bob", "--kind", "agent", "--generate", "--db", good], None),
+            (["bob", "--password-stdin", "--generate", "--db", good], None),
+            (["bob", "--generate", "--config", str(latin1)], None),
+        ],
+        ("account", "list"): [(missing, None), (["--config", str(latin1)], None), (["--db", unopenable[2]], None)],
+        ("account", "passwd"): [(["ghost", "--generate", "--db", good], None), (["alice", "--generate", *missing], None)],
+        ("account", "suspend"): [(["ghost", "--db", good], None), (["alice", *missing], None)],
+        ("account", "unsuspend"): [(["ghost", "--db", good], None)],
+        ("account", "del"): [(["ghost", "--yes", "--db", good], None), (["alice", "--db", good], "")],
+        ("account", "certfp"): [
+            (["alice", "add", "xyz", "--db", good], None), (["alice", "add", "--db", good], None),
+            (["ghost", "add", fp, "--db", good], None), (["alice", "frob", fp, "--db", good], None),
+        ],
+        ("account", "issue-cert"): [
+            (["alice", "--db", good], None), (["alice", "--db", good, "--config", str(ca_gone)], None),
+        ],
+        ("agent", "add"): [
+            (["bot", "--db", good], None), (["bot", "--owner", "ghost", "--db", good], None),
+            (["bot", "--owner", "alice", "--db", unopenable[0]], None),
+            (["bot", "--owner", "alice", "--password-stdin", "--db", good], ""),
+        ],
+        ("agent", "list"): [(missing, None)],
+        ("history", "prune"): [
+            (["--older-than", "nan", "--db", good], None), (["--older-than", "-1", "--db", good], None),
+            (["--older-than", "1", "--channel", "nochan", "--db", good], None), (["--db", good], None),
+            (["--older-than", "1", *missing], None),
+        ],
+        ("history", "count"): [(missing, None)],
+        ("audit",): [(missing, None), (["--limit", "0", "--db", good], None)],
+        ("serve",): [],  # below, in a process of its own
+    }
+    commands = _leaf_commands(main)
+    assert set(cases) == set(commands), "give every command its bad inputs here"
+    for path, command in commands.items():
+        helped = runner.invoke(main, [*path, "--help"])
+        assert helped.exit_code == 0 and helped.exception is None, path
+        assert command.get_short_help_str(80) and not command.get_short_help_str(80).endswith("..."), path
+        for args, stdin in cases[path]:
+            result = runner.invoke(main, [*path, *args], input=stdin)
+            assert result.exception is None or isinstance(result.exception, SystemExit), (path, args, result.exc_info)
+            _assert_one_clear_error(result.exit_code, result.stderr, (path, args))
+    assert not (tmp_path / "missing.db").exists()
+    long_name = str(tmp_path / ("x" * 300 + ".db"))  # a file that cannot be opened, found only at start-up
+    for args in (["--config", str(latin1)], ["--config", str(nosuch)], ["--listen", "nohost"],
+                 *[["--db", long_name]] * 3):
+        served = run("serve", "--listen", "127.0.0.1:0", *args, cwd=tmp_path)
+        _assert_one_clear_error(served.returncode, served.stderr, args)
+    assert served.stderr.splitlines()[-1] == f"pircd: cannot start: cannot open database {long_name}: " \
+        "unable to open database file"

@@ -10,7 +10,7 @@ from ext.pircan import store
 from ext.pircan.ids import hexid, ts
 
 
-@click.command("audit")
+@click.command("audit", short_help="Print the PIRCAN audit trail.")
 @click.option("--account", help="Only entries where this account acted or was acted on.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=100, show_default=True)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
