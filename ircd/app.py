@@ -134,27 +134,33 @@ def _check_extension_names(config: Config) -> None:
 
 
 def check_files(config: Config) -> None:
-    """The files the server opens at start-up: TLS certificate, key and client CA (readable, and
-    loadable together), and the database's directory. Raises ConfigError naming each key."""
+    """The files the server opens at start-up: the TLS certificate and key (for the IRC or the
+    HTTP TLS listeners) and the client CA, readable and loadable together, and the database's
+    directory. Raises ConfigError naming each key."""
     import ssl
 
     server = config.server
     problems: list[tuple[str, str]] = []
-    tls = [("server.tls_cert", server.tls_cert), ("server.tls_key", server.tls_key),
-           ("server.tls_client_ca", server.tls_client_ca)]
-    for key, path in tls if server.tls_listen else []:
+    http_tls = config.http.enabled and bool(config.http.tls_listen)
+    if http_tls and not (server.tls_cert and server.tls_key):
+        problems.append(("http.tls_listen", "needs server.tls_cert and server.tls_key"))
+    tls = [("server.tls_cert", server.tls_cert), ("server.tls_key", server.tls_key)]
+    if server.tls_listen:  # the HTTP listener asks for no client certificate
+        tls.append(("server.tls_client_ca", server.tls_client_ca))
+    for key, path in tls if server.tls_listen or http_tls else []:
         if path is not None:
             try:
                 with open(path, "rb"):
                     pass
             except OSError as exc:
                 problems.append((key, f"cannot read {path}: {exc.strerror}"))
-    if server.tls_listen and not problems:
+    if (server.tls_listen or http_tls) and not problems:
         from ircd.net.listener import make_tls_context
 
-        assert server.tls_cert is not None and server.tls_key is not None  # ServerSection checks it
+        assert server.tls_cert is not None and server.tls_key is not None  # checked above
+        client_ca = server.tls_client_ca if server.tls_listen else None
         try:
-            make_tls_context(server.tls_cert, server.tls_key, server.tls_client_ca)
+            make_tls_context(server.tls_cert, server.tls_key, client_ca)
         except (ssl.SSLError, ValueError) as exc:
             files = " and ".join(path for _, path in tls[1:] if path)
             reason = getattr(exc, "reason", None) or exc

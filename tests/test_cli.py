@@ -157,6 +157,10 @@ def test_check_config_refuses_what_serve_refuses(tmp_path):
         f'db = "{tmp_path}/no/such/dir/pircd.db"\n': [
             f"  server.db: cannot create {tmp_path}/no/such/dir/pircd.db: no directory {tmp_path}/no/such/dir"
         ],
+        '[http]\ntls_listen = ["127.0.0.1:0"]\n': ["  http.tls_listen: needs server.tls_cert and server.tls_key"],
+        f'tls_cert = "{tmp_path}/gone.pem"\ntls_key = "{tls}/key.pem"\n[http]\ntls_listen = ["127.0.0.1:0"]\n': [
+            f"  server.tls_cert: cannot read {tmp_path}/gone.pem: No such file or directory"
+        ],
     }
     for server, problems in cases.items():
         path = tmp_path / "c.toml"
