@@ -69,7 +69,7 @@ def token_add(account: str, label: str | None, config_path: str | None, db: str 
 @click.argument("account")
 @with_db
 def token_list(account: str, config_path: str | None, db: str | None) -> None:
-    """List ACCOUNT's tokens: name, created, by whom, last used (never the tokens themselves)."""
+    """List ACCOUNT's tokens (names and dates; never the tokens themselves)."""
     conn, ctx = _connect(config_path, db)
     try:
         folded = ctx.casefold(account)  # type: ignore[attr-defined]

@@ -353,6 +353,10 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
         ],
         ("history", "count"): [(missing, None)],
         ("audit",): [(missing, None), (["--limit", "0", "--db", good], None)],
+        ("token", "add"): [(["ghost", "--db", good], None), (["alice", "--name", "no spaces", "--db", good], None),
+                           (["alice", *missing], None)],
+        ("token", "list"): [(["ghost", "--db", good], None), (["alice", *missing], None)],
+        ("token", "revoke"): [(["alice", "--name", "nope", "--db", good], None), (["ghost", "--db", good], None)],
         ("serve",): [],  # below, in a process of its own
     }
     commands = _leaf_commands(main)
