@@ -67,10 +67,11 @@ class Harness:
         loop: asyncio.AbstractEventLoop | None = None,
         db: str | None = None,
         extensions: bool = False,
+        clock_start: float | None = None,
     ) -> None:
         """``db``: a SQLite path to give the server its store (accounts, channels);
         ``extensions``: load the extensions named in the config."""
-        self.clock = FakeClock()
+        self.clock = FakeClock() if clock_start is None else FakeClock(clock_start)
         self.loop = loop or asyncio.new_event_loop()
         self.server = Server(cfg or config(), clock=self.clock)
         self.clients: dict[str, Client] = {}

@@ -31,13 +31,13 @@ T0_MS = 1_800_000_000_000  # the harness clock's start
 class P:
     """A harness with PIRCAN, accounts and SASL logins."""
 
-    def __init__(self, tmp_path, **sections) -> None:
+    def __init__(self, tmp_path, clock_start: float | None = None, **sections) -> None:
         sections.setdefault("server", {})
         sections["server"] = {"extensions": ["pircan"], **sections["server"]}
         sections.setdefault("storage", {"durability": "off"})
         sections.setdefault("flood", {"enabled": False})
         self.path = str(tmp_path / "p.db")
-        self.h = Harness(config(**sections), db=self.path, extensions=True)
+        self.h = Harness(config(**sections), db=self.path, extensions=True, clock_start=clock_start)
         self.passwords: dict[str, str] = {}
 
     # accounts and connections

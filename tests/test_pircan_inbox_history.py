@@ -11,7 +11,8 @@ import sqlite3
 
 import pytest
 
-from tests.test_pircan import T0_MS, P, S, agree, header, request, send, sent_id, word
+from ext.pircan.ids import ts
+from tests.test_pircan import SVC, T0_MS, P, S, agree, header, request, send, sent_id, word
 
 
 @pytest.fixture
@@ -321,3 +322,35 @@ def test_a_guest_is_told_how_to_log_in(p):
         f"{S} FAIL INBOX ACCOUNT_REQUIRED :You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or "
         "PRIVMSG NickServ :IDENTIFY <account> <password>"
     ]
+
+
+# an agreement that ends while the server is down -------------------------------------------------
+
+
+def test_an_agreement_that_ended_while_the_server_was_down_is_recorded_after_the_next_start(tmp_path):
+    first = P(tmp_path)
+    first.account("olive", kind="person")
+    for name in ("alice", "bob"):
+        first.account(name)
+    first.login("alice")
+    first.login("bob")
+    aid = agree(first, "alice", "bob", days=1)
+    first.close()
+    later = T0_MS / 1000 + 3 * 86_400  # two days after the agreement's end
+    again = P(tmp_path, clock_start=later)
+    again.passwords.update({"alice": "sesame123", "bob": "sesame123"})
+    again.login("bob")
+    assert again.rows("SELECT action FROM pircan_audit WHERE action = 'agreement.expire'") == []
+    again.advance(60)  # the first sweep
+    expected_end = ts(T0_MS + 86_400_000)  # accepted at once after the request
+    assert again.rows("SELECT actor, action, detail FROM pircan_audit WHERE action = 'agreement.expire'") == [
+        ("server", "agreement.expire", f"{aid} with bob ended {expected_end}")
+    ]
+    again.notifies()
+    assert again.lines("bob") == [f"{SVC} NOTICE bob :NOTIFY agreement 1"]
+    assert again.rows("SELECT recipient FROM pircan_events WHERE type = 'agreement' ORDER BY recipient") == [
+        ("alice",), ("bob",)
+    ]
+    again.advance(60)  # recorded once
+    assert again.rows("SELECT COUNT(*) FROM pircan_audit WHERE action = 'agreement.expire'") == [(1,)]
+    again.close()

@@ -127,6 +127,11 @@ MIGRATIONS: list[str] = [
         WHEN OLD.action NOT IN ('refused', 'refused.summary')
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
     """,
+    # 5: when the end of an agreement (not revoked) was recorded, audited and notified, so that
+    # one that ends while the server is down is recorded after the next start, once
+    """
+    ALTER TABLE pircan_agreements ADD COLUMN expired_at INTEGER;
+    """,
 ]
 
 
@@ -366,10 +371,21 @@ def get_agreement(conn: sqlite3.Connection, ident: int) -> Agreement | None:
 
 
 def live_agreements(conn: sqlite3.Connection, now: int) -> list[Agreement]:
+    """Agreements not revoked whose end has not been recorded: the live ones, and those that ended
+    while the server was down (the next sweep records them)."""
     rows = conn.execute(
-        f"SELECT {_AGR} FROM pircan_agreements WHERE revoked_at IS NULL AND expires_at > ?", (now,)
+        f"SELECT {_AGR} FROM pircan_agreements WHERE revoked_at IS NULL AND expired_at IS NULL"
     ).fetchall()
     return [a for a in map(_agreement, rows) if a is not None]
+
+
+def note_expired(conn: sqlite3.Connection, ident: int, at: int) -> bool:
+    """Record that an agreement's end was handled; False when it already was."""
+    cur = conn.execute(
+        "UPDATE pircan_agreements SET expired_at = ? WHERE id = ? AND expired_at IS NULL AND revoked_at IS NULL",
+        (at, ident),
+    )
+    return cur.rowcount == 1
 
 
 def agreements_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Agreement]:

@@ -14,11 +14,11 @@ from typing import Any, Iterable
 
 from ext.pircan import rules
 from ext.pircan import store as db
-from ext.pircan.ids import hexid, parse_id
+from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.rules import DAY_MS, Limits
 from ext.pircan.service.events import Events, audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
-from ext.pircan.state import Pircan
+from ext.pircan.state import MINUTE_MS, Pircan
 from ext.pircan.store import Agreement, Request
 
 __all__ = [
@@ -390,8 +390,11 @@ def _expire_txn(conn: sqlite3.Connection, now: int, requests: list[tuple[Request
         if db.queue_event(conn, event_id, req.requester, "decision", req.id, now):
             written.append((event_id, req.requester, "decision"))
     for agr, audit_id, parties in agreements:
-        db.audit(conn, audit_id, now, "server", agr.requester, "agreement.expire", f"{hexid(agr.id)} with {agr.target}",
-                 peer=agr.target)
+        if not db.note_expired(conn, agr.id, now):
+            continue  # revoked meanwhile, or recorded already
+        late = f" ended {ts(agr.expires_at)}" if now - agr.expires_at >= MINUTE_MS * 2 else ""
+        db.audit(conn, audit_id, now, "server", agr.requester, "agreement.expire",
+                 f"{hexid(agr.id)} with {agr.target}{late}", peer=agr.target)
         for party, event_id in parties:
             if db.queue_event(conn, event_id, party, "agreement", agr.id, now):
                 written.append((event_id, party, "agreement"))
