@@ -12,6 +12,7 @@ import sqlite3
 import pytest
 
 from ext.pircan.ids import ts
+from tests.proc import cli
 from tests.test_pircan import SVC, T0_MS, P, S, agree, header, request, send, sent_id, word
 
 
@@ -354,3 +355,23 @@ def test_an_agreement_that_ended_while_the_server_was_down_is_recorded_after_the
     again.advance(60)  # recorded once
     assert again.rows("SELECT COUNT(*) FROM pircan_audit WHERE action = 'agreement.expire'") == [(1,)]
     again.close()
+
+
+def test_the_operator_prunes_old_refusal_rows_only(p):
+    p.login("alice")
+    p.cmd("alice", "SEND bob :no agreement")
+    p.cmd("alice", "CONTACT POLICY deny")
+    p.h.settle()
+    conn = sqlite3.connect(p.path)
+    with conn:  # an old refusal and an old decision; the ones above are recent
+        conn.execute("INSERT INTO pircan_audit (id, at, actor, subject, action, detail) "
+                     "VALUES (1, 1000, 'alice', 'bob', 'refused', 'SEND NO_AGREEMENT')")
+        conn.execute("INSERT INTO pircan_audit (id, at, actor, subject, action, detail) "
+                     "VALUES (2, 1000, 'alice', 'alice', 'policy.set', 'deny')")
+    conn.close()
+    result = cli("audit", "--db", p.path, "--prune-refusals", "30")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "deleted 1 refusal row older than 30 days\n"
+    assert p.rows("SELECT id < 100, action FROM pircan_audit ORDER BY id") == [
+        (1, "policy.set"), (0, "refused"), (0, "policy.set")
+    ]

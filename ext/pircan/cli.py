@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
+
 import click
 
 from ircd.api import open_database_sync
@@ -16,9 +19,20 @@ from ext.pircan.ids import hexid, ts
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="The configuration file (default: $PIRCD_CONFIG, else ./pircd.toml when present, else none).")
 @click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration).")
-def audit(account: str | None, limit: int, config_path: str | None, db: str | None) -> None:
+@click.option("--prune-refusals", "prune_days", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
+              help="Instead of printing: delete the rows of refusals by a limit older than DAYS days "
+                   "(decisions, messages and every other row stay).")
+def audit(account: str | None, limit: int, config_path: str | None, db: str | None,
+          prune_days: float | None) -> None:
     """Print the PIRCAN audit trail (oldest first): id, time, actor, action, subject, detail."""
     conn, casefold = open_database_sync(config_path, db)
+    if prune_days is not None:
+        try:
+            deleted = _prune_refusals(conn, int((time.time() - prune_days * 86400) * 1000))
+        finally:
+            conn.close()
+        click.echo(f"deleted {deleted} refusal row{'s' if deleted != 1 else ''} older than {prune_days:g} days")
+        return
     try:
         try:
             entries = store.all_audit(conn, casefold(account) if account else None, limit)
@@ -34,6 +48,21 @@ def audit(account: str | None, limit: int, config_path: str | None, db: str | No
         return
     for e in entries:
         click.echo(f"{hexid(e.id)} {ts(e.at)} {e.actor} {e.action} {e.subject} {e.detail}")
+
+
+def _prune_refusals(conn: sqlite3.Connection, before_ms: int) -> int:
+    try:
+        with conn:
+            return conn.execute(
+                "DELETE FROM pircan_audit WHERE action IN ('refused', 'refused.summary') AND at < ?", (before_ms,)
+            ).rowcount
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return 0
+        raise
+    except sqlite3.IntegrityError:
+        raise click.ClickException("this database's audit table is from an older pircd: start the server "
+                                   "once to upgrade it, then prune") from None
 
 
 def commands() -> list[click.Command]:

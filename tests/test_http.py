@@ -1,0 +1,189 @@
+"""The HTTP listener and bearer tokens: the listener's own answers, a taken port, TOKEN over IRC,
+and an MCP send that survives kill -9 of the server.
+
+Live servers bind port 0 for IRC and HTTP; the kill -9 test runs pircd as a process of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sqlite3
+import subprocess
+import sys
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from ircd.store import tokens as token_rows
+from tests.harness import config
+from tests.live import LiveServer
+from tests.proc import ServerProcess, cli, write_config
+from tests.test_pircan import P, S
+
+
+# the listener ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def live_http(tmp_path):
+    server = LiveServer(config(server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
+                               http={"max_body_bytes": 65536}),
+                        db=str(tmp_path / "pircd.db")).start()
+    yield server
+    server.stop()
+
+
+def test_health_host_check_and_body_limit(live_http):
+    async def scenario() -> None:
+        async with httpx2.AsyncClient() as http:
+            r = await http.get(live_http.http_url + "/healthz")
+            assert (r.status_code, r.text) == (200, "ok\n")
+            r = await http.get(live_http.http_url + "/healthz", headers={"Host": "localhost:1"})
+            assert r.status_code == 403
+            r = await http.get(live_http.http_url + "/healthz",
+                               headers={"Host": f"localhost:{live_http.http_url.rsplit(':', 1)[1]}"})
+            assert r.status_code == 200  # loopback names are accepted for a loopback listener
+            r = await http.post(live_http.http_url + "/mcp", content=b"x" * 65537)
+            assert r.status_code == 413
+            r = await http.get(live_http.http_url + "/nothing-here")
+            assert r.status_code == 404
+
+    asyncio.run(scenario())
+
+
+def test_a_taken_http_port_stops_start_up_with_one_line(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        path = write_config(tmp_path, http={"listen": [f"127.0.0.1:{port}"]})
+        result = subprocess.run([sys.executable, "-m", "ircd", "serve", "--config", str(path), "--no-uvloop"],
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        taken.close()
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == f"pircd: cannot listen: 127.0.0.1:{port} (http): Address already in use"
+    assert "Traceback" not in result.stderr
+
+
+def test_http_can_be_off(tmp_path):
+    server = LiveServer(config(server={"listen": ["127.0.0.1:0"]}, http={"enabled": False})).start()
+    try:
+        assert server.server.http.addresses == []
+    finally:
+        server.stop()
+
+
+# tokens -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def p(tmp_path):
+    harness = P(tmp_path)
+    harness.account("olive", kind="person")
+    harness.account("paul", kind="person")
+    harness.account("alice")
+    harness.account("dave", owner="paul")
+    yield harness
+    harness.close()
+
+
+def test_token_add_list_revoke_over_irc(p):
+    p.login("olive")
+    out = p.cmd("olive", "TOKEN ADD alice laptop")
+    assert len(out) == 1
+    parts = out[0].split(" ")
+    assert parts[:5] == [S, "TOKEN", "olive", "CREATED", "alice"] and parts[5] == "laptop"
+    token = parts[6]
+    assert " ".join(parts[7:]) == ":Store this token now: it is not shown again"
+    rows = p.rows("SELECT account, name, created_by, length(secret_hash) FROM account_tokens")
+    assert rows == [("alice", "laptop", "olive", 32)]
+    assert token.split("_")[2] not in str(p.rows("SELECT * FROM account_tokens"))  # only a hash is kept
+    listed = p.cmd("olive", "TOKEN LIST alice")
+    assert listed[0].startswith(f"{S} TOKEN olive TOKEN alice laptop ") and listed[0].endswith(" *")
+    assert listed[1:] == [f"{S} TOKEN olive END alice"]
+    assert p.cmd("olive", "TOKEN REVOKE alice nope") == [
+        f"{S} FAIL TOKEN NO_SUCH_TOKEN nope :alice has no token named nope"
+    ]
+    assert p.cmd("olive", "TOKEN REVOKE alice") == [f"{S} TOKEN olive REVOKED alice 1"]
+    assert p.rows("SELECT COUNT(*) FROM account_tokens") == [(0,)]
+
+
+def test_token_refusals(p):
+    p.login("olive")
+    p.login("alice")
+    p.plain("guest")
+    assert p.cmd("guest", "TOKEN LIST") == [
+        f"{S} FAIL TOKEN ACCOUNT_REQUIRED :You must be logged in to an account to manage tokens"
+    ]
+    assert p.cmd("olive", "TOKEN ADD dave") == [
+        f"{S} FAIL TOKEN NOT_ALLOWED dave :You manage your own tokens and your agents' tokens"
+    ]
+    assert p.cmd("olive", "TOKEN ADD nobody") == [f"{S} FAIL TOKEN NO_SUCH_ACCOUNT nobody :No such account"]
+    assert p.cmd("olive", "TOKEN ADD alice bad/name") == [
+        f"{S} FAIL TOKEN INVALID_NAME bad/name :Token names are 1-64 letters, digits, '-', '_' or '.'"
+    ]
+    assert p.cmd("alice", "TOKEN ADD alice one")[0].split(" ")[3] == "CREATED"  # an agent's own
+    assert p.cmd("olive", "TOKEN ADD alice one") == [
+        f"{S} FAIL TOKEN TOKEN_EXISTS one :alice already has a token named one"
+    ]
+    assert p.cmd("olive", "TOKEN FROB") == [
+        f"{S} FAIL TOKEN UNKNOWN_SUBCOMMAND FROB :Subcommands: ADD, LIST, REVOKE (see HELP TOKEN)"
+    ]
+    assert p.cmd("olive", "TOKEN ADD") == [f"{S} FAIL TOKEN NEED_MORE_PARAMS ADD :Syntax: TOKEN ADD <account> [<name>]"]
+
+
+def test_a_token_of_a_deleted_and_recreated_name_names_nothing(tmp_path):
+    db = tmp_path / "t.db"
+    assert cli("account", "add", "carl", "--generate", "--db", str(db)).returncode == 0
+    made = cli("token", "add", "carl", "--db", str(db))
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.splitlines()[1]
+    ident, secret = token_rows.split_token(token)
+    conn = sqlite3.connect(db)
+    try:
+        assert token_rows.lookup(conn, ident, secret) is not None
+        assert token_rows.lookup(conn, ident, secret + "x") is None
+        conn.execute("UPDATE accounts SET created_at = (SELECT created_at + 1 FROM account_tokens)")  # made again
+        assert token_rows.lookup(conn, ident, secret) is None
+    finally:
+        conn.close()
+
+
+# durability -----------------------------------------------------------------------------------
+
+
+def test_an_mcp_send_survives_kill9(tmp_path):
+    path = write_config(tmp_path, server={"extensions": ["pircan"]})
+    for args, stdin in ((["account", "add", "olive", "--password-stdin"], "sesame123\n"),
+                        (["agent", "add", "alice", "--owner", "olive", "--password-stdin"], "sesame123\n"),
+                        (["agent", "add", "bob", "--owner", "olive", "--password-stdin"], "sesame123\n")):
+        assert cli(*args, "--config", str(path), stdin=stdin).returncode == 0
+    alice_token = cli("token", "add", "alice", "--config", str(path)).stdout.splitlines()[1]
+    bob_token = cli("token", "add", "bob", "--config", str(path)).stdout.splitlines()[1]
+    server = ServerProcess(path)
+
+    async def as_(token: str, url: str, tool: str, **args: object) -> dict:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url + "/mcp", http_client=http)) as c:
+                result = await c.call_tool(tool, args)
+                assert not result.is_error, result.content
+                return result.structured_content or {}
+
+    try:
+        url = server.http_url
+        rid = asyncio.run(as_(alice_token, url, "request_contact", agent="bob", scopes=["message"], days=2,
+                              purpose="durable"))["request"]["request_id"]
+        asyncio.run(as_(bob_token, url, "respond_to_contact", request_id=rid, decision="accept"))
+        sent = asyncio.run(as_(alice_token, url, "send_direct_message", recipient="bob", body="kept"))
+        server.kill9()  # right after the acknowledgement
+        server = ServerProcess(path)
+        inbox = asyncio.run(as_(bob_token, server.http_url, "get_inbox"))
+        assert [m["message_id"] for m in inbox["messages"]] == [sent["message"]["message_id"]]
+        assert inbox["messages"][0]["body"] == "kept"
+    finally:
+        server.terminate()

@@ -1,0 +1,330 @@
+"""MCP at /mcp, end to end with the official MCP SDK's own client over real HTTP on port 0.
+
+An MCP agent (alice, by bearer token) and an IRC agent (bob, SASL) make contact, agree, exchange a
+60,000-byte message and a 200-character reply, and both read the whole thread; every refusal comes
+back as a tool error with the same code as IRC's FAIL; a token revoked mid-session is refused at
+the next request and cancels a wait in flight. The server runs in-process (tests/live.py); the MCP
+client runs on the test's own event loop. Nothing sleeps: the IRC side synchronises with PING/PONG,
+the MCP side awaits each call's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import threading
+from typing import Any, AsyncIterator
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.harness import config
+from tests.live import IRCClient, LiveServer
+
+PASSWORD = "sesame123"
+BODY_60000 = ("é" * 29_999) + "xy"  # 60,000 bytes of UTF-8: 29,999 two-byte characters and two one-byte
+
+
+@pytest.fixture
+def srv(tmp_path):
+    server = LiveServer(
+        config(
+            server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
+            storage={"durability": "normal"},
+            flood={"enabled": False},
+        ),
+        db=str(tmp_path / "pircd.db"),
+    ).start()
+    run(server, server.server.accounts.create("olive", PASSWORD, kind="person", owner=None))
+    for name in ("alice", "bob", "carol"):
+        run(server, server.server.accounts.create(name, PASSWORD, kind="agent", owner="olive"))
+    yield server
+    server.stop()
+
+
+def run(server: LiveServer, coro: Any) -> Any:
+    return asyncio.run_coroutine_threadsafe(coro, server.loop).result(30)
+
+
+def token_for(server: LiveServer, account: str, name: str | None = None) -> str:
+    _, text = run(server, server.server.tokens.create(None, account, name))
+    return text
+
+
+@contextlib.asynccontextmanager
+async def mcp(server: LiveServer, token: str) -> AsyncIterator[Client]:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        async with Client(streamable_http_client(server.http_url + "/mcp", http_client=http)) as client:
+            yield client
+
+
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    """A tool's structured result; fails on a tool error."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    return result.structured_content or {}
+
+
+async def refused(client: Client, tool: str, **args: Any) -> tuple[str, list[str]]:
+    """A tool error's (code, context)."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    error = (result.structured_content or {})["error"]
+    assert result.content[0].text.startswith(error["code"] + ": ")
+    return error["code"], error["context"]
+
+
+@pytest.fixture
+def clients():
+    made: list[IRCClient] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+def login(server: LiveServer, clients: list, account: str) -> IRCClient:
+    c = IRCClient(server.port)
+    clients.append(c)
+    c.send("CAP LS 302")
+    c.send("CAP REQ :sasl")
+    c.send(f"NICK {account}")
+    c.send(f"USER {account} 0 * :{account}")
+    c.send("AUTHENTICATE PLAIN")
+    c.read_until(lambda m: m.command == "AUTHENTICATE")
+    c.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{PASSWORD}".encode()).decode())
+    assert c.read_until(lambda m: m.command in ("903", "904"))[-1].command == "903"
+    c.send("CAP END")
+    c.read_until(lambda m: m.command in ("376", "422"))
+    c.sync()
+    return c
+
+
+def irc(c: IRCClient, line: str) -> list[list[str]]:
+    """Send a line; the params of the replies with its verb, or FAIL (NOTIFY notices left out),
+    up to the PONG of a PING sent after it."""
+    c.send(line)
+    verb = line.split(" ", 1)[0]
+    return [m.params for m in c.sync() if m.command in (verb, "FAIL")]
+
+
+def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients):
+    bob = login(srv, clients, "bob")
+    token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as alice:
+            names = [t.name for t in (await alice.list_tools()).tools]
+            assert names == ["send_direct_message", "get_inbox", "mark_messages_read", "wait_for_messages",
+                             "get_conversation", "request_contact", "respond_to_contact", "revoke_agreement",
+                             "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
+                             "get_channel_history", "send_channel_message"]
+            # contact: alice asks over MCP, bob accepts over IRC
+            asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
+                               purpose="Coordinate the report")
+            assert asked["outcome"] == "pending"
+            rid = asked["request"]["request_id"]
+            accepted = irc(bob, f"CONTACT ACCEPT {rid}")
+            assert accepted[0][:3] == ["bob", "ACCEPTED", rid]
+            aid = accepted[0][3]
+            listed = await call(alice, "list_agreements")
+            assert [(a["agreement_id"], a["target"], a["scopes"], a["state"]) for a in listed["agreements"]] == [
+                (aid, "bob", ["message"], "active")
+            ]
+            assert (await call(alice, "list_contacts"))["contacts"][0]["account"] == "bob"
+
+            # a 60,000-byte message over MCP: stored once, read in full over IRC
+            sent = await call(alice, "send_direct_message", recipient="bob", body=BODY_60000)
+            mid = sent["message"]["message_id"]
+            assert (sent["status"], sent["created"], sent["message"]["bytes"]) == ("notified", True, 60_000)
+            lines = irc(bob, "INBOX")
+            assert lines[0][:3] == ["bob", "MESSAGE", mid]
+            assert lines[0][-2] == "60000" and lines[0][-1] == "é" * 199 + "…"  # a preview, the full size
+            read = irc(bob, f"INBOX READ {mid}")
+            pieces = [p for p in read if p[1] in ("BODY", "BODY+")]
+            assert "".join(p[3] for p in pieces) == BODY_60000
+            assert read[-1] == ["bob", "END", mid]
+
+            # a 200-character reply over IRC, read whole over MCP
+            reply_text = "r" * 200
+            got = irc(bob, f"SEND alice {mid} :{reply_text}")
+            assert got[0][:2] == ["bob", "OK"] and got[0][4] == "notified"  # alice is present over MCP
+            rmid = got[0][2]
+            taken = await call(alice, "wait_for_messages", sender=["bob"], timeout_ms=5000)
+            assert taken["message"]["message_id"] == rmid and taken["message"]["body"] == reply_text
+            assert taken["message"]["in_reply_to"] == mid and taken["message"]["hop_count"] == 1
+
+            # both read the whole thread
+            thread = await call(alice, "get_conversation", conversation_id=mid)
+            assert [(m["sender"], m["bytes"]) for m in thread["messages"]] == [("alice", 60_000), ("bob", 200)]
+            history = irc(bob, f"INBOX HISTORY {mid}")
+            assert [(p[2], p[3]) for p in history if p[1] == "MESSAGE"] == [(mid, "alice"), (rmid, "bob")]
+
+    asyncio.run(scenario())
+
+
+def test_every_rule_refuses_with_the_irc_code(srv, clients):
+    bob = login(srv, clients, "bob")
+    token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as alice:
+            assert await refused(alice, "send_direct_message", recipient="bob", body="hi") == ("NO_AGREEMENT", ["bob"])
+            assert await refused(alice, "send_direct_message", recipient="nobody", body="hi") == (
+                "NO_SUCH_ACCOUNT", ["nobody"])
+            assert await refused(alice, "send_direct_message", recipient="bob", body="  ") == ("EMPTY", ["bob"])
+            assert await refused(alice, "send_direct_message", recipient="bob", body=BODY_60000 + "z") == (
+                "TOO_LONG", ["bob"])
+            assert await refused(alice, "request_contact", agent="alice", scopes=["message"], days=1,
+                                 purpose="me") == ("SELF_CONTACT", ["alice"])
+            assert await refused(alice, "request_contact", agent="bob", scopes=["everything"], days=1,
+                                 purpose="x") == ("INVALID_SCOPE", ["everything"])
+            rid = (await call(alice, "request_contact", agent="bob", scopes=["message"], days=5,
+                              purpose="x"))["request"]["request_id"]
+            assert await refused(alice, "request_contact", agent="bob", scopes=["message"], days=5,
+                                 purpose="again") == ("PENDING_EXISTS", ["bob"])
+            assert await refused(alice, "respond_to_contact", request_id=rid, decision="accept") == (
+                "NOT_ALLOWED", [rid])
+            assert irc(bob, f"CONTACT ACCEPT {rid}")[0][1] == "ACCEPTED"
+            # hop limit: a chain of nine replies
+            parent = (await call(alice, "send_direct_message", recipient="bob", body="0"))["message"]["message_id"]
+            for hop in range(1, 9):
+                if hop % 2:
+                    parent = irc(bob, f"SEND alice {parent} :{hop}")[0][2]
+                else:
+                    parent = (await call(alice, "send_direct_message", recipient="bob", body=str(hop),
+                                         in_reply_to=parent))["message"]["message_id"]
+            assert await refused(alice, "send_direct_message", recipient="bob", body="9", in_reply_to=parent) == (
+                "HOP_LIMIT", [parent])
+            assert await refused(alice, "get_conversation", conversation_id="1111111111111111") == (
+                "NO_SUCH_MESSAGE", ["1111111111111111"])
+            # bob's private channel: a stranger gets what a name nobody uses gets
+            irc(bob, "JOIN #bob/secret")
+            for name in ("#bob/secret", "#bob/nothing"):
+                assert await refused(alice, "get_channel_history", channel=name) == ("NO_SUCH_CHANNEL", [name])
+                assert await refused(alice, "send_channel_message", channel=name, text="hi") == (
+                    "NO_SUCH_CHANNEL", [name])
+            assert "#bob/secret" not in [c["name"] for c in (await call(alice, "list_channels"))["channels"]]
+
+    asyncio.run(scenario())
+
+
+def test_the_agreement_budget_counts_both_transports(srv, clients):
+    """120 messages per sender per agreement per hour, from MCP and IRC together."""
+    bob = login(srv, clients, "bob")
+    alice_irc = login(srv, clients, "alice")
+    token = token_for(srv, "alice")
+    rid = irc(alice_irc, "CONTACT REQUEST bob message 1 :budget")[0][2]
+    irc(bob, f"CONTACT ACCEPT {rid}")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as alice:
+            for i in range(60):  # new conversations: only the agreement budget counts
+                await call(alice, "send_direct_message", recipient="bob", body=f"m{i}")
+        for i in range(60):
+            assert irc(alice_irc, f"SEND bob :i{i}")[0][1] == "OK"
+        assert irc(alice_irc, "SEND bob :one too many")[0][:3] == ["SEND", "AGREEMENT_BUDGET", irc_agreement()]
+        async with mcp(srv, token) as alice:
+            code, _ = await refused(alice, "send_direct_message", recipient="bob", body="and over MCP")
+            assert code == "AGREEMENT_BUDGET"
+
+    def irc_agreement() -> str:
+        return irc(bob, "CONTACT LIST agreements")[0][2]
+
+    asyncio.run(scenario())
+
+
+def waiter_added(server: LiveServer, account: str) -> threading.Event:
+    """Set when the server registers a wait of ``account`` (the server's own hook, not a sleep)."""
+    state = next(app for path, app in server.server.http.routes if path == "/mcp").state
+    added = threading.Event()
+    original = state.add_waiter
+
+    def add_waiter(waiter: Any) -> None:
+        original(waiter)
+        if waiter.account == account:
+            added.set()
+
+    state.add_waiter = add_waiter
+    return added
+
+
+def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
+    bob = login(srv, clients, "bob")
+    token = token_for(srv, "alice", "laptop")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as alice:
+            assert (await call(alice, "list_agents"))["agents"][0]["name"] == "bob"
+            waiting = waiter_added(srv, "alice")
+            wait = asyncio.ensure_future(alice.call_tool("wait_for_messages", {"timeout_ms": 60_000}))
+            assert await asyncio.get_running_loop().run_in_executor(None, waiting.wait, 10)
+            # the owner revokes alice's token over IRC
+            olive = login(srv, clients, "olive")
+            assert irc(olive, "TOKEN REVOKE alice laptop") == [["olive", "REVOKED", "alice", "1"]]
+            with pytest.raises(Exception):
+                await asyncio.wait_for(wait, 10)
+            with pytest.raises(Exception):
+                await alice.call_tool("list_agents", {})
+        async with httpx2.AsyncClient() as http:
+            r = await http.post(srv.http_url + "/mcp", headers={"Authorization": f"Bearer {token}"}, json={})
+            assert r.status_code == 401 and r.json()["error"] == "invalid_token"
+        assert bob is not None
+
+    asyncio.run(scenario())
+
+
+def test_tokens_are_checked_and_failures_throttled_per_ip(srv):
+    async def scenario() -> None:
+        async with httpx2.AsyncClient() as http:
+            url = srv.http_url + "/mcp"
+            r = await http.post(url, json={})
+            assert r.status_code == 401
+            assert r.headers["www-authenticate"] == 'Bearer realm="pircd", error="invalid_token"'
+            for _ in range(20):  # accounts.login_ip_attempts; a request without a token is not a failure
+                assert (await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})).status_code == 401
+            r = await http.post(url, json={}, headers={"Authorization": "Bearer " + token_for(srv, "alice")})
+            assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
+            assert r.json()["error"] == "RATE_LIMITED"
+
+    asyncio.run(scenario())
+
+
+def test_a_foreign_host_header_is_refused(srv):
+    """DNS rebinding: a page on evil.example resolving to 127.0.0.1 sends Host: evil.example."""
+    async def scenario() -> None:
+        async with httpx2.AsyncClient() as http:
+            token = token_for(srv, "alice")
+            r = await http.post(srv.http_url + "/mcp", json={},
+                                headers={"Authorization": f"Bearer {token}", "Host": "evil.example:6680"})
+            assert r.status_code == 403
+            r = await http.post(srv.http_url + "/mcp", json={},
+                                headers={"Authorization": f"Bearer {token}", "Origin": "http://evil.example"})
+            assert r.status_code == 403
+
+    asyncio.run(scenario())
+
+
+def test_channels_over_mcp_for_members(srv, clients):
+    bob = login(srv, clients, "bob")
+    irc(bob, "JOIN #lobby")
+    irc(bob, "PRIVMSG #lobby :hello from irc")
+    irc(bob, "JOIN #bob/room")
+    token = token_for(srv, "bob")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as b:
+            channels = (await call(b, "list_channels"))["channels"]
+            assert [(c["name"], c["member"]) for c in channels] == [("#bob/room", True), ("#lobby", True)]
+            history = await call(b, "get_channel_history", channel="#lobby")
+            assert [(m["from"], m["text"]) for m in history["messages"]] == [("bob", "hello from irc")]
+            posted = await call(b, "send_channel_message", channel="#lobby", text="hello from mcp")
+            assert posted["channel"] == "#lobby" and len(posted["msgid"]) == 16
+            assert await refused(b, "send_channel_message", channel="#lobby", text="two\nlines") == (
+                "TOO_LONG", ["#lobby"])
+        got = [m for m in bob.sync() if m.command == "PRIVMSG"]  # posted over MCP: bob's connection hears it
+        assert [(m.source.split("!")[0], m.params) for m in got] == [("bob", ["#lobby", "hello from mcp"])]
+
+    asyncio.run(scenario())
