@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import threading
 from typing import Any, AsyncIterator
 
 import httpx2
@@ -120,7 +119,9 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             assert names == ["send_direct_message", "get_inbox", "mark_messages_read", "wait_for_messages",
                              "get_conversation", "request_contact", "respond_to_contact", "revoke_agreement",
                              "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
-                             "get_channel_history", "send_channel_message"]
+                             "get_channel_history", "send_channel_message", "create_task", "update_task",
+                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "set_profile",
+                             "publish_resource", "delete_resource"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")
@@ -236,21 +237,6 @@ def test_the_agreement_budget_counts_both_transports(srv, clients):
     asyncio.run(scenario())
 
 
-def waiter_added(server: LiveServer, account: str) -> threading.Event:
-    """Set when the server registers a wait of ``account`` (the server's own hook, not a sleep)."""
-    state = next(app for path, app in server.server.http.routes if path == "/mcp").state
-    added = threading.Event()
-    original = state.add_waiter
-
-    def add_waiter(waiter: Any) -> None:
-        original(waiter)
-        if waiter.account == account:
-            added.set()
-
-    state.add_waiter = add_waiter
-    return added
-
-
 def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
     bob = login(srv, clients, "bob")
     token = token_for(srv, "alice", "laptop")
@@ -258,9 +244,8 @@ def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
     async def scenario() -> None:
         async with mcp(srv, token) as alice:
             assert (await call(alice, "list_agents"))["agents"][0]["name"] == "bob"
-            waiting = waiter_added(srv, "alice")
+            # a wait in flight (cancelled by the revocation), or refused (if the revocation came first)
             wait = asyncio.ensure_future(alice.call_tool("wait_for_messages", {"timeout_ms": 60_000}))
-            assert await asyncio.get_running_loop().run_in_executor(None, waiting.wait, 10)
             # the owner revokes alice's token over IRC
             olive = login(srv, clients, "olive")
             assert irc(olive, "TOKEN REVOKE alice laptop") == [["olive", "REVOKED", "alice", "1"]]
@@ -326,5 +311,59 @@ def test_channels_over_mcp_for_members(srv, clients):
                 "TOO_LONG", ["#lobby"])
         got = [m for m in bob.sync() if m.command == "PRIVMSG"]  # posted over MCP: bob's connection hears it
         assert [(m.source.split("!")[0], m.params) for m in got] == [("bob", ["#lobby", "hello from mcp"])]
+
+    asyncio.run(scenario())
+
+
+def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
+    """The cancellation itself, without HTTP: a request that never ends on its own ends on revocation."""
+    from ext.pircan.mcp.http import BearerGate
+    from ircd.tokens import TokenIdentity
+
+    class Api:
+        def __init__(self) -> None:
+            self.hooks: list = []
+
+        def on_token_revoked(self, fn) -> None:
+            self.hooks.append(fn)
+
+        def token_retry_after(self, ip: str) -> float:
+            return 0.0
+
+        async def verify_token(self, token: str, ip: str) -> TokenIdentity:
+            return TokenIdentity(7, "alice", "agent", "laptop")
+
+        def hold_token(self, token_id: int) -> None:
+            pass
+
+        def release_token(self, token_id: int) -> None:
+            pass
+
+    class Presence:
+        def enter(self, account: str) -> None:
+            pass
+
+        def leave(self, account: str) -> None:
+            pass
+
+    class State:
+        api = Api()
+
+    async def scenario() -> None:
+        started = asyncio.Event()
+
+        async def forever(scope, receive, send) -> None:
+            started.set()
+            await asyncio.Event().wait()
+
+        gate = BearerGate(forever, State(), Presence())  # type: ignore[arg-type]
+        scope = {"type": "http", "headers": [(b"authorization", b"Bearer pircd_x")], "client": ("127.0.0.1", 1)}
+        request = asyncio.ensure_future(gate(scope, None, None))
+        await started.wait()
+        assert gate.inflight.keys() == {7}
+        for hook in State.api.hooks:
+            hook({7})
+        await asyncio.wait_for(request, 5)  # returned: cancelled by the revocation
+        assert gate.inflight == {}
 
     asyncio.run(scenario())

@@ -786,17 +786,17 @@ def test_agents_roster_for_an_owner_and_for_an_agent(p):
     sent_id(send(p, "dave", "alice", "one"))
     sent_id(send(p, "dave", "alice", "two"))
     assert p.cmd("olive", "AGENTS") == [
-        f"{S} AGENTS olive AGENT alice online 2 * owned olive",
-        f"{S} AGENTS olive AGENT bob away 0 * owned olive",
-        f"{S} AGENTS olive AGENT carol offline 0 * owned olive",
+        f"{S} AGENTS olive AGENT alice online 2 * owned olive agent *",
+        f"{S} AGENTS olive AGENT bob away 0 * owned olive agent *",
+        f"{S} AGENTS olive AGENT carol offline 0 * owned olive agent *",
         f"{S} AGENTS olive END 3",
     ]
     assert p.cmd("alice", "AGENTS") == [
-        f"{S} AGENTS alice AGENT dave online 2 {ts(T0_MS + 5250)} agreement paul",
+        f"{S} AGENTS alice AGENT dave online 2 {ts(T0_MS + 5250)} agreement paul agent *",
         f"{S} AGENTS alice END 1",
     ]
     assert p.cmd("dave", "AGENTS") == [
-        f"{S} AGENTS dave AGENT alice online 0 * agreement olive",
+        f"{S} AGENTS dave AGENT alice online 0 * agreement olive agent *",
         f"{S} AGENTS dave END 1",
     ]
 
@@ -1698,7 +1698,7 @@ def test_help_index_points_to_pircan(p):
     p.plain("x")
     lines = p.cmd("x", "HELP")
     assert f"{S} 705 x * :PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY," in lines
-    assert f"{S} 705 x * :  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>)" in lines
+    assert f"{S} 705 x * :  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>), HELP TASK," in lines
 
 
 def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):

@@ -29,9 +29,12 @@ from ext.pircan.config import PircanConfig
 from ext.pircan.irc import help as help_text
 from ext.pircan.irc.contact import handle_contact
 from ext.pircan.irc.messages import handle_inbox, handle_send
+from ext.pircan.irc.profile import handle_profile, handle_resource
 from ext.pircan.irc.roster import handle_agents, handle_audit
+from ext.pircan.irc.tasks import handle_task
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import sweep
+from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
 
 __all__ = ["setup", "VERSION"]
@@ -53,6 +56,9 @@ def setup(api: ExtensionAPI) -> Pircan:
         ("INBOX", handle_inbox, help_text.INBOX),
         ("AGENTS", handle_agents, help_text.AGENTS),
         ("AUDIT", handle_audit, help_text.AUDIT),
+        ("TASK", handle_task, help_text.TASK),
+        ("PROFILE", handle_profile, help_text.PROFILE),
+        ("RESOURCE", handle_resource, help_text.RESOURCE),
     ):
         syntax, _, rest = text.partition("\n")
         api.command(name, verb(fn), syntax=syntax, help=rest)
@@ -66,7 +72,8 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.help_topic("NOTIFY", help_text.NOTIFY.splitlines())
     api.help_topic("PIRCAN", help_text.OVERVIEW)
     api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY,")
-    api.help_footer("  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>)")
+    api.help_footer("  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>), HELP TASK,")
+    api.help_footer("  HELP PROFILE, HELP RESOURCE")
     api.help_note("JOIN", help_text.JOIN_NOTE)
     api.help_note("MODE", help_text.MODE_NOTE)
 
@@ -76,6 +83,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.isupport("PIRCANHOPS", Limits.max_hops)
     api.isupport("PIRCANCONVRATE", Limits.conversation_per_hour)
     api.isupport("PIRCANBUDGET", Limits.sender_per_agreement_per_hour)
+    api.isupport("PIRCANTASKLEN", Limits.send_chars)
 
     api.message_check(state.privmsg_check)
     api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
@@ -96,6 +104,7 @@ def setup(api: ExtensionAPI) -> Pircan:
 
     api.subscribe(Rehashed, rehashed)
     state.sweep_hooks.append(lambda: api.spawn(sweep(state)))
+    state.agreement_end_hooks.append(lambda agreement, now: api.spawn(end_tasks_of(state, agreement, now)))
 
     async def start() -> None:
         if api.database is None:

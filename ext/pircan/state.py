@@ -17,6 +17,7 @@ from typing import Any, Callable, TypeVar
 from ircd.api import Channel, Client, CommandContext, ExtensionAPI
 
 from ext.pircan import store as db
+from ext.pircan import store_tasks as tdb
 from ext.pircan.config import PircanConfig
 from ext.pircan.rules import HOUR_MS, Limits, SlidingWindow, allows
 from ext.pircan.store import Agreement, StoredMessage
@@ -26,7 +27,7 @@ log = logging.getLogger("pircd.pircan")
 
 NOTIFY_CAP_NAME = "pircan.dev/lobby"
 SERVICE_PREFIX = "PIRCAN!pircan@services.pircd"
-EVENT_TYPES = ("message", "request", "decision", "agreement")
+EVENT_TYPES = ("message", "request", "decision", "agreement", "task", "task-update")
 MINUTE_MS = 60_000
 _RECENT = 20_000  # recent messages kept for reply checks without a database read
 
@@ -38,7 +39,7 @@ class Waiter:
 
     account: str
     senders: frozenset[str] | None  # None: from anyone
-    on_message: Callable[[StoredMessage], None]
+    on_message: Callable[[Any], None]  # a StoredMessage, or a store_tasks.Task that changed
     on_end: Callable[[str, str], None]
     timeout_ms: int | None
     key: Any = None  # one wait per key (an IRC connection)
@@ -85,6 +86,7 @@ class Pircan:
         self.refusals: dict[str, list[int]] = {}  # actor -> [minute start ms, rows written, rows held back]
         self.message_hooks: list[Callable[[StoredMessage], None]] = []
         self.agreement_end_hooks: list[Callable[[Agreement, int], None]] = []
+        self.display_names: dict[str, str] = {}  # account -> display name (the roster's)
 
     # helpers ----------------------------------------------------------------
 
@@ -108,6 +110,7 @@ class Pircan:
         for agreement in await self.database.read(db.live_agreements, now):
             self.remember_agreement(agreement)
         self.policies = await self.database.read(db.all_policies)
+        self.display_names = await self.database.read(tdb.display_names)
         for sender, agreement_id, conversation_id, at in await self.database.read(
             db.recent_message_times, now - HOUR_MS
         ):
@@ -335,7 +338,7 @@ class Pircan:
         self.end_wait(waiter)
         waiter.on_end(kind, detail)
 
-    def answer_wait(self, waiter: Waiter, item: StoredMessage) -> None:
+    def answer_wait(self, waiter: Waiter, item: Any) -> None:
         self.end_wait(waiter)
         waiter.on_message(item)
 

@@ -132,6 +132,58 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE pircan_agreements ADD COLUMN expired_at INTEGER;
     """,
+    # 6: tasks between agents (A2A states), their exchanged texts; profiles (display name),
+    # skills an agent accepts tasks for; agreement-gated resources (SQL in store_tasks.py)
+    """
+    CREATE TABLE pircan_tasks (
+        id             INTEGER PRIMARY KEY,
+        requester      TEXT NOT NULL,
+        target         TEXT NOT NULL,
+        skill          TEXT NOT NULL,
+        agreement_id   INTEGER NOT NULL,
+        state          TEXT NOT NULL CHECK (state IN ('submitted', 'working', 'input-required', 'completed',
+                                                      'failed', 'canceled', 'rejected')),
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL,
+        updated_by     TEXT NOT NULL,
+        version        INTEGER NOT NULL,  -- one more per change
+        requester_seen INTEGER NOT NULL,  -- the version each side has seen
+        target_seen    INTEGER NOT NULL
+    );
+    CREATE INDEX pircan_tasks_requester ON pircan_tasks(requester, id);
+    CREATE INDEX pircan_tasks_target ON pircan_tasks(target, id);
+    CREATE INDEX pircan_tasks_agreement ON pircan_tasks(agreement_id);
+    CREATE TABLE pircan_task_entries (
+        id      INTEGER PRIMARY KEY,
+        task_id INTEGER NOT NULL REFERENCES pircan_tasks(id),
+        author  TEXT NOT NULL,
+        kind    TEXT NOT NULL CHECK (kind IN ('input', 'status', 'result', 'error')),
+        state   TEXT NOT NULL,
+        at      INTEGER NOT NULL,
+        text    TEXT NOT NULL CHECK (length(CAST(text AS BLOB)) <= 60000)
+    );
+    CREATE INDEX pircan_task_entries_task ON pircan_task_entries(task_id, id);
+    CREATE TABLE pircan_profiles (
+        account      TEXT PRIMARY KEY,
+        display_name TEXT NOT NULL,
+        updated_at   INTEGER NOT NULL
+    );
+    CREATE TABLE pircan_skills (
+        account     TEXT NOT NULL,
+        skill       TEXT NOT NULL,
+        description TEXT NOT NULL,
+        updated_at  INTEGER NOT NULL,
+        PRIMARY KEY (account, skill)
+    );
+    CREATE TABLE pircan_resources (
+        account      TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        content_type TEXT NOT NULL CHECK (content_type IN ('text', 'json')),
+        body         TEXT NOT NULL CHECK (length(CAST(body AS BLOB)) <= 60000),
+        updated_at   INTEGER NOT NULL,
+        PRIMARY KEY (account, name)
+    );
+    """,
 ]
 
 
@@ -232,7 +284,8 @@ def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: st
 
 def max_id(conn: sqlite3.Connection) -> int:
     """The greatest id in PIRCAN's tables (0 when empty): ids made after a restart must be greater."""
-    tables = ("pircan_requests", "pircan_agreements", "pircan_messages", "pircan_events", "pircan_audit")
+    tables = ("pircan_requests", "pircan_agreements", "pircan_messages", "pircan_events", "pircan_audit",
+              "pircan_tasks", "pircan_task_entries")
     return max(conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {t}").fetchone()[0] for t in tables)
 
 

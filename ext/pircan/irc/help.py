@@ -138,3 +138,50 @@ MODE_NOTE = [
     "PIRCAN: channel mode +P (private) hides a #<account>/<name> channel from everyone but its members",
     "and invitees; only the namespace's account sets or removes it (MODE #<you>/<name> -P: public).",
 ]
+
+TASK = """TASK CREATE|UPDATE|INPUT|CANCEL|GET|LIST ...
+Tasks between agents, with the states of A2A: submitted, working, input-required, completed,
+failed, canceled, rejected (the last four are final). Texts are at most 200 characters here
+(60,000 bytes over MCP); GET shows every text whole.
+TASK CREATE <agent> <skill> :<input>   needs an active agreement with task:<skill> toward <agent>.
+  Reply: TASK <you> CREATED <task-id> <agent> <skill> submitted
+TASK UPDATE <task-id> <state> [:<text>]   (the task's target, or its owner) submitted -> working,
+  input-required (text: the question), completed (text: the result), failed (text: the error),
+  rejected; working -> working (a progress note), input-required, completed, failed;
+  input-required -> working, completed, failed.  Reply: TASK <you> UPDATED <task-id> <state>
+TASK INPUT <task-id> :<text>   (the requester) answers input-required; the task is working again.
+TASK CANCEL <task-id> [:<reason>]   (the requester) cancels a task that is not final.
+TASK GET <task-id>: TASK <you> TASK <id> <requester> <target> <skill> <state> <created> <updated>,
+  per entry TASK <you> ENTRY <id> <entry-id> <author> <input|status|result|error> <state> <time> <bytes>
+  with its text on TASK <you> BODY <entry-id> :... lines (BODY+ continues a line), then TASK <you> END <id>.
+TASK LIST [role=requester|target] [state=<state>] [peer=<account>] [limit=<n>]: TASK lines, newest
+  first, then TASK <you> END <count>. Owners see their agents' tasks too.
+Every change notifies the other party (NOTIFY task / task-update) and counts against its author's
+budget under the agreement (120 an hour, with messages). INBOX WAIT also wakes on a change of one of
+your tasks by the other party, and answers with the whole task. Revoking the agreement cancels its
+open tasks.
+Errors: FAIL TASK <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT,
+  SCOPE_MISSING, INVALID_SCOPE, NO_SUCH_TASK, NOT_ALLOWED, INVALID_TRANSITION, EMPTY, TOO_LONG,
+  AGREEMENT_BUDGET, INVALID_PARAMS, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
+
+PROFILE = """PROFILE [<account>] | NAME <account|*> :<name> | SKILL <account|*> <skill> :<text> | UNSKILL <account|*> <skill>
+What the roster (AGENTS, MCP list_agents) shows of an account: its display name and the skills
+it accepts tasks for (task:<skill> scopes). * is your own account; an owner changes its agents'.
+PROFILE [<account>]: PROFILE <you> PROFILE <account> <kind> <owner|*> :<display name|*>,
+  PROFILE <you> SKILL <account> <skill> :<description> per skill, then PROFILE <you> END <account>.
+PROFILE NAME <account|*> :<name>   (at most 64 characters; empty clears it)
+PROFILE SKILL <account|*> <skill> :<description>   (a-z 0-9 . _ -, the description at most 200)
+PROFILE UNSKILL <account|*> <skill>
+Errors: FAIL PROFILE <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, NOT_ALLOWED, INVALID_SCOPE,
+  NO_SUCH_SKILL, TOO_LONG, NEED_MORE_PARAMS."""
+
+RESOURCE = """RESOURCE LIST <account> | GET <account> <name> | PUT <account|*> <name> <text|json> :<body> | DEL <account|*> <name>
+Resources an agent publishes for those it gave resource:read (an active agreement, requester to
+target). Nobody else learns which exist: LIST shows them nothing, GET answers NO_SUCH_RESOURCE.
+PUT (the agent or its owner; at most 60,000 bytes, 400 or so over IRC): RESOURCE <you> PUT <account> <name> <bytes>
+DEL: RESOURCE <you> DELETED <account> <name>
+LIST: RESOURCE <you> RESOURCE <account> <name> <text|json> <bytes> <updated> ..., RESOURCE <you> END <account>
+GET: the RESOURCE line, then RESOURCE <you> BODY <name> :<text> lines (BODY+ continues a line),
+  then RESOURCE <you> END <account> <name>. Over MCP they are MCP resources (pircan://<agent>/resources/<name>).
+Errors: FAIL RESOURCE <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, NOT_ALLOWED, NO_SUCH_RESOURCE,
+  INVALID_NAME, INVALID_PARAMS, TOO_LONG, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""

@@ -12,7 +12,10 @@ from ext.pircan.rules import Limits
 from ext.pircan.service import messages as service
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
+from ext.pircan import store_tasks as tdb
+from ext.pircan.irc.tasks import task_lines
 from ext.pircan.store import StoredMessage
+from ext.pircan.store_tasks import Task
 
 __all__ = ["handle_send", "handle_inbox"]
 
@@ -125,8 +128,18 @@ def _wait(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> 
     # The handler returns now: later lines of this connection (PING...) go on being handled.
 
 
-def _answer(state: Pircan, client: Client, reply: ReplyBuffer, item: StoredMessage) -> None:
+def _answer(state: Pircan, client: Client, reply: ReplyBuffer, item: StoredMessage | Task) -> None:
+    if isinstance(item, Task):  # a change of one of its tasks: the whole task, read first
+        state.api.spawn(_answer_task(state, client, reply, item))
+        return
     full_message(reply, client.nick, item)
+    reply.flush()
+    state.api.flush()
+
+
+async def _answer_task(state: Pircan, client: Client, reply: ReplyBuffer, task: Task) -> None:
+    entries = await state.database.read(tdb.entries, task.id)
+    task_lines(reply, client.nick, task, entries)
     reply.flush()
     state.api.flush()
 

@@ -43,7 +43,9 @@ async def handle_agents(state: Pircan, ctx: CommandContext, msg: Message) -> Non
     ref = ctx.reply.start_batch("pircan/agents")
     for e in entries:
         ctx.reply.send(AGENTS, nick, "AGENT", e.name, e.status, str(e.unread), ts(e.last_active), e.relation,
-                       e.owner or "*")
+                       e.owner or "*", e.kind, e.display_name or "*")
+        for skill, description in e.skills:
+            ctx.reply.send(AGENTS, nick, "SKILL", e.name, skill, description or " ")
     ctx.reply.send(AGENTS, nick, "END", str(len(entries)))
     ctx.reply.end_batch(ref)
 

@@ -13,6 +13,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from ext.pircan.mcp.http import BearerGate, Presence
+from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
 from ext.pircan.state import Pircan
 
@@ -27,14 +28,19 @@ request_contact (scopes ['message'], a duration in days, a purpose), and wait un
 shows it active (the agent or its owner decides). Then send_direct_message; set in_reply_to when you
 answer a message. Read what came with get_inbox (then mark_messages_read), or block for the next message
 with wait_for_messages. get_conversation shows a whole thread. Decide requests to you with
-respond_to_contact. Channels: list_channels, get_channel_history, send_channel_message.
+respond_to_contact. Tasks: create_task (needs the scope task:<skill>), update_task, provide_task_input,
+cancel_task, get_task, list_tasks; wait_for_messages also wakes when one of your tasks changes.
+Publish your display name and skills with set_profile, resources with publish_resource (readable as
+MCP resources by those you granted resource:read). Channels: list_channels, get_channel_history,
+send_channel_message.
 Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or HOP_LIMIT."""
 
 
-def _server() -> Any:
-    """The SDK's server object. Its constructor configures logging when the process has none;
-    pircd's logging is set up by `pircd serve`, so a placeholder handler keeps it a no-op."""
-    from mcp.server import MCPServer
+def _server(state: Pircan) -> Any:
+    """The SDK's server object, with resources scoped to the caller's agreements. Its constructor
+    configures logging when the process has none; pircd's logging is set up by `pircd serve`, so a
+    placeholder handler keeps it a no-op."""
+    from ext.pircan.mcp.resources import scoped_server
 
     root = logging.getLogger()
     placeholder = None
@@ -42,8 +48,8 @@ def _server() -> Any:
         placeholder = logging.NullHandler()
         root.addHandler(placeholder)
     try:
-        return MCPServer("pircd", title="PIRCAN agent network", instructions=INSTRUCTIONS, version="0.1",
-                         log_level="WARNING")
+        return scoped_server(state, "pircd", title="PIRCAN agent network", instructions=INSTRUCTIONS,
+                             version="0.1", log_level="WARNING")
     finally:
         if placeholder is not None:
             root.removeHandler(placeholder)
@@ -55,8 +61,9 @@ def install(state: Pircan) -> None:
     from mcp.server.transport_security import TransportSecuritySettings
 
     api = state.api
-    mcp = _server()
+    mcp = _server(state)
     register_tools(mcp, state)
+    register_task_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 

@@ -18,15 +18,17 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ext.pircan import store as db
+from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.service import contact, messages, roster
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, request_json
+from ext.pircan.service.schema import agreement_json, message_json, request_json, task_json
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
+from ext.pircan.store_tasks import Task
 
-__all__ = ["register_tools", "refusal_result"]
+__all__ = ["register_tools", "refusal_result", "ok", "caller", "READ_ONLY", "WRITES"]
 
 VIA = "mcp"
 
@@ -43,7 +45,7 @@ def refusal_result(exc: Refused) -> CallToolResult:
                           is_error=True)
 
 
-def _caller(ctx: Context) -> Any:
+def caller(ctx: Context) -> Any:
     request = ctx.request_context.request
     identity = request.scope.get(IDENTITY_KEY) if request is not None else None
     if identity is None:  # the gate lets nothing through without one
@@ -81,7 +83,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         in its inbox. Loop control: replies count hops (at most 8), a conversation carries at most 40
         messages an hour, and you at most 120 an hour per agreement."""
         try:
-            sent = await messages.send_message(state, _caller(ctx).account, recipient, body, in_reply_to,
+            sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
                                                key=idempotency_key)
         except Refused as exc:
             return refusal_result(exc)
@@ -99,7 +101,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         (under the same filters). Nothing is marked read: call mark_messages_read when you handled them,
         or use wait_for_messages, which takes one message and marks it read."""
         try:
-            items, total = await messages.inbox(state, _caller(ctx).account, sender, conversation_id, limit)
+            items, total = await messages.inbox(state, caller(ctx).account, sender, conversation_id, limit)
         except Refused as exc:
             return refusal_result(exc)
         return ok({"messages": [message_json(m) for m in items], "unread": total})
@@ -115,7 +117,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         if not all and not message_ids:
             return refusal_result(Refused("NEED_MORE_PARAMS", text="Give message_ids, or all: true"))
         try:
-            count = await messages.acknowledge(state, _caller(ctx).account, None if all else message_ids)
+            count = await messages.acknowledge(state, caller(ctx).account, None if all else message_ids)
         except Refused as exc:
             return refusal_result(exc)
         return ok({"marked": count})
@@ -129,17 +131,22 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
                                                            "as long as the server allows.")] = 120_000,
     ) -> CallToolResult:
         """Block until a direct message for you arrives (or is already unread), take it (marked read)
-        and return it whole. Ends with {"timeout": true} when the time passes, or {"gone": [...]} when
-        every account you wait for has left the network. A long-poll: call it again to keep waiting."""
-        account = _caller(ctx).account
+        and return it whole as {"message": ...}; or until one of your tasks is changed by the other party
+        ({"task": ...} with every entry). Ends with {"timeout": true} when the time passes, or
+        {"gone": [...]} when every account you wait for has left the network. A long-poll: call it again
+        to keep waiting."""
+        account = caller(ctx).account
         limit = state.cfg.mcp_wait_max_ms
         timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
         loop = asyncio.get_running_loop()
         outcome: asyncio.Future[Any] = loop.create_future()
 
-        def on_message(item: StoredMessage) -> None:
-            if outcome.done():  # the caller went away: the message stays unread
-                state.database.write_nowait(db.unread_again, item.id)
+        def on_message(item: StoredMessage | Task) -> None:
+            if outcome.done():  # the caller went away: it stays unread (unseen)
+                if isinstance(item, Task):
+                    state.database.write_nowait(tdb.unsee, item.id, account, item.seen_by(account))
+                else:
+                    state.database.write_nowait(db.unread_again, item.id)
             else:
                 outcome.set_result(("message", item))
 
@@ -154,6 +161,9 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
             if not outcome.done():
                 outcome.cancel()
                 state.end_wait(waiter)
+        if kind == "message" and isinstance(value, Task):  # a change of one of its tasks
+            entries = await state.database.read(tdb.entries, value.id)
+            return ok({"task": task_json(value, entries)})
         if kind == "message":
             return ok({"message": message_json(value)})
         if kind == "timeout":
@@ -173,7 +183,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         """A whole thread, both directions, read and unread, oldest first. Only conversations you are a
         party of exist for you."""
         try:
-            items = await messages.conversation(state, _caller(ctx).account, conversation_id, limit, before)
+            items = await messages.conversation(state, caller(ctx).account, conversation_id, limit, before)
         except Refused as exc:
             return refusal_result(exc)
         return ok({"conversation_id": conversation_id, "messages": [message_json(m) for m in items],
@@ -196,7 +206,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
         try:
-            done = await contact.request_contact(state, _caller(ctx).account, agent, scopes, days, purpose)
+            done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
         except Refused as exc:
             return refusal_result(exc)
         return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome),
@@ -214,7 +224,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Decide a contact request to you (or, as an owner, to one of your agents). You may grant the same
         or fewer scopes and the same or fewer days, never more."""
-        actor = _caller(ctx).account
+        actor = caller(ctx).account
         try:
             if decision == "accept":
                 req, agr = await contact.accept(state, actor, request_id, scopes, days, via=VIA)
@@ -232,7 +242,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """End an agreement at once, for every transport (either party, or an owner for its agent)."""
         try:
-            agr, other = await contact.revoke(state, _caller(ctx).account, agreement_id, via=VIA)
+            agr, other = await contact.revoke(state, caller(ctx).account, agreement_id, via=VIA)
         except Refused as exc:
             return refusal_result(exc)
         return ok({"revoked": hexid(agr.id), "other": other})
@@ -245,7 +255,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
         try:
-            requests, _ = await contact.contacts(state, _caller(ctx).account, "requests")
+            requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
         except Refused as exc:
             return refusal_result(exc)
         shown = [request_json(r, s) for r, s in requests if status == "all" or s == "pending"]
@@ -259,7 +269,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Your agreements (and, for an owner, its agents'), oldest first."""
         try:
-            _, agreements = await contact.contacts(state, _caller(ctx).account, "agreements")
+            _, agreements = await contact.contacts(state, caller(ctx).account, "agreements")
         except Refused as exc:
             return refusal_result(exc)
         shown = [agreement_json(a, s) for a, s in agreements if status == "all" or s == "active"]
@@ -269,7 +279,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     async def list_contacts(ctx: Context) -> CallToolResult:
         """The accounts you may talk to now: one entry per account with an active agreement, with what it
         allows you (scopes usable by you) and when it ends."""
-        account = _caller(ctx).account
+        account = caller(ctx).account
         now = state.now_ms()
         peers: dict[str, dict[str, Any]] = {}
         for agr in state.agreements.values():
@@ -289,11 +299,13 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         everyone: Annotated[bool, Field(description="Every agent of the network (default), or only those you "
                                                     "own or have agreements with.")] = True,
     ) -> CallToolResult:
-        """The network's roster: each agent with its owner, whether it is online, your relation to it
-        (owned, agreement, none), unread messages and last activity."""
-        entries = await roster.roster(state, _caller(ctx).account, everyone=everyone)
+        """The network's roster: each account (agents, and people with everyone) with its kind, display
+        name, owner, whether it is online, your relation to it (owned, agreement, none), the skills it
+        accepts tasks for, unread messages and last activity."""
+        entries = await roster.roster(state, caller(ctx).account, everyone=everyone)
         return ok({"agents": [
-            {"name": e.name, "kind": "agent", "owner": e.owner, "status": e.status, "relation": e.relation,
+            {"name": e.name, "kind": e.kind, "display_name": e.display_name, "owner": e.owner, "status": e.status,
+             "relation": e.relation, "skills": [{"name": s, "description": d} for s, d in e.skills],
              "unread": e.unread, "last_active": None if e.last_active is None else ts(e.last_active)}
             for e in entries
         ]})
@@ -304,7 +316,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     async def list_channels(ctx: Context) -> CallToolResult:
         """The channels you may see: public ones, and private ones you are a member or owner of. member
         says whether you are in it (only members read history or post)."""
-        infos = api.account_channels(_caller(ctx).account)
+        infos = api.account_channels(caller(ctx).account)
         return ok({"channels": [
             {"name": c.name, "topic": c.topic, "members": c.members, "member": c.member, "modes": c.modes}
             for c in infos
@@ -318,7 +330,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         before: Annotated[str | None, Field(description="Only lines older than this msgid (paging).")] = None,
     ) -> CallToolResult:
         """Stored messages of a channel you are a member of, oldest first."""
-        account = _caller(ctx).account
+        account = caller(ctx).account
         found = api.account_find_channel(account, channel)
         if found is None or not api.account_in_channel(account, found):
             return refusal_result(_no_channel(channel, found))
@@ -341,7 +353,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Post a message to a channel you are in, as your account; every member sees it, and it is
         stored in the channel's history."""
-        identity = _caller(ctx)
+        identity = caller(ctx)
         found = api.account_find_channel(identity.account, channel)
         if found is None or not api.account_in_channel(identity.account, found):
             return refusal_result(_no_channel(channel, found))

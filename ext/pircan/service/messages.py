@@ -18,12 +18,14 @@ from typing import Callable
 from ircd.api import Batched
 
 from ext.pircan import store as db
+from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
 from ext.pircan.service.events import audit_refusal
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan, Waiter
 from ext.pircan.store import StoredMessage
+from ext.pircan.store_tasks import Task
 
 __all__ = [
     "Sent",
@@ -232,11 +234,12 @@ async def take(state: Pircan, account: str, sender: str | None = None) -> Stored
 
 
 def start_wait(state: Pircan, account: str, senders: list[str] | None, timeout_ms: int | None,
-               on_message: Callable[[StoredMessage], None], on_end: Callable[[str, str], None],
+               on_message: Callable[[StoredMessage | Task], None], on_end: Callable[[str, str], None],
                key: object = None) -> Waiter:
-    """Wait for the next matching message to ``account`` and take it (as ``take``).
+    """Wait for the next matching message to ``account`` and take it (as ``take``), or for the next
+    change of one of its tasks by the other party (which it then has seen).
 
-    Exactly one of the callbacks is called, once: ``on_message(message)``, or ``on_end(kind, detail)``
+    Exactly one of the callbacks is called, once: ``on_message(message or task)``, or ``on_end(kind, detail)``
     with kind ``timeout``, ``gone`` (every awaited peer left the network; detail: the peers) or
     ``cancelled`` (detail: why). ``key`` (an IRC connection) allows one wait at a time: a new wait
     with the same key cancels the old one. ``timeout_ms`` None waits until something happens.
@@ -251,12 +254,13 @@ def start_wait(state: Pircan, account: str, senders: list[str] | None, timeout_m
 
 
 async def _first_look(state: Pircan, waiter: Waiter) -> None:
+    """What is waiting already: the oldest unread message, else the oldest unseen task change."""
     while not waiter.done:
         waiter.recheck = False
-        item = await state.database.write(db.take_oldest_of, waiter.account, waiter.senders, state.now_ms())
+        item = await state.database.write(_take_first, waiter.account, waiter.senders, state.now_ms())
         if waiter.done:
-            if item is not None:  # the wait ended meanwhile: put the message back
-                await state.database.write(db.unread_again, item.id)
+            if item is not None:  # the wait ended meanwhile: put it back
+                await state.database.write(_put_back, item, waiter.account)
             return
         if item is not None:
             state.answer_wait(waiter, item)
@@ -265,6 +269,19 @@ async def _first_look(state: Pircan, waiter: Waiter) -> None:
             waiter.checking = False
             state.check_departed(waiter)
             return
+
+
+def _take_first(conn: sqlite3.Connection, account: str, senders: frozenset[str] | None,
+                at: int) -> StoredMessage | Task | None:
+    message = db.take_oldest_of(conn, account, senders, at)
+    return message if message is not None else tdb.take_oldest_task_update(conn, account, senders)
+
+
+def _put_back(conn: sqlite3.Connection, item: StoredMessage | Task, account: str) -> None:
+    if isinstance(item, StoredMessage):
+        db.unread_again(conn, item.id)
+    else:
+        tdb.unsee(conn, item.id, account, item.seen_by(account))
 
 
 def wake_waiters(state: Pircan, item: StoredMessage) -> None:

@@ -11,6 +11,7 @@ from ircd.api import AccountExists
 from ext.pircan import store as db
 from ext.pircan.service.contact import acts_for
 from ext.pircan.service.events import by_whom
+from ext.pircan.service.profile import profiles
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ext.pircan.store import AuditEntry
@@ -28,6 +29,9 @@ class RosterEntry:
     last_active: int | None
     relation: str  # owned, agreement, or none (AGENTS ALL)
     owner: str | None
+    kind: str = "agent"  # agent or person
+    display_name: str = ""
+    skills: tuple[tuple[str, str], ...] = ()  # (skill, description)
 
 
 def status(state: Pircan, account: str) -> str:
@@ -38,30 +42,34 @@ def status(state: Pircan, account: str) -> str:
 
 
 async def roster(state: Pircan, actor: str, everyone: bool = False) -> list[RosterEntry]:
-    """The agents ``actor`` owns or has an active agreement with (every agent with ``everyone``),
-    by name. unread: for one's own agents, their unread messages; for others, theirs to ``actor``."""
+    """The agents ``actor`` owns or has an active agreement with (every other account with
+    ``everyone``, persons included), by name, each with its kind, display name and skills.
+    unread: for one's own agents, their unread messages; for others, theirs to ``actor``."""
     now = state.now_ms()
-    rows: dict[str, tuple[str, str | None]] = {}  # agent -> (relation, owner)
+    rows: dict[str, tuple[str, str | None, str]] = {}  # account -> (relation, owner, kind)
     for agent in await state.api.list_accounts(owner=actor):
-        rows[agent.folded] = ("owned", actor)
+        rows[agent.folded] = ("owned", actor, agent.kind)
     peers = {a.other(actor) for a in state.agreements.values() if actor in (a.requester, a.target) and a.active(now)}
     for peer in sorted(peers):
         if peer not in rows and state.api.account_kind(peer) == "agent":
             row: Any = await state.api.get_account(peer)
-            rows[peer] = ("agreement", row.owner if row is not None else None)
+            rows[peer] = ("agreement", row.owner if row is not None else None, "agent")
     if everyone:
         for account in await state.api.list_accounts():
-            if account.kind == "agent" and account.folded not in rows and account.folded != actor:
-                rows[account.folded] = ("none", account.owner)
+            if account.folded not in rows and account.folded != actor:
+                rows[account.folded] = ("none", account.owner, account.kind)
+    public = await profiles(state, list(rows))
     my_unread = await state.database.read(db.unread_counts, actor)
     entries = []
-    for agent, (relation, owner) in sorted(rows.items()):
+    for agent, (relation, owner, kind) in sorted(rows.items()):
         if relation == "owned":
             unread = sum((await state.database.read(db.unread_counts, agent)).values())
         else:
             unread = my_unread.get(agent, 0)
         last = state.last_active.get(agent) or await state.database.read(db.last_activity, agent)
-        entries.append(RosterEntry(agent, status(state, agent), unread, last, relation, owner))
+        profile = public[agent]
+        entries.append(RosterEntry(agent, status(state, agent), unread, last, relation, owner, kind,
+                                   profile.display_name, tuple(profile.skills)))
     return entries
 
 

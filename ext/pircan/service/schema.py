@@ -7,8 +7,9 @@ from typing import Any
 
 from ext.pircan.ids import hexid, ts
 from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
+from ext.pircan.store_tasks import Resource, Task, TaskEntry
 
-__all__ = ["message_json", "request_json", "agreement_json", "audit_json"]
+__all__ = ["message_json", "request_json", "agreement_json", "audit_json", "task_json", "resource_json"]
 
 
 def message_json(msg: StoredMessage) -> dict[str, Any]:
@@ -67,3 +68,38 @@ def audit_json(entry: AuditEntry) -> dict[str, Any]:
         "subject": entry.subject,
         "detail": entry.detail,
     }
+
+
+def task_json(task: Task, entries: list[TaskEntry] | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "task_id": hexid(task.id),
+        "requester": task.requester,
+        "target": task.target,
+        "skill": task.skill,
+        "agreement_id": hexid(task.agreement_id),
+        "state": task.state,
+        "created_at": ts(task.created_at),
+        "updated_at": ts(task.updated_at),
+        "updated_by": task.updated_by,
+    }
+    if entries is not None:
+        data["entries"] = [
+            {"entry_id": hexid(e.id), "author": e.author, "kind": e.kind, "state": e.state, "at": ts(e.at),
+             "text": e.text}
+            for e in entries
+        ]
+    return data
+
+
+def resource_json(res: Resource, with_body: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "owner": res.account,
+        "name": res.name,
+        "content_type": res.content_type,
+        "bytes": len(res.body.encode("utf-8")),
+        "updated_at": ts(res.updated_at),
+        "uri": f"pircan://{res.account}/resources/{res.name}",
+    }
+    if with_body:
+        data["body"] = res.body
+    return data
