@@ -24,7 +24,7 @@ import re
 import secrets
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import anyio
 
@@ -118,6 +118,9 @@ class AccountService:
         self.names: dict[str, str] = {}  # folded account name -> kind
         self.scram_secret = secrets.token_bytes(32)
         self._data_version: int | None = None
+        # awaited after each refresh of the cache (at start-up, and when another process changed
+        # accounts): extensions reconcile what they keep per account (a deleted account's state)
+        self.changed_hooks: list[Callable[[], Awaitable[None]]] = []
         server.registration_checks.append(self.registration_check)
         server.nick_checks.append(self.nick_check)
         server.sweep_hooks.append(self._prune_throttle)
@@ -139,6 +142,8 @@ class AccountService:
             if folded is not None and (folded not in self.names or folded in suspended):
                 reason = "Account suspended" if folded in suspended else "Account deleted"
                 self.server.disconnect(client, reason)
+        for hook in self.changed_hooks:
+            await hook()
 
     async def poll_external_changes(self) -> None:
         """Refresh the cache when another process committed to the database."""

@@ -335,6 +335,33 @@ class ExtensionAPI:
         store = self._server.store
         return None if store is None else await store.get_account(account_folded)
 
+    def on_accounts_changed(self, fn: Callable[[], Awaitable[None]]) -> None:
+        """``await fn()`` after the server re-read its accounts (at start-up, after another process such
+        as ``pircd account del`` changed them, and after ``delete_account``)."""
+        if self._server.accounts is not None:
+            self._server.accounts.changed_hooks.append(fn)
+
+    async def delete_account(self, account_folded: str) -> bool:
+        """Delete an account (and the agents it owns), close its connections, and tell every
+        ``on_accounts_changed`` listener; False when there was no such account."""
+        from ircd.store import accounts as rows
+
+        store, accounts = self._server.store, self._server.accounts
+        if store is None or accounts is None:
+            return False
+        deleted = await store.write(rows.delete_account, account_folded)
+        await accounts.refresh()
+        return bool(deleted)
+
+    async def forget_channel(self, folded: str) -> None:
+        """Delete what is stored of a channel: its registration and its history (the channel itself
+        lives on while clients are in it)."""
+        store = self._server.store
+        if store is None:
+            return
+        store.delete_channel(folded)
+        await store.prune_history((1 << 63) - 1, folded)
+
     async def list_accounts(self, owner: str | None = None) -> list[Any]:
         store = self._server.store
         return [] if store is None else await store.list_accounts(owner)
@@ -344,7 +371,9 @@ class ExtensionAPI:
         accounts = self._server.accounts
         if accounts is None:
             raise RuntimeError("accounts are not enabled")
-        return await accounts.create(name, password, kind=kind, owner=owner)
+        account = await accounts.create(name, password, kind=kind, owner=owner)
+        await accounts.refresh()  # on_accounts_changed listeners see it at once
+        return account
 
     def valid_account_name(self, name: str) -> bool:
         from ircd.accounts import valid_account_name

@@ -82,12 +82,17 @@ class Harness:
             from ircd.app import attach_store
 
             attach_store(self.server, db)
+        self.apis: dict[str, Any] = {}
         if extensions:
             from ircd.api import load_extensions
 
-            load_extensions(self.server)
+            self.apis = {api.name: api for api in load_extensions(self.server)}
         for start in self.server.on_startup:
             self.run(start())
+
+    def server_api(self, name: str) -> Any:
+        """The ``ExtensionAPI`` the extension ``name`` was set up with."""
+        return self.apis[name]
 
     def settle(self) -> None:
         """Let background work finish: queued store writes are committed."""

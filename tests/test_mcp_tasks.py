@@ -20,6 +20,11 @@ from tests.test_mcp import call, clients, irc, login, mcp, refused, srv, token_f
 BIG = "x" * 10_000
 
 
+def task_lines(messages: list) -> list:
+    """The TASK lines of what a WAIT answered (NOTIFY notices may come in between)."""
+    return [m for m in messages if m.command == "TASK"]
+
+
 def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: F811
     alice = login(srv, clients, "alice")  # IRC, the requester
     token = token_for(srv, "bob")  # MCP, the target
@@ -39,7 +44,7 @@ def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: 
             # alice waits once over IRC; bob asks a question
             alice.send("INBOX WAIT bob 60000")
             await call(bob, "update_task", task_id=tid, state="input-required", text="Formal or informal?")
-            got = alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END")
+            got = task_lines(alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END"))
             assert got[0].params[1:7] == ["TASK", tid, "alice", "bob", "translate", "input-required"]
             assert irc(alice, f"TASK INPUT {tid} :informal") == [["alice", "UPDATED", tid, "working"]]
             woke = await call(bob, "wait_for_messages", sender=["alice"], timeout_ms=5000)
@@ -48,7 +53,7 @@ def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: 
             alice.send("INBOX WAIT * 60000")
             done = await call(bob, "update_task", task_id=tid, state="completed", text=BIG)
             assert done["task"]["state"] == "completed"
-            got = alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END")
+            got = task_lines(alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END"))
             assert got[0].params[6] == "completed"
             assert "".join(m.params[3] for m in got if m.params[1] in ("BODY", "BODY+")).endswith(BIG)
             assert (await refused(bob, "update_task", task_id=tid, state="failed", text="late")) == (

@@ -34,6 +34,7 @@ from ext.pircan.irc.roster import handle_agents, handle_audit
 from ext.pircan.irc.tasks import handle_task
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import sweep
+from ext.pircan.service.lifecycle import reconcile
 from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
 
@@ -106,11 +107,22 @@ def setup(api: ExtensionAPI) -> Pircan:
     state.sweep_hooks.append(lambda: api.spawn(sweep(state)))
     state.agreement_end_hooks.append(lambda agreement, now: api.spawn(end_tasks_of(state, agreement, now)))
 
+    started = False
+
     async def start() -> None:
+        nonlocal started
         if api.database is None:
             raise RuntimeError("PIRCAN needs the server's store")
         await state.start()
         await chans.load()
+        await reconcile(state, chans)  # accounts deleted while the server was down
+        started = True
+
+    async def accounts_changed() -> None:
+        if started:
+            await reconcile(state, chans)
+
+    api.on_accounts_changed(accounts_changed)
 
     async def stop() -> None:
         state.stop()

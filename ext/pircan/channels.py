@@ -78,6 +78,17 @@ class PrivateChannels:
         access = self.access.get(channel.folded)
         return access is not None and (account in access.members or account in access.invited)
 
+    def forget_accounts(self, accounts: set[str]) -> list[str]:
+        """Deleted accounts: drop their invitations and memberships; and their namespaces'
+        channels' access lists altogether. The folded names of those channels."""
+        namespaced = [name for name in self.access if namespace_owner(name, self.api.casefold) in accounts]
+        for name in namespaced:
+            del self.access[name]
+        for access in self.access.values():
+            access.invited -= accounts
+            access.members -= accounts
+        return namespaced
+
     def standing_member(self, account: str, channel: Channel) -> bool:
         """The account is in this private channel without a connection in it: its owner, or a
         member who joined once and has not left (for transports that act as an account)."""

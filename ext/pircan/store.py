@@ -184,6 +184,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (account, name)
     );
     """,
+    # 7: the accounts PIRCAN last saw (name and creation time): one that is gone, or was made
+    # again under the same name, is a deleted account whose state ends (service/lifecycle.py)
+    """
+    CREATE TABLE pircan_known_accounts (
+        account    TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL
+    );
+    """,
 ]
 
 
@@ -337,12 +345,16 @@ def expire_request(conn: sqlite3.Connection, ident: int) -> bool:
     return cur.rowcount == 1
 
 
-def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, before: int | None) -> list[AuditEntry]:
+def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, before: int | None,
+                since: int = 0) -> list[AuditEntry]:
+    """Entries naming the accounts, newest first; ``since``: none older (an account's own trail starts
+    when it was made: rows of an earlier account of the same name are not its)."""
     marks = ",".join("?" * len(accounts))
     rows = conn.execute(
         f"SELECT id, at, actor, subject, action, detail FROM pircan_audit "
-        f"WHERE (subject IN ({marks}) OR actor IN ({marks}) OR peer IN ({marks})) AND id < ? ORDER BY id DESC LIMIT ?",
-        (*accounts, *accounts, *accounts, before if before is not None else (1 << 63) - 1, limit),
+        f"WHERE (subject IN ({marks}) OR actor IN ({marks}) OR peer IN ({marks})) AND id < ? AND at >= ? "
+        "ORDER BY id DESC LIMIT ?",
+        (*accounts, *accounts, *accounts, before if before is not None else (1 << 63) - 1, since, limit),
     ).fetchall()
     return [AuditEntry(*r) for r in rows]
 

@@ -96,6 +96,8 @@ async def audit_trail(state: Pircan, actor: str, target_name: str | None = None,
     target = actor if target_name is None else state.api.casefold(target_name)
     if target != actor and not await acts_for(state, actor, target):
         raise Refused("NOT_ALLOWED", target, text="You see your own trail and your agents' trails")
-    entries = await state.database.read(db.audit_trail, [target], max(1, min(limit, AUDIT_MAX)), before)
+    row: Any = await state.api.get_account(target)
+    since = row.created_at if row is not None else 0
+    entries = await state.database.read(db.audit_trail, [target], max(1, min(limit, AUDIT_MAX)), before, since)
     entries.reverse()
     return target, entries
