@@ -157,7 +157,7 @@ def init(directory: str, name: str, force: bool) -> None:
         click.echo(f"error: {name!r} is not a server name (letters, digits, '-' and at least one dot)", err=True)
         sys.exit(2)
     target = Path(directory)
-    target.mkdir(parents=True, exist_ok=True)
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
     config_file = target / "pircd.toml"
     cert, key = target / "tls" / "cert.pem", target / "tls" / "key.pem"
     for path in (config_file, cert, key):

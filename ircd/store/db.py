@@ -15,13 +15,20 @@ connections to the same file (WAL lets one write while the other reads):
 The same functions work from the CLI with a plain ``sqlite3`` connection
 (``connect_sync``), also while the server runs: SQLite's locking and the
 busy timeout serialise the two processes.
+
+The file holds password hashes, SCRAM keys and every stored message, so a
+new one is created readable by its owner only (SQLite gives the ``-wal`` and
+``-shm`` files the database's own mode), and the server warns at start-up
+about an existing one that other users can open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
+import stat
 import threading
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -66,8 +73,42 @@ def _configure(conn: sqlite3.Connection, durability: str) -> None:
     )
 
 
+def _create_private(path: str) -> None:
+    """Create the database file, if it does not exist yet, with mode 0600."""
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:  # it exists, or SQLite will report why it cannot be made
+        return
+    os.close(fd)  # SQLite takes an empty file as an empty database
+
+
+def _exposed_files(path: str) -> list[tuple[str, int]]:
+    """The database and its -wal and -shm files that users other than the owner can open,
+    with their modes."""
+    found = []
+    for name in (path, path + "-wal", path + "-shm"):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+        except OSError:
+            continue
+        if mode & 0o077:
+            found.append((name, mode))
+    return found
+
+
+def _warn_if_exposed(path: str) -> None:
+    for name, mode in _exposed_files(path):
+        log.warning(
+            "%s is open to other users (mode %04o); it holds password hashes and private "
+            "messages: chmod 600 it", name, mode,
+        )
+
+
 def connect_sync(path: str, durability: str = "full") -> sqlite3.Connection:
     """A plain connection for the CLI (autocommit; use ``with transaction(conn)``)."""
+    _create_private(path)
     conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
     _configure(conn, durability)
     return conn
@@ -246,6 +287,8 @@ class Database:
         self.batches = 0  # committed write transactions (for tests and benchmarks)
 
     async def open(self) -> None:
+        _warn_if_exposed(self.path)
+        _create_private(self.path)
         connecting = aiosqlite.connect(self.path, isolation_level=None)
         try:
             self._conn = await connecting
