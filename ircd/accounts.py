@@ -30,6 +30,7 @@ import anyio
 
 from ircd import caps as C
 from ircd import passwords
+from ircd.commands.registration import RESERVED_NICKS
 from ircd.events import LoggedIn, LoggedOut
 from ircd.proto import numerics as N
 from ircd.sasl.scram import derive_keys
@@ -42,15 +43,33 @@ if TYPE_CHECKING:
     from ircd.server import Server
     from ircd.store import Store
 
-__all__ = ["AccountService", "LoginThrottle", "valid_account_name", "Refusal"]
+__all__ = ["AccountService", "InvalidAccountName", "LoginThrottle", "Refusal", "account_name_problem",
+           "valid_account_name"]
 
 log = logging.getLogger("pircd")
 _NAME_RE = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]*$")
 
 
+def account_name_problem(name: str, maxlen: int) -> str | None:
+    """Why ``name`` cannot be an account, or None. The one rule for every way an account
+    is made (the CLI, REGISTER, NickServ, AGENTS CREATE through ``AccountService.create``):
+    names follow the nick grammar, because an agent's nick is its account name, and a name
+    reserved as a nick (``NickServ``, ``ChanServ``, ...) would be an account that can never
+    connect."""
+    if not 0 < len(name) <= maxlen or _NAME_RE.match(name) is None:
+        return f"not a valid account name (nick rules, at most {maxlen} characters)"
+    # the reserved nicks are ASCII letters, so lowering is their fold under either case mapping
+    if name.lower() in RESERVED_NICKS:
+        return "reserved for the server's own services"
+    return None
+
+
 def valid_account_name(name: str, maxlen: int) -> bool:
-    """Account names follow the nick grammar, because an agent's nick is its account name."""
-    return 0 < len(name) <= maxlen and _NAME_RE.match(name) is not None
+    return account_name_problem(name, maxlen) is None
+
+
+class InvalidAccountName(ValueError):
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +302,10 @@ class AccountService:
 
     async def create(self, name: str, password: str, *, kind: str = "person", owner: str | None = None,
                      email: str | None = None) -> Account:
-        """Create an account (hashes off the event loop); raises AccountExists."""
+        """Create an account (hashes off the event loop); raises InvalidAccountName or AccountExists."""
+        problem = account_name_problem(name, self.server.config.limits.nicklen)
+        if problem is not None:
+            raise InvalidAccountName(f"{name!r} is {problem}")
         folded = self.server.casefold(name)
         hashed, keys = await self.make_credentials(password)
         account = await self.store.create_account(

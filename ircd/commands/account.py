@@ -8,7 +8,7 @@ import binascii
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.accounts import throttled_text, valid_account_name
+from ircd.accounts import InvalidAccountName, throttled_text, valid_account_name
 from ircd.caps import Capability
 from ircd.commands.registration import try_register
 from ircd.dispatch import CommandContext, command
@@ -282,6 +282,9 @@ async def handle_register(ctx: CommandContext, msg: Message) -> None:
     except AccountExists:
         reply.fail("REGISTER", "ACCOUNT_EXISTS", name, "That account already exists")
         return
+    except InvalidAccountName:
+        reply.fail("REGISTER", "BAD_ACCOUNT_NAME", name, "That account name is not allowed")
+        return
     if client.closing:
         return
     reply.send("REGISTER", "SUCCESS", account.name, "Account created")
@@ -358,6 +361,9 @@ async def nickserv(ctx: CommandContext, text: str) -> None:
             account = await accounts.create(client.nick, args[0])
         except AccountExists:
             nickserv_notice(ctx, f"The account {client.nick} already exists.")
+            return
+        except InvalidAccountName:
+            nickserv_notice(ctx, f"{client.nick} cannot be an account name.")
             return
         if client.closing:
             return
