@@ -147,9 +147,12 @@ class AccountsSection(_Section):
     registration_before_connect: bool = True
     min_password_length: int = Field(default=8, ge=1, le=512)
     login_attempts: int = Field(
-        default=5, ge=1, description="failed logins per account per window before refusals"
+        default=5, ge=1, description="failed logins per account from one source per window"
     )
-    login_ip_attempts: int = Field(default=20, ge=1, description="failed logins per IP per window")
+    login_ip_attempts: int = Field(default=20, ge=1, description="failed logins from one source per window")
+    login_account_attempts: int = Field(
+        default=10, ge=1, description="failed logins per account per window from sources new to it"
+    )
     login_window: float = Field(default=60.0, gt=0)
     password_threads: int = Field(default=1, ge=1, le=64)
     argon2_time_cost: int = Field(default=2, ge=1, le=20)
@@ -161,6 +164,9 @@ class AccountsSection(_Section):
     def _check_consistent(self) -> "AccountsSection":
         if self.require_sasl and not self.enabled:
             raise ValueError("require_sasl needs enabled = true (nobody could log in)")
+        if self.login_account_attempts < self.login_attempts:
+            # otherwise one source's failures would lock the account for every new source
+            raise ValueError("login_account_attempts must be at least login_attempts")
         return self
 
 
