@@ -99,6 +99,13 @@ class Store:
     async def set_password(self, folded: str, password_hash: str, scram: ScramKeys) -> bool:
         return await self.db.write(_accounts.set_password, folded, password_hash, scram)
 
+    async def load_login_sources(self) -> list[tuple[str, str]]:
+        return await self.db.read(_accounts.load_login_sources)
+
+    def note_login_source(self, account: str, source: str, at: int, keep: int) -> None:
+        """Remember where an account logged in from (nobody waits for the write)."""
+        self.db.write_nowait(_accounts.note_login_source, account, source, at, keep)
+
     # channels --------------------------------------------------------------
 
     async def load_channels(self) -> list[ChannelRow]:

@@ -24,6 +24,8 @@ __all__ = [
     "add_certfp",
     "remove_certfp",
     "certfps",
+    "load_login_sources",
+    "note_login_source",
 ]
 
 
@@ -172,3 +174,24 @@ def certfps(conn: sqlite3.Connection, folded: str) -> list[str]:
             "SELECT fingerprint FROM account_certfps WHERE account = ? ORDER BY fingerprint", (folded,)
         ).fetchall()
     ]
+
+
+def load_login_sources(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(account, source) of every remembered successful login, least recent first."""
+    rows = conn.execute("SELECT account, source FROM login_sources ORDER BY last_at, account, source")
+    return rows.fetchall()
+
+
+def note_login_source(conn: sqlite3.Connection, account: str, source: str, at: int, keep: int) -> None:
+    """Remember a successful login of ``account`` from ``source``; keep its ``keep`` latest sources."""
+    conn.execute(
+        "INSERT INTO login_sources (account, source, last_at) SELECT ?, ?, ? "
+        "WHERE EXISTS (SELECT 1 FROM accounts WHERE folded = ?) "
+        "ON CONFLICT (account, source) DO UPDATE SET last_at = excluded.last_at",
+        (account, source, at, account),
+    )
+    conn.execute(
+        "DELETE FROM login_sources WHERE account = ? AND source NOT IN "
+        "(SELECT source FROM login_sources WHERE account = ? ORDER BY last_at DESC LIMIT ?)",
+        (account, account, keep),
+    )

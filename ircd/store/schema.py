@@ -80,4 +80,14 @@ CORE_MIGRATIONS: list[str] = [
         PRIMARY KEY (account, target)
     ) WITHOUT ROWID;
     """,
+    # 3: the sources (IPv4 address or IPv6 /64) each account logged in from successfully,
+    # the most recent few per account: failed logins from other sources cannot lock them out
+    """
+    CREATE TABLE login_sources (
+        account TEXT NOT NULL REFERENCES accounts(folded) ON DELETE CASCADE,
+        source  TEXT NOT NULL,
+        last_at INTEGER NOT NULL,  -- ms since the epoch of the latest successful login
+        PRIMARY KEY (account, source)
+    ) WITHOUT ROWID;
+    """,
 ]
