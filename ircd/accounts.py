@@ -7,9 +7,10 @@ The SQL lives in ``ircd.store``; this module holds the rules:
 * An agent's nick is its account name. A registered person's account name
   is protected as a nick (``accounts.nick_protection``).
 * ``accounts.require_sasl`` refuses registration without a login.
-* Failed logins are counted per account and per IP in a sliding window;
-  past the limit, attempts are refused without checking the password, so
-  guessing gets slow for the guesser only.
+* Every password check goes through ``check_password`` (SCRAM, which checks
+  a proof rather than a password, through ``begin_login``/``end_login``):
+  attempts are counted per source and per account before the check
+  (``ircd.logins``), so guessing gets slow for the guesser, not the owner.
 
 Account names are cached in memory for nick checks and refreshed whenever
 another process (the ``pircd account`` CLI) changes the database.
@@ -22,7 +23,6 @@ import math
 import logging
 import re
 import secrets
-from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
 
@@ -32,19 +32,19 @@ from ircd import caps as C
 from ircd import passwords
 from ircd.commands.registration import RESERVED_NICKS
 from ircd.events import LoggedIn, LoggedOut
+from ircd.logins import KNOWN_PER_TARGET, Attempt, LoginLimits, source_of
 from ircd.proto import numerics as N
 from ircd.sasl.scram import derive_keys
 from ircd.store import Account, AccountExists, ScramKeys
-from ircd.timers import forget_idle
 
 if TYPE_CHECKING:
     from ircd.client import Client
+    from ircd.config import AccountsSection
     from ircd.replies import ReplyBuffer
     from ircd.server import Server
     from ircd.store import Store
 
-__all__ = ["AccountService", "InvalidAccountName", "LoginThrottle", "Refusal", "account_name_problem",
-           "valid_account_name"]
+__all__ = ["AccountService", "InvalidAccountName", "Refusal", "account_name_problem", "valid_account_name"]
 
 log = logging.getLogger("pircd")
 _NAME_RE = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]*$")
@@ -81,43 +81,6 @@ class Refusal:
     disconnect: bool = True
 
 
-class LoginThrottle:
-    """Failed logins per key (account or IP) in a sliding window."""
-
-    def __init__(self) -> None:
-        self._failures: dict[str, deque[float]] = {}
-
-    def _recent(self, key: str, now: float, window: float) -> deque[float]:
-        times = self._failures.get(key)
-        if times is None:
-            return deque()
-        while times and times[0] <= now - window:
-            times.popleft()
-        if not times:
-            del self._failures[key]
-        return times
-
-    def retry_after(self, key: str, limit: int, now: float, window: float) -> float:
-        """Seconds until ``key`` may try again (0 when it may try now)."""
-        times = self._recent(key, now, window)
-        if len(times) < limit:
-            return 0.0
-        return times[-limit] + window - now
-
-    def failure(self, key: str, now: float) -> None:
-        self._failures.setdefault(key, deque()).append(now)
-
-    def clear(self, key: str) -> None:
-        self._failures.pop(key, None)
-
-    def prune(self, now: float, window: float) -> int:
-        """Forget keys whose last failure left the window; returns how many."""
-        return forget_idle(self._failures, now - window)
-
-    def __len__(self) -> int:
-        return len(self._failures)
-
-
 def throttled_text(wait: float) -> str:
     return f"Too many failed attempts; try again in {math.ceil(wait)} seconds"
 
@@ -133,16 +96,16 @@ class AccountService:
     def __init__(self, server: "Server", store: "Store") -> None:
         self.server = server
         self.store = store
-        self.throttle = LoginThrottle()
         self.names: dict[str, str] = {}  # folded account name -> kind
         self.scram_secret = secrets.token_bytes(32)
         self._data_version: int | None = None
         # awaited after each refresh of the cache (at start-up, and when another process changed
         # accounts): extensions reconcile what they keep per account (a deleted account's state)
         self.changed_hooks: list[Callable[[], Awaitable[None]]] = []
+        self._sources_loaded = False
+        self._dummy_hash: str | None = None
         server.registration_checks.append(self.registration_check)
         server.nick_checks.append(self.nick_check)
-        server.sweep_hooks.append(self._prune_throttle)
 
     @property
     def cfg(self):
@@ -155,6 +118,10 @@ class AccountService:
         self._data_version = await self._read_data_version()
         accounts = await self.store.list_accounts()
         self.names = {a.folded: a.kind for a in accounts}
+        if not self._sources_loaded:
+            self._sources_loaded = True
+            for account, source in await self.store.load_login_sources():
+                self.server.logins.remember("a:" + account, source)
         suspended = {a.folded for a in accounts if a.suspended}
         for client in list(self.server.clients):
             folded = client.account_folded
@@ -179,41 +146,54 @@ class AccountService:
         keys = await anyio.to_thread.run_sync(derive_keys, password, None, self.cfg.scram_iterations)
         return hashed, keys
 
-    def _prune_throttle(self, now: float) -> None:
-        self.throttle.prune(now, self.cfg.login_window)
+    def begin_login(self, ip: str, folded: str) -> Attempt | str:
+        """Count a login attempt on an account before its check; the refusal text when the
+        source or the account is over its limit. End it with ``end_login``."""
+        server = self.server
+        attempt = server.logins.begin(source_of(ip), "a:" + folded, server.clock(), login_limits(self.cfg))
+        if isinstance(attempt, float):
+            log.warning("login throttled account=%s ip=%s", folded, ip)
+            return throttled_text(attempt)
+        return attempt
 
-    def throttled(self, client: "Client", folded: str) -> float:
-        now = self.server.clock()
-        cfg = self.cfg
-        wait = self.throttle.retry_after("a:" + folded, cfg.login_attempts, now, cfg.login_window)
-        wait = max(wait, self.throttle.retry_after("i:" + client.ip, cfg.login_ip_attempts, now, cfg.login_window))
-        return wait
+    def end_login(self, attempt: Attempt, ok: bool, ip: str, mechanism: str) -> None:
+        logins = self.server.logins
+        folded = (attempt.target or "a:")[2:]  # an account's attempt always has its target
+        if not ok:
+            logins.failed(attempt)
+            log.warning("login failed account=%s ip=%s mechanism=%s", folded, ip, mechanism)
+            return
+        logins.succeeded(attempt)
+        if folded in self.names:
+            now_ms = int(self.server.clock() * 1000)
+            self.store.note_login_source(folded, attempt.source, now_ms, KNOWN_PER_TARGET)
 
-    def record_failure(self, client: "Client", folded: str, mechanism: str) -> None:
-        now = self.server.clock()
-        self.throttle.failure("a:" + folded, now)
-        self.throttle.failure("i:" + client.ip, now)
-        log.warning("login failed account=%s ip=%s mechanism=%s", folded, client.ip, mechanism)
+    async def check_password(self, ip: str, name: str, password: str, mechanism: str) -> Account | str:
+        """The account if ``password`` is right, else the reason for the refusal.
 
-    async def check_password(self, client: "Client", name: str, password: str, mechanism: str) -> Account | str:
-        """The account if ``password`` is right, else the reason for the refusal."""
+        The one way to check an account's password (SASL PLAIN, NickServ IDENTIFY, and any
+        later sign-in over another protocol): it applies the login throttle, and an unknown
+        name costs the same argon2 work as a known one. ``ip`` is the client's address."""
         folded = self.server.casefold(name)
-        wait = self.throttled(client, folded)
-        if wait > 0:
-            log.warning("login throttled account=%s ip=%s", folded, client.ip)
-            return throttled_text(wait)
+        attempt = self.begin_login(ip, folded)
+        if isinstance(attempt, str):
+            return attempt
         account = await self.store.get_account(folded)
-        if account is None or account.password_hash is None:
-            self.record_failure(client, folded, mechanism)
-            return "Invalid account name or password"
-        if not await passwords.verify(account.password_hash, password):
-            self.record_failure(client, folded, mechanism)
+        hashed = account.password_hash if account is not None else None
+        ok = await passwords.verify(hashed or await self._unknown_hash(), password) and hashed is not None
+        self.end_login(attempt, ok, ip, mechanism)
+        if not ok or account is None:
             return "Invalid account name or password"
         if account.suspended:
-            log.warning("login refused (suspended) account=%s ip=%s", folded, client.ip)
+            log.warning("login refused (suspended) account=%s ip=%s", folded, ip)
             return "Account suspended"
-        self.throttle.clear("a:" + folded)
         return account
+
+    async def _unknown_hash(self) -> str:
+        """A hash of a random password with the current parameters, checked for unknown names."""
+        if self._dummy_hash is None:
+            self._dummy_hash = await passwords.hash_password(secrets.token_urlsafe(18))
+        return self._dummy_hash
 
     # login -----------------------------------------------------------------
 
@@ -314,6 +294,13 @@ class AccountService:
         self.names[folded] = kind
         log.info("account created name=%s kind=%s owner=%s", name, kind, owner)
         return account
+
+
+def login_limits(cfg: AccountsSection) -> LoginLimits:
+    """The login throttle's limits from ``[accounts]`` (SASL, NickServ and OPER share them)."""
+    return LoginLimits(
+        cfg.login_attempts, cfg.login_ip_attempts, cfg.login_account_attempts, cfg.login_window
+    )
 
 
 __all__ += ["AccountExists"]

@@ -91,6 +91,9 @@ class Server:
         self.store: "Store | None" = None
         self.accounts: "AccountService | None" = None
         self.tokens: Any = None  # ircd.tokens.TokenService, with the store
+        from ircd.logins import LoginThrottle
+
+        self.logins = LoginThrottle()  # password checks per source and target (SASL, NickServ, OPER)
         self.created_at = clock()
         self.created_str = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.created_at))
         self.max_clients_seen = 0

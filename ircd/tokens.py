@@ -7,9 +7,10 @@ checked against the database, so a revoked token is refused at the next
 request wherever it was revoked; transports also register the tokens their
 open sessions use, and hear through ``revoked_hooks`` when one goes (also
 when another process revoked it: the once-a-second tick checks them).
-Failed checks are counted per IP like failed SASL logins, and an IP past the
-limit is refused before any check. A token is never locked out by others'
-failures: the id in the token finds its row, and nothing is counted per account.
+Checks are counted per source in the server's login throttle (``ircd/logins.py``),
+with failed SASL logins and OPER attempts, and a source past the limit is refused
+before any check. A token is never locked out by others' failures: the id in the
+token finds its row, and nothing is counted per account.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from ircd.accounts import LoginThrottle
+from ircd.accounts import login_limits
+from ircd.logins import source_of
 from ircd.store import tokens as rows
 
 if TYPE_CHECKING:
@@ -56,12 +58,10 @@ class TokenService:
     def __init__(self, server: "Server", store: "Store") -> None:
         self.server = server
         self.store = store
-        self.throttle = LoginThrottle()  # failed checks per IP
         self.in_use: dict[int, int] = {}  # token id -> open sessions using it
         self.revoked_hooks: list[Callable[[set[int]], None]] = []
         self._checking = False
         server.tick_hooks.append(self._tick)
-        server.sweep_hooks.append(lambda now: self.throttle.prune(now, server.config.accounts.login_window))
 
     async def start(self) -> None:
         await self.store.migrate(rows.TRACK, rows.MIGRATIONS)
@@ -113,17 +113,22 @@ class TokenService:
 
     def retry_after(self, ip: str) -> float:
         """Seconds before ``ip`` may try a token again (0: now)."""
-        cfg = self.server.config.accounts
-        return self.throttle.retry_after(ip, cfg.login_ip_attempts, self.server.clock(), cfg.login_window)
+        server = self.server
+        return server.logins.source_wait(source_of(ip), server.clock(), login_limits(server.config.accounts))
 
     async def verify(self, text: str, ip: str) -> TokenIdentity | None:
         """The identity a token names, or None (counted against ``ip``). Callers check
         ``retry_after(ip)`` first and refuse without checking while it is not 0."""
+        server, logins = self.server, self.server.logins
+        attempt = logins.begin(source_of(ip), None, server.clock(), login_limits(server.config.accounts))
+        if isinstance(attempt, float):  # counted before the check: simultaneous ones too
+            return None
         parsed = rows.split_token(text)
         row = await self.store.read(rows.lookup, *parsed) if parsed is not None else None
         if row is None:
-            self.throttle.failure(ip, self.server.clock())
+            logins.failed(attempt)
             return None
+        logins.succeeded(attempt)
         accounts = self.server.accounts
         kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
         self.store.write_nowait(rows.touch, [row.id], int(self.server.clock() * 1000))

@@ -1,8 +1,8 @@
-"""Login throttling end to end: wrong passwords slow down the guessed account and the guessing IP only.
+"""Login throttling end to end: wrong passwords slow down the guessing source only.
 
-Real sockets, a server on 127.0.0.1 port 0 with a SQLite file. A second client address comes from
-binding the client socket to 127.0.0.2 (the whole 127/8 is loopback on Linux). No sleeps: every
-step reads until the reply it expects.
+Real sockets, a server on 127.0.0.1 port 0 with a SQLite file. Other client addresses come from
+binding the client socket to 127.0.0.2 and 127.0.0.3 (the whole 127/8 is loopback on Linux). No
+sleeps: every step reads until the reply it expects.
 """
 
 from __future__ import annotations
@@ -79,17 +79,18 @@ def throttled(line: str, nick: str) -> bool:
     return found is not None and WINDOW - 30 <= int(found.group(1)) <= WINDOW
 
 
-def test_wrong_passwords_slow_only_that_account_and_that_ip(srv, connect):
-    """accounts: 'Failed logins are counted per account and per IP in a sliding window; past the limit,
-    attempts are refused without checking the password, so guessing gets slow for the guesser only.'"""
+def test_wrong_passwords_slow_only_the_guessing_source(srv, connect):
+    """accounts: 'attempts are counted per source and per account before the check, so guessing gets
+    slow for the guesser, not the owner.'"""
     invalid = ":irc.test 904 {} :SASL authentication failed: Invalid account name or password"
     guesser = connect("guesser")
     for _ in range(3):
         assert attempt(guesser, "alice", "guess") == invalid.format("guesser")
-    # alice is now throttled: even the right password is refused, from any address
+    # the guesser's address is now refused on alice, even with the right password...
     assert throttled(attempt(guesser, "alice", RIGHT), "guesser")
-    elsewhere = connect("elsewhere", source="127.0.0.2")
-    assert throttled(attempt(elsewhere, "alice", RIGHT), "elsewhere")
+    # ...but the owner, from another address, is not
+    owner = connect("owner", source="127.0.0.2")
+    assert attempt(owner, "alice", RIGHT) == ":irc.test 903 owner :SASL authentication successful"
     # bob logs in from the guesser's own address: three failures are under the per-IP limit of five
     neighbour = connect("neighbour")
     assert attempt(neighbour, "bob", RIGHT) == ":irc.test 903 neighbour :SASL authentication successful"
@@ -101,3 +102,22 @@ def test_wrong_passwords_slow_only_that_account_and_that_ip(srv, connect):
     # ...which holds back 127.0.0.1 only: bob still logs in from 127.0.0.2
     other_ip = connect("otherip", source="127.0.0.2")
     assert attempt(other_ip, "bob", RIGHT) == ":irc.test 903 otherip :SASL authentication successful"
+
+
+def test_simultaneous_guesses_from_many_connections_are_all_counted(srv, connect):
+    """issue 23.2: twelve connections from one address each send one guess at the same moment; only
+    accounts.login_attempts (3) of them are checked, the others are refused unchecked."""
+    clients = [connect(f"p{i}", source="127.0.0.3") for i in range(12)]
+    for client in clients:
+        client.send("AUTHENTICATE PLAIN")
+    for client in clients:
+        assert [m.params for m in client.read_until(lambda m: m.command == "AUTHENTICATE")] == [["+"]]
+    for i, client in enumerate(clients):
+        client.send("AUTHENTICATE " + base64.b64encode(f"\0alice\0guess{i}".encode()).decode())
+    answers = []
+    for i, client in enumerate(clients):
+        line = client.read_until(lambda m: m.command in ("903", "904"))[-1].params[-1]
+        answers.append(line)
+    assert sorted(answers) == ["SASL authentication failed: Invalid account name or password"] * 3 + [
+        f"SASL authentication failed: Too many failed attempts; try again in {WINDOW} seconds"
+    ] * 9

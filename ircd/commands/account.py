@@ -8,7 +8,7 @@ import binascii
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.accounts import InvalidAccountName, throttled_text, valid_account_name
+from ircd.accounts import InvalidAccountName, valid_account_name
 from ircd.caps import Capability
 from ircd.commands.registration import try_register
 from ircd.dispatch import CommandContext, command
@@ -132,7 +132,7 @@ async def _plain(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
         _sasl_fail(ctx, "SASL authentication failed: authorization identity must match")
         return
     assert ctx.server.accounts is not None
-    result = await ctx.server.accounts.check_password(ctx.client, authcid, password, "PLAIN")
+    result = await ctx.server.accounts.check_password(ctx.client.ip, authcid, password, "PLAIN")
     _finish(ctx, result)
 
 
@@ -181,10 +181,11 @@ async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
             _sasl_fail(ctx)
             return
         folded = server.casefold(name)
-        wait = accounts.throttled(client, folded)
-        if wait > 0:
-            _sasl_fail(ctx, f"SASL authentication failed: {throttled_text(wait)}")
+        attempt = accounts.begin_login(client.ip, folded)  # counted now: the proof is checked later
+        if isinstance(attempt, str):
+            _sasl_fail(ctx, f"SASL authentication failed: {attempt}")
             return
+        state.attempt = attempt
         account = await accounts.store.get_account(folded)
         keys = account.scram if account is not None else None
         state.account = account if keys is not None else None
@@ -195,18 +196,16 @@ async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
         _send_authenticate(ctx, scram.server_first_message(keys.salt, keys.iterations))
         return
     if state.step == 1:
-        assert state.scram is not None
-        scram = state.scram
+        assert state.scram is not None and state.attempt is not None
         account = state.account
-        folded = server.casefold(scram.username)
-        if account is None or account.scram is None:  # step 0 answered with fake keys
-            accounts.record_failure(client, folded, "SCRAM-SHA-256")
-            _sasl_fail(ctx)
-            return
-        try:
-            final = scram.final(text, account.scram)
-        except ScramError:
-            accounts.record_failure(client, folded, "SCRAM-SHA-256")
+        final: str | None = None
+        if account is not None and account.scram is not None:  # else step 0 answered with fake keys
+            try:
+                final = state.scram.final(text, account.scram)
+            except ScramError:
+                pass
+        accounts.end_login(state.attempt, final is not None, client.ip, "SCRAM-SHA-256")
+        if final is None or account is None:
             _sasl_fail(ctx)
             return
         if account.suspended:
@@ -219,7 +218,6 @@ async def _scram(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
     if payload:
         _sasl_fail(ctx)
         return
-    accounts.throttle.clear("a:" + server.casefold(state.scram.username if state.scram else ""))
     assert state.account is not None  # step 1 goes on only with an account
     _finish(ctx, state.account)
 
@@ -333,7 +331,7 @@ async def nickserv(ctx: CommandContext, text: str) -> None:
             nickserv_notice(ctx, f"You are already logged in as {client.account}.")
             return
         name, password = (args[0], args[1]) if len(args) > 1 else (client.nick, args[0])
-        result = await accounts.check_password(client, name, password, "NickServ")
+        result = await accounts.check_password(client.ip, name, password, "NickServ")
         if client.closing:
             return
         if isinstance(result, str):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ircd.sasl.scram import ScramServer
 
 if TYPE_CHECKING:
+    from ircd.logins import Attempt
     from ircd.store import Account
 
 __all__ = ["SaslState", "MECHANISMS", "CHUNK", "MAX_PAYLOAD", "split_payload"]
@@ -30,6 +31,7 @@ class SaslState:
     step: int = 0
     scram: ScramServer | None = None
     account: Account | None = field(default=None)  # the account a SCRAM exchange is for
+    attempt: Attempt | None = None  # the login attempt a SCRAM exchange counts as
 
 
 def split_payload(data: str) -> list[str]:
