@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 
 import pytest
 
+from ircd import passwords
 from ircd.config import from_dict, load
 from ircd.passwords import hash_sync
 from tests.harness import Harness
@@ -76,12 +78,87 @@ def test_oper_wrong_password_or_name_is_464(opers):
     assert not h.clients["alice"].is_oper
 
 
-def test_oper_host_mismatch_is_491(opers):
+def test_oper_host_allowed_by_no_block_is_491(opers):
     """RFC 2812 ERR_NOOPERHOST: "If a client sends an OPER message and the server has not been configured
-    to allow connections from the client's host as an operator, this error MUST be returned.\""""
+    to allow connections from the client's host as an operator, this error MUST be returned." No block
+    accepts 198.51.100.7, so every OPER from there is 491, whatever the name and password."""
+    h = Harness(from_dict({
+        "server": {"name": "irc.test", "network": "TestNet"},
+        "opers": [{"name": "root", "password": argon2_hash("s3cret"), "hostmask": "*!*@127.0.0.1"}],
+    }))
+    try:
+        h.register("carol", ip="198.51.100.7")
+        for line in ("OPER root s3cret", "OPER root wrong", "OPER nobody x"):
+            h.send("carol", line)
+        assert h.lines("carol") == [":irc.test 491 carol :No O-lines for your host"] * 3
+    finally:
+        h.close()
+
+
+def test_oper_block_for_another_host_answers_like_a_wrong_password(opers):
+    """issue 23.3: from a host the block does not allow, the right password must not answer differently
+    from a wrong one (that would confirm the password)."""
     h = opers
     h.send("alice", "OPER remote s3cret")
-    assert h.lines("alice") == [":irc.test 491 alice :No O-lines for your host"]
+    h.send("alice", "OPER remote wrong")
+    assert h.lines("alice") == [":irc.test 464 alice :Password incorrect"] * 2
+    assert not h.clients["alice"].is_oper
+
+
+def test_oper_guesses_are_throttled_per_source(opers):
+    """issue 23.3: OPER is throttled like SASL (accounts.login_attempts per source and name)."""
+    h = opers
+    for i in range(5):
+        h.send("alice", f"OPER root guess{i}")
+    h.send("alice", "OPER root s3cret")
+    assert h.lines("alice") == [":irc.test 464 alice :Password incorrect"] * 5 + [
+        ":irc.test 464 alice :Too many failed attempts; try again in 60 seconds"
+    ]
+    assert not h.clients["alice"].is_oper
+    h.register("carol", ip="127.0.0.1")  # the same source
+    h.send("carol", "OPER root s3cret")
+    assert h.lines("carol") == [":irc.test 464 carol :Too many failed attempts; try again in 60 seconds"]
+    h.clock.advance(61)
+    h.send("alice", "OPER root s3cret")
+    assert h.numerics("alice") == ["381", "MODE"]
+
+
+def test_simultaneous_oper_guesses_are_counted_before_they_are_checked(opers):
+    """issue 23.3: guesses sent at the same moment from many connections are counted before any check
+    ends, so no more than accounts.login_attempts of them are checked."""
+    h = opers
+    names = [f"c{i}" for i in range(8)]
+    pending = []
+    for name in names:
+        h.register(name)
+        pending.append(h.server.handle_line(h.clients[name], f"OPER root guess-{name}".encode()))
+
+    async def together() -> None:
+        await asyncio.gather(*pending)
+
+    h.run(together())
+    h.server.flush_all()
+    answers = [h.lines(name) for name in names]
+    assert answers[:5] == [[f":irc.test 464 {name} :Password incorrect"] for name in names[:5]]
+    assert answers[5:] == [
+        [f":irc.test 464 {name} :Too many failed attempts; try again in 60 seconds"] for name in names[5:]
+    ]
+
+
+def test_unknown_oper_name_costs_the_same_check(opers, monkeypatch):
+    """issue 23.3: an unknown name must not answer faster than a real one: it is checked against a
+    configured hash."""
+    checked: list[str] = []
+    real = passwords.verify
+
+    async def recording(hashed: str, password: str) -> bool:
+        checked.append(hashed)
+        return await real(hashed, password)
+
+    monkeypatch.setattr(passwords, "verify", recording)
+    opers.send("alice", "OPER nobody s3cret")
+    assert opers.lines("alice") == [":irc.test 464 alice :Password incorrect"]
+    assert checked == [argon2_hash("s3cret")]
 
 
 def test_oper_commands_need_oper_481(opers):

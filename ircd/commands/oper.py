@@ -5,7 +5,10 @@ from __future__ import annotations
 import logging
 
 from ircd import passwords
+from ircd.accounts import login_limits, throttled_text
+from ircd.config import OperBlock
 from ircd.dispatch import CommandContext, command
+from ircd.logins import source_of
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message, mask_matches
 
@@ -18,18 +21,33 @@ async def handle_oper(ctx: CommandContext, msg: Message) -> None:
     Makes you an IRC operator if the name and password match an [[opers]] block."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     name, password = msg.params[0], msg.params[1]
-    block = next((o for o in server.config.opers if o.name == name), None)
-    ok = block is not None and await passwords.verify(block.password, password)
+    opers = server.config.opers
+    allowed = [o for o in opers if _host_allowed(ctx, o)]
+    if not allowed:
+        # RFC 2812 ERR_NOOPERHOST: no block accepts this host at all, whatever was sent
+        reply.numeric(N.ERR_NOOPERHOST, "No O-lines for your host")
+        return
+    limits = login_limits(server.config.accounts)
+    attempt = server.logins.begin(source_of(client.ip), "o:" + name, server.clock(), limits)
+    if isinstance(attempt, float):
+        log.warning("oper throttled id=%d nick=%s name=%s ip=%s", client.id, client.nick, name, client.ip)
+        reply.numeric(N.ERR_PASSWDMISMATCH, throttled_text(attempt))
+        return
+    block = next((o for o in opers if o.name == name), None)
+    # An unknown name is checked against a real block's hash (every block has an argon2 hash),
+    # so it costs the same time; a block for another host is checked too, and answered like a
+    # wrong password.
+    hashed = block.password if block is not None else allowed[0].password
+    ok = await passwords.verify(hashed, password) and block is not None and block in allowed
+    if ok:
+        server.logins.succeeded(attempt)
+    else:
+        server.logins.failed(attempt)
     if client.closing:
         return
     if not ok or block is None:
-        log.warning("oper failed id=%d nick=%s name=%s", client.id, client.nick, name)
+        log.warning("oper failed id=%d nick=%s name=%s ip=%s", client.id, client.nick, name, client.ip)
         reply.numeric(N.ERR_PASSWDMISMATCH, "Password incorrect")
-        return
-    if not mask_matches(block.hostmask, client.prefix, server.casefold) and not mask_matches(
-        block.hostmask, f"{client.nick}!{client.user}@{client.ip}", server.casefold
-    ):
-        reply.numeric(N.ERR_NOOPERHOST, "No O-lines for your host")
         return
     if "o" not in client.modes:
         client.modes.add("o")
@@ -38,6 +56,13 @@ async def handle_oper(ctx: CommandContext, msg: Message) -> None:
     log.info("oper id=%d nick=%s name=%s", client.id, client.nick, name)
     reply.numeric(N.RPL_YOUREOPER, "You are now an IRC operator")
     reply.send("MODE", client.nick, "+o", source=client.nick)
+
+
+def _host_allowed(ctx: CommandContext, block: OperBlock) -> bool:
+    server, client = ctx.server, ctx.client
+    return mask_matches(block.hostmask, client.prefix, server.casefold) or mask_matches(
+        block.hostmask, f"{client.nick}!{client.user}@{client.ip}", server.casefold
+    )
 
 
 @command("KILL", min_params=2, oper=True)
