@@ -5,7 +5,9 @@ The SQL lives in ``ircd.store``; this module holds the rules:
 * A login sets the client's account, answers 900, tells peers with
   account-notify, and gives agents user mode +B.
 * An agent's nick is its account name. A registered person's account name
-  is protected as a nick (``accounts.nick_protection``).
+  is protected as a nick (``accounts.nick_protection``). A logged-in client
+  can always take its account's name as nick: an older connection of the
+  same agent is closed, anyone else holding it is renamed.
 * ``accounts.require_sasl`` refuses registration without a login.
 * Every password check goes through ``check_password`` (SCRAM, which checks
   a proof rather than a password, through ``begin_login``/``end_login``):
@@ -30,17 +32,17 @@ import anyio
 
 from ircd import caps as C
 from ircd import passwords
-from ircd.commands.registration import RESERVED_NICKS
+from ircd.commands.registration import RESERVED_NICKS, set_nick_from_server
 from ircd.events import LoggedIn, LoggedOut
 from ircd.logins import KNOWN_PER_TARGET, Attempt, LoginLimits, source_of
 from ircd.proto import numerics as N
+from ircd.replies import ReplyBuffer
 from ircd.sasl.scram import derive_keys
 from ircd.store import Account, AccountExists, ScramKeys
 
 if TYPE_CHECKING:
     from ircd.client import Client
     from ircd.config import AccountsSection
-    from ircd.replies import ReplyBuffer
     from ircd.server import Server
     from ircd.store import Store
 
@@ -202,19 +204,31 @@ class AccountService:
         client.account = account.name
         client.account_folded = account.folded
         client.account_kind = account.kind
+        if not client.registered and self._wants_account_nick(client):
+            self.claim_nick(client)
         mask = client.prefix if client.registered else f"{client.nick}!{client.user or '*'}@{client.host}"
         reply.numeric(N.RPL_LOGGEDIN, mask, account.name, f"You are now logged in as {account.name}")
         log.info("login id=%d account=%s kind=%s", client.id, account.name, account.kind)
         if client.registered:
             server.account_attached(client)
             if account.is_agent:
-                self._enforce_agent_nick(client, reply)
+                self.claim_nick(client, reply)
                 if "B" not in client.modes:
                     client.modes.add("B")
                     reply.send("MODE", client.nick, "+B", source=client.nick)
             peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
             server.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
             server.events.publish(LoggedIn(client, account.name))
+
+    def _wants_account_nick(self, client: Client) -> bool:
+        """Before registration: an agent always takes its account name; a person when the
+        server refused that very nick to it (someone held it) before it logged in."""
+        if client.account_kind == "agent":
+            return True
+        refused = client.refused_nick
+        if client.nick != "*" or refused is None:
+            return False
+        return self.server.casefold(refused) == client.account_folded
 
     def logout(self, client: "Client", reply: "ReplyBuffer | None") -> None:
         account = client.account
@@ -229,21 +243,66 @@ class AccountService:
         server.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
         server.events.publish(LoggedOut(client, account))
 
-    def _enforce_agent_nick(self, client: "Client", reply: "ReplyBuffer") -> None:
-        """After a post-registration login: an agent takes its account name as nick."""
-        from ircd.commands.registration import set_nick_from_server
+    # nick ownership ----------------------------------------------------------
 
-        if client.nick_folded != client.account_folded:
-            holder = self.server.registry.nicks.get(client.account_folded or "")
-            if holder is not None and holder is not client:
-                self.server.disconnect(holder, "Nick taken over by its account")
-            set_nick_from_server(self.server, client, client.account or client.nick, reply)
+    def claim_nick(self, client: Client, reply: ReplyBuffer | None = None) -> None:
+        """Give a logged-in client its account name as nick, taking it from whoever holds it."""
+        folded = client.account_folded
+        if folded is None or client.account is None or client.nick_folded == folded:
+            return
+        holder = self.server.registry.nicks.get(folded)
+        if holder is not None and holder is not client:
+            self.take_nick(client, holder)
+        own = reply if reply is not None else ReplyBuffer(self.server, client)
+        set_nick_from_server(self.server, client, client.account, own, folded)
+        if reply is None:
+            own.flush()
+
+    def take_nick(self, claimant: Client, holder: Client) -> None:
+        """``claimant``, logged in, takes its account's name from ``holder``. An older
+        connection of the same agent is closed (an agent has one connection at a time);
+        anyone else loses the nick: a registered client is renamed to a guest nick, one still
+        registering gets 433 and chooses another."""
+        server = self.server
+        nick = holder.nick
+        if holder.account_folded == claimant.account_folded and claimant.account_kind == "agent":
+            server.disconnect(holder, "Nick taken over by a new connection of its account")
+            return
+        reply = ReplyBuffer(server, holder)
+        if not holder.registered:
+            server.registry.remove_nick(holder)
+            holder.nick, holder.nick_folded = "*", ""
+            holder.refused_nick = nick
+            reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
+            reply.flush()
+            return
+        guest = self._guest_nick(holder)
+        if guest is None:
+            server.disconnect(holder, "Nick taken over by its account")
+            return
+        log.info("nick taken id=%d nick=%s by=%d account=%s", holder.id, nick, claimant.id, claimant.account)
+        set_nick_from_server(server, holder, guest, reply)
+        reply.send("NOTICE", guest, f"The nick {nick} belongs to the account {claimant.account}, which has "
+                   f"logged in; you are now {guest}")
+        reply.flush()
+
+    def _guest_nick(self, client: Client) -> str | None:
+        """A free nick that no account owns: Guest<connection id>, or Guest<random digits>."""
+        server = self.server
+        maxlen = server.config.limits.nicklen
+        number = client.id
+        for _ in range(100):
+            nick = f"Guest{number}"
+            folded = server.casefold(nick)
+            if len(nick) <= maxlen and folded not in server.registry.nicks and folded not in self.names:
+                return nick
+            number = secrets.randbelow(10 ** (maxlen - len("Guest")))
+        return None
 
     # registration and nick checks -----------------------------------------
 
     def registration_check(self, client: "Client") -> Refusal | None:
         cfg = self.cfg
-        server = self.server
         if client.account is None:
             if cfg.require_sasl and not (cfg.require_sasl_exempt_loopback and _is_loopback(client.ip)):
                 return Refusal("You must log in with SASL to use this server")
@@ -255,17 +314,7 @@ class AccountService:
             return None
         if client.account_kind == "agent":
             client.modes.add("B")
-            if client.nick_folded != client.account_folded:
-                holder = server.registry.nicks.get(client.account_folded or "")
-                if holder is not None and holder is not client:
-                    if holder.account_folded == client.account_folded or not holder.registered:
-                        server.disconnect(holder, "Nick taken over by a new connection of its account")
-                    else:
-                        return Refusal(f"Nick {client.account} is in use", numeric=N.ERR_NICKNAMEINUSE)
-                server.registry.remove_nick(client)
-                client.nick = client.account or client.nick
-                client.nick_folded = client.account_folded or client.nick_folded
-                server.registry.add_nick(client)
+            self.claim_nick(client)  # the client chose another nick after logging in
         return None
 
     def nick_check(self, client: "Client", nick: str, folded: str) -> tuple[str, str] | None:

@@ -224,10 +224,13 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
     folded = server.casefold(nick)
     holder = server.registry.nicks.get(folded)
     if holder is not None and holder is not client:
-        reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
-        if not client.registered:
-            client.refused_nick = nick
-        return
+        accounts = server.accounts
+        if accounts is None or folded != client.account_folded:
+            reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
+            if not client.registered:
+                client.refused_nick = nick
+            return
+        accounts.take_nick(client, holder)  # an account's own name is always its to take
     if nick == client.nick:
         return
     for check in server.nick_checks:
