@@ -188,6 +188,9 @@ class HistorySection(_Section):
 class ChannelsSection(_Section):
     # A channel created by a logged-in account is registered to it (owner ~, kept across restarts).
     registration: bool = True
+    registered_per_account: int = Field(
+        default=100, ge=1, description="registered channels one account may own; more are not registered"
+    )
 
 
 class HttpSection(_Section):
