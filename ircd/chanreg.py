@@ -5,6 +5,10 @@ limit and b/e/I lists are written to the store on every change and loaded
 at start-up, so they survive a restart. A registered channel stays when
 its last member leaves. Writes go through the store's group commit without
 holding up the command that caused them.
+
+An account owns at most ``channels.registered_per_account`` registered
+channels: past that, a channel it creates is an ordinary one (it vanishes
+with its last member) and the creator is told so with a ``WARN JOIN``.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from ircd.events import ChannelModeChanged, Joined, TopicChanged
 from ircd.store import ChannelRow
 
 if TYPE_CHECKING:
+    from ircd.client import Client
+    from ircd.replies import ReplyBuffer
     from ircd.server import Server
     from ircd.store import Store
 
@@ -61,16 +67,41 @@ class ChannelRegistry:
     def __init__(self, server: "Server", store: "Store") -> None:
         self.server = server
         self.store = store
+        self.owned: dict[str, int] = {}  # folded account -> registered channels it owns
+        self._not_registered: Channel | None = None  # created past the limit by the JOIN running now
         server.events.subscribe(Joined, self._joined)
         server.events.subscribe(TopicChanged, self._changed)
         server.events.subscribe(ChannelModeChanged, self._changed)
+        server.channel_create_hooks.append(self._created)
+        server.join_hooks.append(self._warn_not_registered)
 
     async def load(self) -> int:
         rows = await self.store.load_channels()
         for row in rows:
             restore(self.server, row)
+            self.owned[row.owner] = self.owned.get(row.owner, 0) + 1
         log.info("registered channels loaded count=%d", len(rows))
         return len(rows)
+
+    def _created(self, client: Client, channel: Channel) -> None:
+        """A new channel is registered to its creator's account unless the account owns its limit."""
+        owner = channel.owner_account
+        if owner is None:
+            return
+        if self.owned.get(owner, 0) >= self.server.config.channels.registered_per_account:
+            channel.owner_account = None
+            channel.set_prefix(client, "q", False)  # it was given as to an owner
+            self._not_registered = channel
+            return
+        self.owned[owner] = self.owned.get(owner, 0) + 1
+
+    def _warn_not_registered(self, client: Client, channel: Channel, reply: ReplyBuffer) -> None:
+        if channel is not self._not_registered:
+            return
+        self._not_registered = None
+        limit = self.server.config.channels.registered_per_account
+        reply.warn("JOIN", "REGISTRATION_LIMIT", channel.name,
+                   f"Channel not registered: your account already owns {limit} registered channels")
 
     def save(self, channel: Channel) -> None:
         if channel.owner_account is not None:

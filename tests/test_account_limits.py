@@ -1,0 +1,69 @@
+"""Per-account limits on what one account can make the server store (issue 23.8): registered channels
+(channels.registered_per_account)."""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+
+import pytest
+
+from tests.harness import Harness, config
+
+
+def cfg(**extra):
+    return config(storage={"durability": "off"}, flood={"enabled": False},
+                  accounts={"argon2_time_cost": 1, "argon2_memory_kib": 8192}, **extra)
+
+
+def login(h: Harness, name: str, caps=()) -> None:
+    h.register(name, caps=caps)
+    h.send(name, "AUTHENTICATE PLAIN")
+    h.send(name, "AUTHENTICATE " + base64.b64encode(b"\0alice\0password123").decode())
+    assert h.numerics(name)[-2:] == ["900", "903"]
+
+
+def rows(db: str, table: str) -> int:
+    return sqlite3.connect(db).execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return str(tmp_path / "l.db")
+
+
+def test_registered_channels_per_account(db):
+    """Past the limit a new channel is an ordinary one (it goes with its last member) and the creator
+    is told; the count survives a restart."""
+    h = Harness(cfg(channels={"registered_per_account": 2}), db=db)
+    try:
+        h.run(h.server.accounts.create("alice", "password123"))
+        login(h, "a")
+        for name in ("#one", "#two"):
+            h.send("a", f"JOIN {name}")
+            h.send("a", f"PART {name}")
+        h.take("a")
+        h.send("a", "JOIN #three")
+        assert h.lines("a") == [
+            ":a!a@127.0.0.1 JOIN #three",
+            (":irc.test WARN JOIN REGISTRATION_LIMIT #three :Channel not registered: your account already "
+             "owns 2 registered channels"),
+            ":irc.test 353 a = #three @a",
+            ":irc.test 366 a #three :End of /NAMES list",
+        ]
+        h.send("a", "PART #three")
+        assert h.server.registry.find_channel("#three") is None
+        h.settle()
+    finally:
+        h.close()
+    assert rows(db, "channels") == 2
+
+    h2 = Harness(cfg(channels={"registered_per_account": 2}), db=db)
+    try:
+        login(h2, "a")
+        h2.send("a", "JOIN #four")
+        assert "WARN" in h2.numerics("a")
+        h2.send("a", "JOIN #one")
+        assert h2.lines("a")[1] == ":irc.test 353 a = #one ~a"
+    finally:
+        h2.close()
