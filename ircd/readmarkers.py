@@ -7,7 +7,10 @@ and written through the store's group commit on every change. A client that
 is not logged in keeps markers for its connection only.
 
 A marker only moves forward, and never past the present (the spec's "clamp
-it between the last read timestamp and the current time").
+it between the last read timestamp and the current time"). An account (or a
+connection without one) keeps markers for at most ``limits.read_markers``
+targets; a marker for a further target is refused, since MARKREAD names any
+target and nothing else would bound what one client can store.
 """
 
 from __future__ import annotations
@@ -105,13 +108,16 @@ class ReadMarkers:
         markers = self._markers(client)
         return None if markers is None else markers.get(self.server.casefold(target))
 
-    def set(self, client: Client, target: str, time: str) -> tuple[str, bool]:
-        """Move the marker forward to ``time``; returns (the marker now, whether it changed)."""
+    def set(self, client: Client, target: str, time: str) -> tuple[str | None, bool]:
+        """Move the marker forward to ``time``; returns (the marker now, whether it changed).
+        The marker is None when it is a new target past ``limits.read_markers``."""
         folded = self.server.casefold(target)
         markers = self._markers(client)
         if markers is None:  # still loading: keep it, the load merges
             markers = self.by_account.setdefault(client.account_folded, {})  # type: ignore[arg-type]
         current = markers.get(folded)
+        if current is None and len(markers) >= self.server.config.limits.read_markers:
+            return None, False
         if current is not None and time <= current:
             return current, False
         markers[folded] = time

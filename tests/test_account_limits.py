@@ -1,5 +1,5 @@
 """Per-account limits on what one account can make the server store (issue 23.8): registered channels
-(channels.registered_per_account)."""
+(channels.registered_per_account) and read markers (limits.read_markers)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import sqlite3
 import pytest
 
 from tests.harness import Harness, config
+
+RM = ["draft/read-marker"]
+T1 = "2020-01-01T00:00:00.000Z"
+T2 = "2020-02-01T00:00:00.000Z"
 
 
 def cfg(**extra):
@@ -67,3 +71,39 @@ def test_registered_channels_per_account(db):
         assert h2.lines("a")[1] == ":irc.test 353 a = #one ~a"
     finally:
         h2.close()
+
+
+def test_read_markers_per_account(db):
+    h = Harness(cfg(limits={"read_markers": 2}), db=db)
+    try:
+        h.run(h.server.accounts.create("alice", "password123"))
+        login(h, "a", caps=RM)
+        h.send("a", f"MARKREAD #one timestamp={T1}")
+        h.send("a", f"MARKREAD bob timestamp={T1}")
+        h.send("a", f"MARKREAD #three timestamp={T1}")
+        h.send("a", f"MARKREAD #one timestamp={T2}")
+        h.send("a", "MARKREAD #three")
+        assert h.lines("a") == [
+            f":irc.test MARKREAD #one timestamp={T1}",
+            f":irc.test MARKREAD bob timestamp={T1}",
+            (":irc.test FAIL MARKREAD LIMIT_REACHED #three :You already have read markers for 2 targets, "
+             "the most this server keeps"),
+            f":irc.test MARKREAD #one timestamp={T2}",
+            ":irc.test MARKREAD #three *",
+        ]
+        h.settle()
+        assert rows(db, "read_markers") == 2
+    finally:
+        h.close()
+
+
+def test_read_markers_of_a_connection_without_an_account(make_harness):
+    h = make_harness(limits={"read_markers": 1})
+    h.register("g", caps=RM)
+    h.send("g", f"MARKREAD #one timestamp={T1}")
+    h.send("g", f"MARKREAD #two timestamp={T1}")
+    assert h.lines("g") == [
+        f":irc.test MARKREAD #one timestamp={T1}",
+        (":irc.test FAIL MARKREAD LIMIT_REACHED #two :You already have read markers for 1 targets, the "
+         "most this server keeps"),
+    ]

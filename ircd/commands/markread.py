@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from ircd.dispatch import CommandContext, command
-from ircd.proto.lines import Message
+from ircd.proto.lines import Message, safe_param
 from ircd.proto.timestamps import format_ms, parse_timestamp
 from ircd.readmarkers import shown
 
@@ -51,6 +51,11 @@ def _markread(ctx: CommandContext, target: str, time: str | None) -> None:
         ctx.reply.send("MARKREAD", target, shown(markers.get(ctx.client, target)))
         return
     now, changed = markers.set(ctx.client, target, time)
+    if now is None:
+        limit = ctx.server.config.limits.read_markers
+        ctx.reply.fail("MARKREAD", "LIMIT_REACHED", safe_param(target),
+                       f"You already have read markers for {limit} targets, the most this server keeps")
+        return
     ctx.reply.send("MARKREAD", target, shown(now))
     if changed:
         markers.announce(ctx.client, target, now)
