@@ -108,14 +108,20 @@ class P:
         self.h.close()
 
 
-@pytest.fixture
-def p(tmp_path):
-    harness = P(tmp_path)
+def network(tmp_path, **sections) -> P:
+    """The usual accounts: olive and paul are persons; alice, bob and carol are olive's agents, dave is paul's."""
+    harness = P(tmp_path, **sections)
     harness.account("olive", kind="person")
     harness.account("paul", kind="person")
     for name in ("alice", "bob", "carol"):
         harness.account(name)
     harness.account("dave", owner="paul")
+    return harness
+
+
+@pytest.fixture
+def p(tmp_path):
+    harness = network(tmp_path)
     yield harness
     harness.close()
 

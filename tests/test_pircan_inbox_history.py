@@ -13,17 +13,12 @@ import pytest
 
 from ext.pircan.ids import ts
 from tests.proc import cli
-from tests.test_pircan import SVC, T0_MS, P, S, agree, header, request, send, sent_id, word
+from tests.test_pircan import network, SVC, T0_MS, P, S, agree, header, request, send, sent_id, word
 
 
 @pytest.fixture
 def p(tmp_path):
-    harness = P(tmp_path)
-    harness.account("olive", kind="person")
-    harness.account("paul", kind="person")
-    for name in ("alice", "bob", "carol"):
-        harness.account(name)
-    harness.account("dave", owner="paul")
+    harness = network(tmp_path)
     yield harness
     harness.close()
 

@@ -6,15 +6,14 @@ verbs TASK, PROFILE and RESOURCE (texts up to 60,000 bytes here, 200 characters 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from ext.pircan.mcp.tools import READ_ONLY, WRITES, caller, ok, refusal_result
+from ext.pircan.mcp.tools import READ_ONLY, caller, ok, tool_of
 from ext.pircan.service import profile, tasks
-from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import resource_json, task_json
 from ext.pircan.state import Pircan
 
@@ -25,8 +24,7 @@ TaskState = Literal["working", "input-required", "completed", "failed", "rejecte
 
 
 def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - one place lists the tools
-    def tool(annotations: Any = WRITES) -> Any:
-        return mcp.tool(annotations=annotations, structured_output=False)
+    tool = tool_of(mcp)
 
     @tool()
     async def create_task(
@@ -39,10 +37,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         """Give another agent a task. It starts 'submitted'; the agent moves it to working, input-required
         (a question for you: answer with provide_task_input), completed (with a result), failed or
         rejected. wait_for_messages wakes when it changes; get_task shows it whole."""
-        try:
-            task = await tasks.create_task(net, caller(ctx).account, agent, skill, input, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        task = await tasks.create_task(net, caller(ctx).account, agent, skill, input, via=VIA)
         return ok({"task": task_json(task)})
 
     @tool()
@@ -56,10 +51,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         """Move a task you were given on: submitted -> working, input-required, completed, failed, rejected;
         working -> working (progress), input-required, completed, failed; input-required -> working,
         completed, failed."""
-        try:
-            task = await tasks.update_task(net, caller(ctx).account, task_id, state, text, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        task = await tasks.update_task(net, caller(ctx).account, task_id, state, text, via=VIA)
         return ok({"task": task_json(task)})
 
     @tool()
@@ -69,10 +61,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         text: Annotated[str, Field(description="Your answer, at most 60,000 bytes.")],
     ) -> CallToolResult:
         """Answer a task of yours that is input-required; it goes back to working."""
-        try:
-            task = await tasks.provide_input(net, caller(ctx).account, task_id, text, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        task = await tasks.provide_input(net, caller(ctx).account, task_id, text, via=VIA)
         return ok({"task": task_json(task)})
 
     @tool()
@@ -82,10 +71,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         reason: Annotated[str, Field(description="Why (optional).")] = "",
     ) -> CallToolResult:
         """Cancel a task you gave (it becomes canceled, a final state)."""
-        try:
-            task = await tasks.cancel_task(net, caller(ctx).account, task_id, reason, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        task = await tasks.cancel_task(net, caller(ctx).account, task_id, reason, via=VIA)
         return ok({"task": task_json(task)})
 
     @tool(READ_ONLY)
@@ -94,10 +80,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         task_id: Annotated[str, Field(description="A task you gave or were given.")],
     ) -> CallToolResult:
         """A task with every entry (input, questions, answers, progress, result or error), oldest first."""
-        try:
-            view = await tasks.get_task(net, caller(ctx).account, task_id)
-        except Refused as exc:
-            return refusal_result(exc)
+        view = await tasks.get_task(net, caller(ctx).account, task_id)
         return ok({"task": task_json(view.task, view.entries)})
 
     @tool(READ_ONLY)
@@ -110,10 +93,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
     ) -> CallToolResult:
         """Your tasks (and, for an owner, its agents'), newest first, without their entries."""
-        try:
-            found = await tasks.list_tasks(net, caller(ctx).account, role, status, peer, limit)
-        except Refused as exc:
-            return refusal_result(exc)
+        found = await tasks.list_tasks(net, caller(ctx).account, role, status, peer, limit)
         return ok({"tasks": [task_json(t) for t in found]})
 
     @tool()
@@ -129,15 +109,12 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         """Publish what the roster shows of you: a display name and the skills others may send you tasks for
         (they still need an agreement with task:<skill>)."""
         actor = caller(ctx).account
-        try:
-            if display_name is not None:
-                await profile.set_display_name(net, actor, account, display_name, via=VIA)
-            for skill, description in (add_skills or {}).items():
-                await profile.set_skill(net, actor, account, skill, description, via=VIA)
-            for skill in remove_skills or []:
-                await profile.delete_skill(net, actor, account, skill, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        if display_name is not None:
+            await profile.set_display_name(net, actor, account, display_name, via=VIA)
+        for skill, description in (add_skills or {}).items():
+            await profile.set_skill(net, actor, account, skill, description, via=VIA)
+        for skill in remove_skills or []:
+            await profile.delete_skill(net, actor, account, skill, via=VIA)
         who = actor if account is None else net.api.casefold(account)
         shown = (await profile.profiles(net, [who]))[who]
         return ok({"account": who, "display_name": shown.display_name,
@@ -152,10 +129,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         account: Annotated[str | None, Field(description="An agent you own (default: you).")] = None,
     ) -> CallToolResult:
         """Publish (or replace) a resource that accounts you granted resource:read can read."""
-        try:
-            res = await profile.put_resource(net, caller(ctx).account, account, name, content_type, body, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        res = await profile.put_resource(net, caller(ctx).account, account, name, content_type, body, via=VIA)
         return ok({"resource": resource_json(res, with_body=False)})
 
     @tool()
@@ -165,10 +139,7 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         account: Annotated[str | None, Field(description="An agent you own (default: you).")] = None,
     ) -> CallToolResult:
         """Delete one of your resources."""
-        try:
-            deleted = await profile.delete_resource(net, caller(ctx).account, account, name, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        deleted = await profile.delete_resource(net, caller(ctx).account, account, name, via=VIA)
         return ok({"deleted": deleted})
 
     del (create_task, update_task, provide_task_input, cancel_task, get_task, list_tasks, set_profile,

@@ -10,8 +10,9 @@ and whose text starts with the code: the codes are those of IRC's ``FAIL`` lines
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Awaitable, Callable, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
@@ -28,7 +29,7 @@ from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task
 
-__all__ = ["register_tools", "refusal_result", "ok", "caller", "READ_ONLY", "WRITES"]
+__all__ = ["register_tools", "refusal_result", "ok", "caller", "tool_of", "READ_ONLY", "WRITES"]
 
 VIA = "mcp"
 
@@ -57,11 +58,29 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
+def tool_of(mcp: MCPServer) -> Callable[..., Any]:
+    """``@tool(annotations)``: declare an MCP tool whose service refusals become tool errors with their
+    code (the SDK reads the name, description and input schema from the undecorated function)."""
+
+    def tool(annotations: ToolAnnotations = WRITES) -> Callable[[Any], Any]:
+        def register(fn: Callable[..., Awaitable[CallToolResult]]) -> Any:
+            @functools.wraps(fn)
+            async def run(*args: Any, **kwargs: Any) -> CallToolResult:
+                try:
+                    return await fn(*args, **kwargs)
+                except Refused as exc:
+                    return refusal_result(exc)
+
+            return mcp.tool(annotations=annotations, structured_output=False)(run)
+
+        return register
+
+    return tool
+
+
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
     api = state.api
-
-    def tool(annotations: ToolAnnotations = WRITES) -> Any:
-        return mcp.tool(annotations=annotations, structured_output=False)
+    tool = tool_of(mcp)
 
     # messages -------------------------------------------------------------------------------
 
@@ -82,11 +101,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         returns; status 'notified' means the recipient is online, 'queued' that it will find the message
         in its inbox. Loop control: replies count hops (at most 8), a conversation carries at most 40
         messages an hour, and you at most 120 an hour per agreement."""
-        try:
-            sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
-                                               key=idempotency_key)
-        except Refused as exc:
-            return refusal_result(exc)
+        sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
+                                           key=idempotency_key)
         return ok({"message": message_json(sent.message), "status": sent.status, "created": sent.created})
 
     @tool(READ_ONLY)
@@ -100,10 +116,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         """Your unread direct messages, oldest first, with whole bodies, and how many are unread in all
         (under the same filters). Nothing is marked read: call mark_messages_read when you handled them,
         or use wait_for_messages, which takes one message and marks it read."""
-        try:
-            items, total = await messages.inbox(state, caller(ctx).account, sender, conversation_id, limit)
-        except Refused as exc:
-            return refusal_result(exc)
+        items, total = await messages.inbox(state, caller(ctx).account, sender, conversation_id, limit)
         return ok({"messages": [message_json(m) for m in items], "unread": total})
 
     @tool()
@@ -115,11 +128,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         """Mark messages sent to you as read; returns how many changed (ids that are not your unread
         messages are ignored; a malformed id refuses the whole call with NO_SUCH_MESSAGE)."""
         if not all and not message_ids:
-            return refusal_result(Refused("NEED_MORE_PARAMS", text="Give message_ids, or all: true"))
-        try:
-            count = await messages.acknowledge(state, caller(ctx).account, None if all else message_ids)
-        except Refused as exc:
-            return refusal_result(exc)
+            raise Refused("NEED_MORE_PARAMS", text="Give message_ids, or all: true")
+        count = await messages.acknowledge(state, caller(ctx).account, None if all else message_ids)
         return ok({"marked": count})
 
     @tool()
@@ -182,10 +192,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """A whole thread, both directions, read and unread, oldest first. Only conversations you are a
         party of exist for you."""
-        try:
-            items = await messages.conversation(state, caller(ctx).account, conversation_id, limit, before)
-        except Refused as exc:
-            return refusal_result(exc)
+        items = await messages.conversation(state, caller(ctx).account, conversation_id, limit, before)
         return ok({"conversation_id": conversation_id, "messages": [message_json(m) for m in items],
                    "more": len(items) == limit})
 
@@ -205,10 +212,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         (outcome 'pending', up to 7 days), is accepted at once ('accepted', message scope only), or is
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
-        try:
-            done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
-        except Refused as exc:
-            return refusal_result(exc)
+        done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
         return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome),
                    "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
@@ -225,14 +229,11 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         """Decide a contact request to you (or, as an owner, to one of your agents). You may grant the same
         or fewer scopes and the same or fewer days, never more."""
         actor = caller(ctx).account
-        try:
-            if decision == "accept":
-                req, agr = await contact.accept(state, actor, request_id, scopes, days, via=VIA)
-                return ok({"decision": "accepted", "request": request_json(req, "accepted"),
-                           "agreement": agreement_json(agr)})
-            req = await contact.decline(state, actor, request_id, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        if decision == "accept":
+            req, agr = await contact.accept(state, actor, request_id, scopes, days, via=VIA)
+            return ok({"decision": "accepted", "request": request_json(req, "accepted"),
+                       "agreement": agreement_json(agr)})
+        req = await contact.decline(state, actor, request_id, via=VIA)
         return ok({"decision": "declined", "request": request_json(req, "declined")})
 
     @tool()
@@ -241,10 +242,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         agreement_id: Annotated[str, Field(description="The active agreement to end.")],
     ) -> CallToolResult:
         """End an agreement at once, for every transport (either party, or an owner for its agent)."""
-        try:
-            agr, other = await contact.revoke(state, caller(ctx).account, agreement_id, via=VIA)
-        except Refused as exc:
-            return refusal_result(exc)
+        agr, other = await contact.revoke(state, caller(ctx).account, agreement_id, via=VIA)
         return ok({"revoked": hexid(agr.id), "other": other})
 
     @tool(READ_ONLY)
@@ -254,10 +252,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
                                                            "declined, denied, expired.")] = "pending",
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
-        try:
-            requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
-        except Refused as exc:
-            return refusal_result(exc)
+        requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
         shown = [request_json(r, s) for r, s in requests if status == "all" or s == "pending"]
         return ok({"requests": shown})
 
@@ -268,10 +263,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
                                                           "and revoked.")] = "active",
     ) -> CallToolResult:
         """Your agreements (and, for an owner, its agents'), oldest first."""
-        try:
-            _, agreements = await contact.contacts(state, caller(ctx).account, "agreements")
-        except Refused as exc:
-            return refusal_result(exc)
+        _, agreements = await contact.contacts(state, caller(ctx).account, "agreements")
         shown = [agreement_json(a, s) for a, s in agreements if status == "all" or s == "active"]
         return ok({"agreements": shown})
 
@@ -333,12 +325,12 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         account = caller(ctx).account
         found = api.account_find_channel(account, channel)
         if found is None or not api.account_in_channel(account, found):
-            return refusal_result(_no_channel(channel, found))
+            raise _no_channel(channel, found)
         before_id = None
         if before is not None:
             before_id = parse_id(before)
             if before_id is None:
-                return refusal_result(Refused("NO_SUCH_MESSAGE", before))
+                raise Refused("NO_SUCH_MESSAGE", before)
         rows = await api.channel_history(found, limit, before_id)
         return ok({"channel": found.name, "messages": [
             {"msgid": hexid(r.id), "time": r.time, "command": r.command, "from": r.source.split("!", 1)[0],
@@ -356,12 +348,12 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         identity = caller(ctx)
         found = api.account_find_channel(identity.account, channel)
         if found is None or not api.account_in_channel(identity.account, found):
-            return refusal_result(_no_channel(channel, found))
+            raise _no_channel(channel, found)
         if not text.strip():
-            return refusal_result(Refused("EMPTY", channel))
+            raise Refused("EMPTY", channel)
         if "\n" in text or "\r" in text or "\0" in text or len(text.encode("utf-8")) > CHANNEL_TEXT_BYTES:
-            return refusal_result(Refused("TOO_LONG", channel, text=f"One line of at most {CHANNEL_TEXT_BYTES} "
-                                                                    "bytes, without line breaks"))
+            raise Refused("TOO_LONG", channel, text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line "
+                                                    "breaks")
         row: Any = await api.get_account(identity.account)
         relay = api.account_post(identity.account, row.name if row is not None else identity.account, found, text)
         return ok({"channel": found.name, "msgid": relay.msgid, "time": relay.time})

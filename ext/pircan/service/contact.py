@@ -30,6 +30,7 @@ __all__ = [
     "contacts",
     "policy",
     "managed_accounts",
+    "peer_of",
     "acts_for",
     "owns",
     "request_state",
@@ -59,6 +60,16 @@ async def owns(state: Pircan, owner: str, agent: str) -> bool:
 async def acts_for(state: Pircan, actor: str, account: str) -> bool:
     """``actor`` may act for ``account``: itself, or its owner."""
     return actor == account or await owns(state, actor, account)
+
+
+def peer_of(state: Pircan, actor: str, name: str) -> str:
+    """The folded account ``name`` that ``actor`` addresses: NO_SUCH_ACCOUNT, or SELF_CONTACT for itself."""
+    folded = state.api.casefold(name)
+    if state.api.account_kind(folded) is None:
+        raise Refused("NO_SUCH_ACCOUNT", name)
+    if folded == actor:
+        raise Refused("SELF_CONTACT", name)
+    return folded
 
 
 async def managed_accounts(state: Pircan, account: str) -> list[str]:

@@ -21,6 +21,7 @@ from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
+from ext.pircan.service.contact import peer_of
 from ext.pircan.service.events import audit_refusal
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan, Waiter
@@ -117,12 +118,7 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         if code == "TOO_LONG":
             raise Refused(code, recipient_name, text=f"A message body is at most {Limits.body_bytes} bytes of UTF-8")
         raise Refused(code, recipient_name)
-    api = state.api
-    recipient = api.casefold(recipient_name)
-    if api.account_kind(recipient) is None:
-        raise Refused("NO_SUCH_ACCOUNT", recipient_name)
-    if recipient == sender:
-        raise Refused("SELF_CONTACT", recipient_name)
+    recipient = peer_of(state, sender, recipient_name)
     now = state.now_ms()
     agreement, why = state.find_agreement(sender, recipient, "message", now)
     if agreement is None:

@@ -23,7 +23,7 @@ from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
-from ext.pircan.service.contact import managed_accounts, owns
+from ext.pircan.service.contact import managed_accounts, owns, peer_of
 from ext.pircan.service.events import Events, audit_refusal, by_whom
 from ext.pircan.service.messages import body_refusal
 from ext.pircan.service.refusals import Refused
@@ -89,12 +89,7 @@ async def create_task(state: Pircan, requester: str, target_name: str, skill: st
     """A new task for ``target_name``'s ``skill``. Refusals: EMPTY, TOO_LONG, NO_SUCH_ACCOUNT,
     SELF_CONTACT, INVALID_SCOPE (a malformed skill), NO_AGREEMENT / SCOPE_MISSING, AGREEMENT_BUDGET."""
     _text_refusal(text, max_chars, target_name, required=True)
-    api = state.api
-    target = api.casefold(target_name)
-    if api.account_kind(target) is None:
-        raise Refused("NO_SUCH_ACCOUNT", target_name)
-    if target == requester:
-        raise Refused("SELF_CONTACT", target_name)
+    target = peer_of(state, requester, target_name)
     skill = skill.lower()
     if rules.parse_scopes(f"task:{skill}") is None:
         raise Refused("INVALID_SCOPE", skill, text="Skills are 1-64 of a-z 0-9 . _ - (starting with a letter or digit)")
