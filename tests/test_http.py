@@ -102,7 +102,7 @@ def test_token_add_list_revoke_over_irc(p):
     assert " ".join(parts[7:]) == ":Store this token now: it is not shown again"
     rows = p.rows("SELECT account, name, created_by, length(secret_hash) FROM account_tokens")
     assert rows == [("alice", "laptop", "olive", 32)]
-    assert token.split("_")[2] not in str(p.rows("SELECT * FROM account_tokens"))  # only a hash is kept
+    assert token.split("_", 2)[2] not in str(p.rows("SELECT * FROM account_tokens"))  # only a hash is kept
     listed = p.cmd("olive", "TOKEN LIST alice")
     assert listed[0].startswith(f"{S} TOKEN olive TOKEN alice laptop ") and listed[0].endswith(" *")
     assert listed[1:] == [f"{S} TOKEN olive END alice"]
