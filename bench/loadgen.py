@@ -95,6 +95,7 @@ class Target:
     nicklen: int = 30
     on_phase: Callable[[bool], None] | None = None  # measured phase starts (True) / ends (False)
     workdir: Path | None = None  # the server's directory (pircd: its SQLite file is workdir/pircd.db)
+    http_port: int | None = None  # pircd's HTTP listener (MCP at /mcp), when it has one
 
     def begin(self) -> Sample:
         """The measured phase starts: a profiler attached to the server switches on."""
@@ -954,6 +955,17 @@ _PIRCAN_METRICS = (
     Metric("cpu_us_per_send", "server CPU us/SEND", "{:.0f}", "lower"),
 )
 
+_MCP_METRICS = (  # the scenario itself is in bench/mcp.py
+    Metric("sends_per_s", "send_direct_message calls/s", "{:,.0f}", "higher"),
+    Metric("p50_ms", "call latency p50 (ms)", "{:.2f}", "lower"),
+    Metric("p99_ms", "call latency p99 (ms)", "{:.2f}", "lower"),
+    Metric("cpu_us_per_send", "server CPU us/send", "{:.0f}", "lower"),
+    Metric("sys_us_per_send", "  of which system (kernel)", "{:.0f}", "lower"),
+    Metric("loadgen_cpu_us_per_send", "load generator CPU us/send", "{:.0f}", "lower"),
+    Metric("lost", "messages not in the inbox", "{:.0f}", "lower"),
+    *_USAGE_METRICS,
+)
+
 
 @dataclass(frozen=True)
 class Sizes:
@@ -963,12 +975,13 @@ class Sizes:
     churn: tuple[int, int] = (2000, 20)
     sasl: tuple[int, int] = (100, 5)  # logins at once, bystander pairs
     pircan: tuple[int, int] = (100, 100)  # senders, SENDs per sender
+    mcp: tuple[int, int] = (100, 100)  # MCP agents (in pairs), send_direct_message calls per agent
 
 
 FULL = Sizes()
 QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), sasl=(20, 2),
-              pircan=(20, 20))
-TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), sasl=(4, 1), pircan=(2, 3))
+              pircan=(20, 20), mcp=(20, 20))
+TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), sasl=(4, 1), pircan=(2, 3), mcp=(4, 3))
 
 
 def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
@@ -1045,7 +1058,25 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             servers=PIRCD_ONLY,
         )
     )
+    agents, per_agent = sizes.mcp
+    add(
+        Scenario(
+            f"mcp-send-{agents}x{per_agent}",
+            "mcp",
+            f"MCP send_direct_message: {agents} agents (official MCP SDK clients, a token each) in pairs "
+            f"under agreements; each calls it {per_agent} times to its peer, one call after the other",
+            _MCP_METRICS,
+            run=lambda t: _mcp_send(t, agents, per_agent),
+            servers=PIRCD_ONLY,
+        )
+    )
     return table
+
+
+async def _mcp_send(target: Target, agents: int, per_agent: int) -> dict[str, Any]:
+    from bench.mcp import mcp_send  # imports this module, and the MCP SDK: only when it runs
+
+    return await mcp_send(target, agents, per_agent)
 
 
 SCENARIOS.update(build_scenarios(FULL))

@@ -64,6 +64,7 @@ def run_one(
             oper_modes=spec.oper_modes,
             on_phase=(lambda on: phase(server, on)) if phase else None,
             workdir=server.dir,
+            http_port=server.http_port(),
         )
         assert sc.run is not None
         return loop.run_until_complete(asyncio.wait_for(sc.run(target), sc.timeout))
@@ -308,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         "--scenario",
         action="append",
         default=[],
-        help="scenario name or family (fanout, dm, connections, churn); repeatable or comma-separated",
+        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp); "
+        "repeatable or comma-separated",
     )
     p.add_argument(
         "--servers",

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SERVERS", "RunningServer", "ServerSpec", "free_port", "proc_sample"]
+__all__ = ["SERVERS", "RunningServer", "ServerSpec", "free_port", "listening_ports", "proc_sample"]
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +53,32 @@ def proc_sample(pid: int) -> tuple[float, float, int]:
     return cpu, stime, rss
 
 
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports a process listens on: its socket inodes (``/proc/<pid>/fd``) found among the
+    listening sockets of ``/proc/net/tcp`` and ``tcp6``. How the runner finds a port the server
+    chose itself (pircd's HTTP listener binds port 0)."""
+    inodes: set[str] = set()
+    fd_dir = Path(f"/proc/{pid}/fd")
+    for fd in fd_dir.iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 9 and cols[3] == "0A" and cols[9] in inodes:  # 0A: TCP_LISTEN
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,6 +97,7 @@ class ServerSpec:
     compiled: bool = False  # pircd's compiled build: prepare() builds it from the source in PYTHONPATH
     native: Path | None = None  # a C program in bench/: prepare() builds it with cc into ``built``
     built: Path | None = None
+    http: bool = False  # pircd with its HTTP listener (MCP at /mcp) on
 
     def missing(self) -> str | None:
         """Why this server cannot run here, or None."""
@@ -168,6 +195,20 @@ class RunningServer:
     def sample(self) -> tuple[float, float, int]:
         return proc_sample(self.pid)
 
+    def http_port(self, timeout: float = 20.0) -> int | None:
+        """The port of pircd's HTTP listener (bound to port 0 by the benchmark config), once it
+        listens; None for a server without one. pircd starts it right after the IRC listener."""
+        if not self.spec.http:
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            others = listening_ports(self.pid) - {self.port}
+            if others:
+                return min(others)
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.spec.name}: no HTTP listener within {timeout} s: {self.log_tail()}")
+            time.sleep(0.05)
+
     def log_tail(self, n: int = 20) -> str:
         try:
             if not self.log.closed:
@@ -230,7 +271,7 @@ ping_timeout = 120.0
 enabled = false
 
 [http]
-# the HTTP listener is on, as by default, on a free port
+# on, as by default, on a port the system picks (the runner reads it from /proc)
 listen = ["127.0.0.1:0"]
 
 [connections]
@@ -377,6 +418,7 @@ def _pircd_spec(name: str, *, no_uvloop: bool = False, history: bool = True, com
         version_argv=[sys.executable, "-m", "ircd", "--version"],
         env={"PYTHONPATH": str(_REPO)},
         compiled=compiled,
+        http=True,
     )
 
 

@@ -26,7 +26,8 @@ def pircd():
 def _run(pircd: RunningServer, make) -> dict:
     loop = loadgen.new_event_loop()
     try:
-        target = loadgen.Target("pircd", "127.0.0.1", pircd.port, pircd.sample, workdir=pircd.dir)
+        target = loadgen.Target("pircd", "127.0.0.1", pircd.port, pircd.sample, workdir=pircd.dir,
+                                http_port=pircd.http_port())
         return loop.run_until_complete(asyncio.wait_for(make(target), 60))
     finally:
         loop.close()
@@ -64,6 +65,16 @@ def test_sasl_logins(pircd):
 def test_pircan_send(pircd):
     result = _run(pircd, lambda t: loadgen.pircan_send(t, 2, 3))
     assert result["sends"] == 6
+
+
+def test_mcp_send(pircd):
+    """Four MCP agents (the SDK's client, a token each) in two agreements: every call is answered,
+    every message is in its recipient's inbox."""
+    from bench.mcp import mcp_send
+
+    result = _run(pircd, lambda t: mcp_send(t, 4, 3))
+    assert (result["sends"], result["lost"]) == (12, 0)
+    assert result["p50_ms"] > 0
 
 
 def test_every_scenario_runs():
