@@ -772,7 +772,8 @@ _CHURN_METRICS = (
 # --------------------------------------------------------------------------
 # 5. SASL logins and 6. PIRCAN SEND (pircd only: accounts in its SQLite file)
 
-PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled")
+PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled", "pircd-nohttp")
+WITH_HTTP = tuple(name for name in PIRCD_ONLY if name != "pircd-nohttp")  # MCP needs the HTTP listener
 BENCH_PASSWORD = "bench-password-1"
 
 
@@ -1067,7 +1068,7 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             f"under agreements; each calls it {per_agent} times to its peer, one call after the other",
             _MCP_METRICS,
             run=lambda t: _mcp_send(t, agents, per_agent),
-            servers=PIRCD_ONLY,
+            servers=WITH_HTTP,
         )
     )
     return table

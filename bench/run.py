@@ -356,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipping {s.name}: {s.pending}")
     runnable = [s for s in chosen if not s.pending]
     if args.pircd_src is not None:
-        for name in ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled"):
+        for name in [n for n in SERVERS if n.startswith("pircd")]:
             SERVERS[name].env["PYTHONPATH"] = str(args.pircd_src.resolve())
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()

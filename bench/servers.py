@@ -247,7 +247,7 @@ class RunningServer:
 # pircd
 
 
-def _pircd_config(directory: Path, port: int, history: bool = True) -> str:
+def _pircd_config(directory: Path, port: int, history: bool = True, http: bool = True) -> str:
     return f"""\
 # pircd, benchmark configuration (bench/servers.py)
 [server]
@@ -271,7 +271,9 @@ ping_timeout = 120.0
 enabled = false
 
 [http]
-# on, as by default, on a port the system picks (the runner reads it from /proc)
+# on, as by default, on a port the system picks (the runner reads it from /proc);
+# pircd-nohttp turns it off, to compare the IRC figures with and without it
+enabled = {"true" if http else "false"}
 listen = ["127.0.0.1:0"]
 
 [connections]
@@ -293,10 +295,10 @@ enabled = {"true" if history else "false"}
 """
 
 
-def _pircd(no_uvloop: bool, history: bool = True) -> Callable[[Path, int], list[str]]:
+def _pircd(no_uvloop: bool, history: bool = True, http: bool = True) -> Callable[[Path, int], list[str]]:
     def write(directory: Path, port: int) -> list[str]:
         path = directory / "pircd.toml"
-        path.write_text(_pircd_config(directory, port, history))
+        path.write_text(_pircd_config(directory, port, history, http))
         argv = [sys.executable, "-m", "ircd", "serve", "--config", str(path)]
         if no_uvloop:
             argv.append("--no-uvloop")
@@ -410,15 +412,17 @@ def _inspircd(directory: Path, port: int) -> list[str]:
     return ["inspircd", "--nofork", "--runasroot", "--config", str(path)]
 
 
-def _pircd_spec(name: str, *, no_uvloop: bool = False, history: bool = True, compiled: bool = False) -> ServerSpec:
+def _pircd_spec(
+    name: str, *, no_uvloop: bool = False, history: bool = True, compiled: bool = False, http: bool = True
+) -> ServerSpec:
     return ServerSpec(
         name,
         None,
-        _pircd(no_uvloop=no_uvloop, history=history),
+        _pircd(no_uvloop=no_uvloop, history=history, http=http),
         version_argv=[sys.executable, "-m", "ircd", "--version"],
         env={"PYTHONPATH": str(_REPO)},
         compiled=compiled,
-        http=True,
+        http=http,
     )
 
 
@@ -440,6 +444,7 @@ SERVERS: dict[str, ServerSpec] = {
     "pircd": _pircd_spec("pircd"),
     "pircd-asyncio": _pircd_spec("pircd-asyncio", no_uvloop=True),
     "pircd-nohistory": _pircd_spec("pircd-nohistory", history=False),
+    "pircd-nohttp": _pircd_spec("pircd-nohttp", http=False),
     # the same source, with the modules of the optional compiled build compiled (docs/compiled.md)
     "pircd-compiled": _pircd_spec("pircd-compiled", compiled=True),
     "ngircd": ServerSpec(

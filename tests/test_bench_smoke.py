@@ -77,6 +77,23 @@ def test_mcp_send(pircd):
     assert result["p50_ms"] > 0
 
 
+def test_the_http_listener_can_be_off():
+    """pircd-nohttp, the variant for the HTTP on/off comparison, listens for IRC only."""
+    from bench.mcp import mcp_send
+    from bench.servers import listening_ports
+
+    server = RunningServer(SERVERS["pircd-nohttp"]).start()
+    try:
+        assert server.http_port() is None
+        assert listening_ports(server.pid) == {server.port}
+        result = _run(server, lambda t: loadgen.direct(t, pairs=2, round_trips=5))
+        assert result["round_trips"] == 10
+        with pytest.raises(loadgen.BenchError, match=r"no HTTP listener \(\[http\] enabled = false\?\)"):
+            _run(server, lambda t: mcp_send(t, 2, 1))
+    finally:
+        server.stop()
+
+
 def test_every_scenario_runs():
     assert not [s.name for s in loadgen.SCENARIOS.values() if s.pending]
 
