@@ -1,13 +1,14 @@
 """Machine instructions per unit of work in the running server, counted by callgrind.
 
-    python -m bench.instructions [--scenario dm|fanout] [--compiled] [--pircd-src DIR]
+    python -m bench.instructions [--scenario dm|fanout|mcp] [--compiled] [--pircd-src DIR]
 
 CPU time on a shared machine moves with its neighbours; the number of
 instructions the server executes for the same work does not. This script
 starts ``pircd serve`` with the benchmark configuration under valgrind's
 callgrind with counting off, drives one socket scenario with the load
 generator, counts exactly its measured phase (``callgrind_control -i on`` and
-``off``) and divides by the relayed messages or delivered lines.
+``off``) and divides by the relayed messages or delivered lines (``mcp``: by
+the ``send_direct_message`` calls of the MCP scenario, bench/mcp.py).
 
 Unlike ``bench.hotpath`` the count includes the event loop (uvloop's read and
 write callbacks) and the real sockets' user-space side; the kernel's share is
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 
 from bench import loadgen
-from bench.servers import _REPO, _pircd_config, compiled_tree, free_port
+from bench.servers import _REPO, _pircd_config, compiled_tree, free_port, listening_ports
 
 _COLLECTED = re.compile(r"Collected : (\d+)")
 
@@ -48,12 +49,26 @@ def _wait_for_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 12
     raise RuntimeError(f"the server did not listen on port {port} within {timeout:.0f} s")
 
 
-def count(src: Path, scenario: str, size: tuple[int, int]) -> dict[str, float]:
-    """Run ``scenario`` once against pircd from ``src`` under callgrind."""
+def _wait_for_http(port: int, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> int:
+    """The port of the HTTP listener (bound to port 0), once it listens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        others = listening_ports(proc.pid) - {port}
+        if others:
+            return min(others)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with status {proc.returncode} before it listened")
+        time.sleep(0.2)
+    raise RuntimeError(f"the server's HTTP listener did not start within {timeout:.0f} s")
+
+
+def count(src: Path, scenario: str, size: tuple[int, int], http: bool = True) -> dict[str, float]:
+    """Run ``scenario`` once against pircd from ``src`` under callgrind (``http``: with the HTTP
+    listener on, as by default)."""
     work = Path(tempfile.mkdtemp(prefix="bench-instructions-"))
     port = free_port()
     config = work / "pircd.toml"
-    config.write_text(_pircd_config(work, port, True))
+    config.write_text(_pircd_config(work, port, True, http))
     out = work / "callgrind.out"
     log = work / "callgrind.log"
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
@@ -68,11 +83,17 @@ def count(src: Path, scenario: str, size: tuple[int, int]) -> dict[str, float]:
             subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(proc.pid)],
                            capture_output=True, check=True)
 
+        http_port = _wait_for_http(port, proc) if scenario == "mcp" else None
         target = loadgen.Target("pircd", "127.0.0.1", port, lambda: (0.0, 0.0, 0), on_phase=phase,
-                                workdir=work)
+                                workdir=work, http_port=http_port)
         loop = loadgen.new_event_loop()
         try:
-            if scenario == "dm":
+            if scenario == "mcp":
+                from bench.mcp import mcp_send
+
+                result = loop.run_until_complete(mcp_send(target, *size, timeout=1800.0))
+                units, unit = result["sends"], "send_direct_message call"
+            elif scenario == "dm":
                 result = loop.run_until_complete(loadgen.direct(target, *size))
                 units, unit = 2 * result["round_trips"], "relayed message"
             else:
@@ -93,26 +114,33 @@ def count(src: Path, scenario: str, size: tuple[int, int]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", choices=("dm", "fanout"), default="dm")
+    p.add_argument("--scenario", choices=("dm", "fanout", "mcp"), default="dm")
     p.add_argument("--pairs", type=int, default=50, help="dm: client pairs")
     p.add_argument("--round-trips", type=int, default=40, help="dm: round trips per pair")
     p.add_argument("--receivers", type=int, default=200, help="fanout: channel members")
     p.add_argument("--lines", type=int, default=200, help="fanout: channel messages")
+    p.add_argument("--agents", type=int, default=20, help="mcp: MCP clients (in pairs)")
+    p.add_argument("--calls", type=int, default=20, help="mcp: send_direct_message calls per agent")
+    p.add_argument("--no-http", action="store_true", help="dm, fanout: with [http] enabled = false")
     p.add_argument("--compiled", action="store_true", help="build the compiled modules in a copy first")
     p.add_argument("--pircd-src", type=Path, default=_REPO, help="the pircd source tree (default: this one)")
     args = p.parse_args(argv)
+    if args.no_http and args.scenario == "mcp":
+        p.error("the mcp scenario needs the HTTP listener")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("bench.instructions needs valgrind: apt-get install valgrind", file=sys.stderr)
         return 2
     src = args.pircd_src.resolve()
     tree = compiled_tree(src) if args.compiled else src
-    size = (args.pairs, args.round_trips) if args.scenario == "dm" else (args.receivers, args.lines)
+    size = {"dm": (args.pairs, args.round_trips), "fanout": (args.receivers, args.lines),
+            "mcp": (args.agents, args.calls)}[args.scenario]
     try:
-        got = count(tree, args.scenario, size)
+        got = count(tree, args.scenario, size, http=not args.no_http)
     finally:
         if args.compiled:
             shutil.rmtree(tree, ignore_errors=True)
     build = "compiled" if any(tree.glob("ircd/*.so")) else "pure"
+    build += ", HTTP off" if args.no_http else ""
     print(f"{args.scenario} ({build}, {' x '.join(map(str, size))}): {got['per_unit']:,.0f} instructions "
           f"per {got['unit']} ({got['instructions']:,} for {got['units']:,})")
     return 0
