@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 
 import httpx2
 import pytest
@@ -52,6 +53,31 @@ def test_health_host_check_and_body_limit(live_http):
             assert r.status_code == 404
 
     asyncio.run(scenario())
+
+
+def _response(sock: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\r\n\r\nok\n"):
+        chunk = sock.recv(4096)
+        if not chunk:
+            return data  # closed by the server
+        data += chunk
+    return data
+
+
+def test_an_idle_connection_outlives_the_clients_pool(live_http):
+    """The server keeps an idle keep-alive connection open for longer than httpx (the MCP SDK's HTTP
+    client) keeps it in its pool: otherwise a request sent as the server closes the connection fails
+    with a read error in the client (uvicorn's default was 5 s, the same as httpx's)."""
+    host, port = live_http.server.http.addresses[0]
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(request)
+        assert _response(sock).startswith(b"HTTP/1.1 200 OK\r\n")
+        time.sleep(httpx2.Limits().keepalive_expiry + 0.5)  # idle: the condition under test
+        sock.sendall(request)
+        again = _response(sock)
+        assert again.startswith(b"HTTP/1.1 200 OK\r\n") and again.endswith(b"\r\n\r\nok\n")
 
 
 def test_a_taken_http_port_stops_start_up_with_one_line(tmp_path):

@@ -28,6 +28,12 @@ log = logging.getLogger("pircd")
 
 __all__ = ["HttpListener", "allowed_hosts", "allowed_origins"]
 
+# How long an idle keep-alive connection stays open. Longer than clients keep idle connections in
+# their pools (httpx, the MCP SDK's client: 5 s; aiohttp: 15 s), so that a client does not send a
+# request on a connection the server is closing at that moment: with uvicorn's default (5 s, the
+# same as httpx's) 2-3 of about 300 MCP calls made after 5 s of idleness failed with a read error.
+_KEEP_ALIVE_SECONDS = 75
+
 
 def _hostport(address: tuple[str, int]) -> str:
     host, port = address[0], address[1]
@@ -217,7 +223,7 @@ class HttpListener:
             config = uvicorn.Config(
                 app, log_config=None, access_log=False, lifespan="off", proxy_headers=False,
                 server_header=False, limit_concurrency=cfg.max_connections, timeout_graceful_shutdown=2,
-                ws="none",
+                timeout_keep_alive=_KEEP_ALIVE_SECONDS, ws="none",
             )
             config.load()
             config.ssl = ctx
