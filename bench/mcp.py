@@ -58,6 +58,13 @@ def _structured(result: Any, what: str) -> dict[str, Any]:
     return result.structured_content or {}
 
 
+def _cause(exc: BaseException) -> str:
+    """The first error inside the SDK's exception groups (anyio task groups wrap what failed)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 class _Agent:
     """One MCP client: its own token, HTTP connection pool and MCP session, in one task (the SDK's
     anyio task groups must be left in the task that entered them)."""
@@ -166,7 +173,7 @@ async def mcp_send(
         finish.set()
         await asyncio.wait_for(asyncio.gather(*tasks), timeout)
     except Exception as exc:  # noqa: BLE001 - whatever the SDK's client raised ends this run only
-        raise BenchError(f"{type(exc).__name__}: {exc}") from None
+        raise BenchError(_cause(exc)) from None
     finally:
         for task in tasks:
             task.cancel()
