@@ -188,7 +188,11 @@ def test_every_rule_refuses_with_the_irc_code(srv, clients):
                                  purpose="again") == ("PENDING_EXISTS", ["bob"])
             assert await refused(alice, "respond_to_contact", request_id=rid, decision="accept") == (
                 "NOT_ALLOWED", [rid])
-            assert irc(bob, f"CONTACT ACCEPT {rid}")[0][1] == "ACCEPTED"
+            async with mcp(srv, token_for(srv, "bob")) as bob_mcp:  # the request as decided comes back
+                decided = await call(bob_mcp, "respond_to_contact", request_id=rid, decision="accept")
+            assert (decided["request"]["state"], decided["request"]["decided_by"]) == ("accepted", "bob")
+            assert decided["request"]["agreement_id"] == decided["agreement"]["agreement_id"]
+            assert decided["request"]["decided_at"] == decided["agreement"]["created_at"]
             # hop limit: a chain of nine replies
             parent = (await call(alice, "send_direct_message", recipient="bob", body="0"))["message"]["message_id"]
             for hop in range(1, 9):

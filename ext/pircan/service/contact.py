@@ -221,7 +221,8 @@ def _accept_txn(conn: sqlite3.Connection, req: Request, agreement: Agreement, ac
 
 async def accept(state: Pircan, actor: str, request_id: str, scopes: str | Iterable[str] | None = None,
                  days: int | str | None = None, *, via: str = "irc") -> tuple[Request, Agreement]:
-    """Accept a pending request, granting the requested scopes and days or fewer (never more)."""
+    """Accept a pending request, granting the requested scopes and days or fewer (never more);
+    (the request as decided, the agreement)."""
     req = await _decidable(state, actor, request_id)
     granted = req.scopes
     if scopes is not None:
@@ -249,7 +250,7 @@ async def accept(state: Pircan, actor: str, request_id: str, scopes: str | Itera
         raise Refused(exc.code, request_id) from None
     state.remember_agreement(agreement)
     events.committed(written, now)
-    return req, agreement
+    return replace(req, state="accepted", decided_at=now, decided_by=actor, agreement_id=agreement.id), agreement
 
 
 def _decline_txn(conn: sqlite3.Connection, req: Request, actor: str, now: int, events: Events, audit_id: int,
@@ -272,7 +273,7 @@ async def decline(state: Pircan, actor: str, request_id: str, *, via: str = "irc
     except Refused as exc:
         raise Refused(exc.code, request_id) from None
     events.committed(written, now)
-    return req
+    return replace(req, state="declined", decided_at=now, decided_by=actor)
 
 
 # REVOKE --------------------------------------------------------------------------------
