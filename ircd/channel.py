@@ -7,11 +7,10 @@ character.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from ircd.proto.lines import mask_to_regex
+from ircd.proto.glob import Glob
 
 if TYPE_CHECKING:
     from ircd.client import Client
@@ -39,15 +38,18 @@ def sort_prefix_modes(modes: str) -> str:
 
 @dataclass(slots=True)
 class ListEntry:
+    """A ban, exception or invite mask: ``nick!user@host``, or ``$a:<account mask>``."""
+
     mask: str
     set_by: str
     set_at: int
-    _regex: re.Pattern[str] | None = field(default=None, repr=False)
+    _glob: Glob | None = field(default=None, repr=False)  # compiled at the first check
 
-    def matches(self, candidates: tuple[str, ...], casefold: Callable[[str], str]) -> bool:
-        if self._regex is None:
-            self._regex = mask_to_regex(self.mask, casefold)
-        return any(self._regex.fullmatch(c) for c in candidates)
+    def glob(self, casefold: Callable[[str], str]) -> Glob:
+        glob = self._glob
+        if glob is None:
+            glob = self._glob = Glob(self.mask.removeprefix("$a:"), casefold)
+        return glob
 
 
 class Channel:
@@ -128,19 +130,15 @@ class Channel:
         entries = self.lists[which]
         if not entries:
             return False
-        candidates = (
-            casefold(client.prefix),
-            casefold(f"{client.nick}!{client.user}@{client.ip}"),
-        )
+        shown = casefold(client.prefix)
+        real = casefold(f"{client.nick}!{client.user}@{client.ip}")
+        account = client.account_folded
         for entry in entries:
-            mask = entry.mask
-            if mask.startswith("$a:"):
-                if client.account_folded and mask_to_regex(mask[3:], casefold).fullmatch(
-                    client.account_folded
-                ):
+            glob = entry.glob(casefold)
+            if entry.mask.startswith("$a:"):
+                if account and glob.matches(account):
                     return True
-                continue
-            if entry.matches(candidates, casefold):
+            elif glob.matches(shown) or glob.matches(real):
                 return True
         return False
 

@@ -12,7 +12,8 @@ from ircd.commands.registration import VERSION, refuse_other_server, send_isuppo
 from ircd.dispatch import CommandContext, command
 from ircd.events import AwayChanged
 from ircd.proto import numerics as N
-from ircd.proto.lines import Message, mask_to_regex
+from ircd.proto.glob import Glob
+from ircd.proto.lines import Message
 
 if TYPE_CHECKING:
     from ircd.channel import Channel
@@ -106,13 +107,13 @@ def handle_who(ctx: CommandContext, msg: Message) -> None:
         if exact is not None:
             targets = [exact] if exact.registered else []
         else:
-            pattern = mask_to_regex(mask, cf)
+            glob = Glob(mask, cf)
             targets = [
                 c for c in server.clients
                 if c.registered and server.visibility.user_listed_for(client, c) and (
-                    pattern.fullmatch(c.nick_folded) or pattern.fullmatch(cf(c.host))
-                    or pattern.fullmatch(cf(c.user)) or pattern.fullmatch(cf(c.realname))
-                    or pattern.fullmatch(cf(c.prefix))
+                    glob.matches(c.nick_folded) or glob.matches(cf(c.host))
+                    or glob.matches(cf(c.user)) or glob.matches(cf(c.realname))
+                    or glob.matches(cf(c.prefix))
                 )
             ]
         for target in targets:

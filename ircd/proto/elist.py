@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ircd.proto.lines import mask_to_regex
+from ircd.proto.glob import Glob
 
 __all__ = ["ListQuery", "parse_list_query"]
 
@@ -33,8 +33,8 @@ _RANGE = re.compile(r"^([CT]?)([<>])(-?\d+)$")
 class ListQuery:
     names: list[str] = field(default_factory=list)  # plain names, as given
     folded_names: set[str] = field(default_factory=set)
-    masks: list[re.Pattern[str]] = field(default_factory=list)
-    not_masks: list[re.Pattern[str]] = field(default_factory=list)
+    masks: list[Glob] = field(default_factory=list)
+    not_masks: list[Glob] = field(default_factory=list)
     # (kind, op, value): kind "" users, "C" created minutes ago, "T" topic minutes ago
     ranges: list[tuple[str, str, int]] = field(default_factory=list)
 
@@ -46,10 +46,10 @@ class ListQuery:
     def matches(self, folded: str, users: int, created: float, topic_time: float, now: float) -> bool:
         """Whether a channel (by folded name and numbers) is listed."""
         if (self.masks or self.names) and not (
-            folded in self.folded_names or any(m.fullmatch(folded) for m in self.masks)
+            folded in self.folded_names or any(m.matches(folded) for m in self.masks)
         ):
             return False
-        if any(m.fullmatch(folded) for m in self.not_masks):
+        if any(m.matches(folded) for m in self.not_masks):
             return False
         for kind, op, value in self.ranges:
             if kind == "":
@@ -76,9 +76,9 @@ def parse_list_query(params: list[str], casefold: Callable[[str], str]) -> ListQ
             if match:
                 query.ranges.append((match.group(1), match.group(2), int(match.group(3))))
             elif term[0] == "!":
-                query.not_masks.append(mask_to_regex(term[1:], casefold))
+                query.not_masks.append(Glob(term[1:], casefold))
             elif "*" in term or "?" in term:
-                query.masks.append(mask_to_regex(term, casefold))
+                query.masks.append(Glob(term, casefold))
             else:
                 query.names.append(term)
                 query.folded_names.add(casefold(term))

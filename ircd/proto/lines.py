@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Final, Iterable, cast
 
+from ircd.proto.glob import mask_matches  # re-exported: masks have their own module
+
 __all__ = [
     "MAX_LINE",
     "MAX_TAGS",
@@ -29,7 +31,6 @@ __all__ = [
     "escape_tag_value",
     "unescape_tag_value",
     "safe_param",
-    "mask_to_regex",
     "mask_matches",
 ]
 
@@ -238,30 +239,3 @@ def safe_param(text: str) -> str:
 
 def strip_line_breaks(text: str) -> str:
     return _UNSAFE.sub("", text)
-
-
-def mask_to_regex(mask: str, casefold=None) -> re.Pattern[str]:
-    """Compile an IRC glob (``*`` any run, ``?`` one character, ``\\`` escapes)."""
-    if casefold is not None:
-        mask = casefold(mask)
-    out = []
-    i = 0
-    while i < len(mask):
-        ch = mask[i]
-        if ch == "\\" and i + 1 < len(mask):
-            i += 1
-            out.append(re.escape(mask[i]))
-        elif ch == "*":
-            out.append(".*")
-        elif ch == "?":
-            out.append(".")
-        else:
-            out.append(re.escape(ch))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
-
-
-def mask_matches(mask: str, text: str, casefold=None) -> bool:
-    if casefold is not None:
-        text = casefold(text)
-    return mask_to_regex(mask, casefold).fullmatch(text) is not None
