@@ -32,7 +32,15 @@ from ircd.events import EventBus, Quit
 from ircd.http import HttpRoutes
 from ircd.proto import numerics as N
 from ircd.proto.casemap import get_casefold
-from ircd.proto.lines import MAX_CLIENT_TAGS, LineError, Message, format_line, parse_line
+from ircd.proto.lines import (
+    MAX_CLIENT_TAGS,
+    LineError,
+    Message,
+    command_of,
+    format_line,
+    label_of,
+    parse_line,
+)
 from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator, format_id
 from ircd.proto.timestamps import format_ms
 from ircd.registry import Registry
@@ -300,7 +308,7 @@ class Server:
         try:
             msg = parse_line(raw, utf8only=self.utf8only, max_tag_data=MAX_CLIENT_TAGS)
         except LineError as exc:
-            self._line_error(client, raw, exc)
+            self._line_error(client, raw, exc.kind)
             return None
         if msg is None:
             return None
@@ -370,20 +378,23 @@ class Server:
         reply.numeric(code, *params)
         reply.flush()
 
-    def _line_error(self, client: Client, raw: bytes, exc: LineError) -> None:
-        if exc.kind == LineError.TAGS_TOO_LONG:
-            self._reply_now(client, N.ERR_INPUTTOOLONG, "Input line was too long")
-        elif exc.kind == LineError.INVALID_UTF8:
-            words = raw.split(b" ")
-            if words and words[0][:1] == b"@":
-                words = words[1:]
-            if words and words[0][:1] == b":":
-                words = words[1:]
-            verb = words[0].decode("latin-1").upper() if words and words[0] else "*"
-            reply = ReplyBuffer(self, client)
-            reply.fail(verb, "INVALID_UTF8", "Message rejected, your message contained invalid UTF-8")
-            reply.flush()
-        # a line with tags or a source and no command is ignored
+    def _line_error(self, client: Client, raw: bytes, kind: str) -> None:
+        """A line refused before dispatch, answered with its label: 417 for tags over the
+        limit, ``FAIL <verb> INVALID_UTF8``, ``FAIL <verb> INVALID_CHARACTERS`` for a CR or
+        NUL; a line with tags or a source and no command is ignored."""
+        if kind == LineError.NO_COMMAND:
+            return
+        label = label_of(raw) if client.caps & C.LABELED_RESPONSE else None
+        reply = ReplyBuffer(self, client, label)
+        if kind == LineError.TAGS_TOO_LONG:
+            reply.numeric(N.ERR_INPUTTOOLONG, "Input line was too long")
+        elif kind == LineError.INVALID_UTF8:
+            reply.fail(command_of(raw), "INVALID_UTF8", "Message rejected, your message contained invalid UTF-8")
+        else:  # FORBIDDEN_CHARACTER
+            reply.fail(
+                command_of(raw), "INVALID_CHARACTERS", "Message rejected, your message contained a CR or NUL character"
+            )
+        reply.flush()
 
     def input_too_long(self, client: Client) -> None:
         """The connection cut an over-long line."""

@@ -173,12 +173,16 @@ def test_client_tag_data_at_the_limit_is_accepted(h):
 
 def test_client_tag_data_over_the_limit_is_417(h):
     """IRCv3 message-tags: "Servers MUST reply with the ERR_INPUTTOOLONG (417) error numeric if a client sends
-    a message with more tag data than the allowed limit.\" The limit counts every tag, client-only or not."""
+    a message with more tag data than the allowed limit.\" The limit counts every tag, client-only or not;
+    the 417 carries the line's label (labeled-response)."""
     h.register("alice", caps=["message-tags", "labeled-response"])
     h.register("bob", caps=["message-tags"])
     h.send("alice", "@+x=" + "y" * 4092 + " TAGMSG bob")
     h.send("alice", "@label=1;+x=" + "y" * 4084 + " TAGMSG bob")
-    assert h.lines("alice") == [":irc.test 417 alice :Input line was too long"] * 2
+    assert h.lines("alice") == [
+        ":irc.test 417 alice :Input line was too long",
+        "@label=1 :irc.test 417 alice :Input line was too long",
+    ]
     assert h.lines("bob") == []
 
 

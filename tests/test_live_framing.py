@@ -128,8 +128,13 @@ def test_unknown_command_is_421(pair):
 
 
 def test_nul_and_stray_cr_do_not_break_the_stream(pair):
-    """A NUL byte ends the line's content; the connection keeps working."""
+    """Modern IRC grammar: no part of a message holds NUL, CR or LF. A line with a NUL or a CR before
+    its line ending is refused whole (FAIL, nothing relayed); the connection keeps working."""
     _, alice, bob = pair
-    alice.sock.sendall(b"PRIVMSG bob :before\x00after\r\n")
+    alice.sock.sendall(b"PRIVMSG bob :before\x00after\r\nPRIVMSG bob :one\rtwo\r\n")
+    refusal = ("irc.test", "FAIL", ["PRIVMSG", "INVALID_CHARACTERS",
+                                    "Message rejected, your message contained a CR or NUL character"])
+    assert triples(alice.sync()) == [refusal, refusal]
+    alice.send("PRIVMSG bob :after")
     alice.sync()
-    assert [m.params[-1] for m in bob.sync()] == ["before"]
+    assert [m.params[-1] for m in bob.sync()] == ["after"]
