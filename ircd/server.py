@@ -308,13 +308,12 @@ class Server:
         try:
             msg = parse_line(raw, utf8only=self.utf8only, max_tag_data=MAX_CLIENT_TAGS)
         except LineError as exc:
-            self._line_error(client, raw, exc.kind)
-            return None
+            return self._line_error(client, raw, exc.kind, now)
         if msg is None:
             return None
         command = msg.command
         spec = self._specs.get(command)
-        if spec is not None and spec.flood_cost and self.flood_enabled:
+        if self.flood_enabled and (spec is None or spec.flood_cost):  # an unknown verb costs too
             delay = self._flood_delay(client, now)
             if delay > 0 and not _in_client_batch(client, msg):
                 return delay
@@ -378,10 +377,19 @@ class Server:
         reply.numeric(code, *params)
         reply.flush()
 
-    def _line_error(self, client: Client, raw: bytes, kind: str) -> None:
-        """A line refused before dispatch, answered with its label: 417 for tags over the
-        limit, ``FAIL <verb> INVALID_UTF8``, ``FAIL <verb> INVALID_CHARACTERS`` for a CR or
+    def _line_error(self, client: Client, raw: bytes, kind: str, now: float) -> float | None:
+        """A line refused before dispatch. It costs flood tokens like any line (a float: retry
+        it after that many seconds), then is answered with the line's label: 417 for tags over
+        the limit, ``FAIL <verb> INVALID_UTF8``, ``FAIL <verb> INVALID_CHARACTERS`` for a CR or
         NUL; a line with tags or a source and no command is ignored."""
+        if self.flood_enabled:
+            delay = self._flood_delay(client, now)
+            if delay > 0:
+                return delay
+        self._refuse_line(client, raw, kind)
+        return None
+
+    def _refuse_line(self, client: Client, raw: bytes, kind: str) -> None:
         if kind == LineError.NO_COMMAND:
             return
         label = label_of(raw) if client.caps & C.LABELED_RESPONSE else None

@@ -1,4 +1,5 @@
-"""What a client can do to others, or to the server, with the bytes of a line: CR and NUL inside a line."""
+"""What a client can do to others, or to the server, with the bytes of a line: CR and NUL inside a line,
+lines refused before dispatch (flood control)."""
 
 from __future__ import annotations
 
@@ -99,3 +100,40 @@ def test_verb_of_a_refused_line_is_only_echoed_when_it_is_one(pair):
         ":irc.test " + CR_REFUSED.format(verb="*"),
         ":irc.test FAIL * INVALID_UTF8 :Message rejected, your message contained invalid UTF-8",
     ]
+
+
+# flood control for refused lines ----------------------------------------------------------------
+
+
+@pytest.fixture
+def flooded():
+    """A client with a full flood bucket: burst 16, then 4 lines a second."""
+    h = Harness(config(flood={"burst": 16, "per_second": 4.0}))
+    h.register("alice", caps=["labeled-response", "batch", "standard-replies"])
+    h.tick(10)  # the registration's tokens come back
+    h.take("alice")
+    yield h
+    h.close()
+
+
+REFUSED = {
+    "unknown command": (b"WIBBLE x", "421"),
+    "invalid UTF-8": (b"PRIVMSG bob :\xff\xfe", "FAIL"),
+    "CR inside": (b"PRIVMSG bob :a\rb", "FAIL"),
+    "tags too long": (b"@+x=" + b"y" * 5000 + b" TAGMSG bob", "417"),
+    "no command": (b"@a=b", None),
+}
+
+
+@pytest.mark.parametrize("kind", list(REFUSED))
+def test_lines_refused_before_dispatch_cost_flood_tokens(flooded, kind):
+    """Every line costs a token, answered or not: 40 refused lines past a burst of 16 at 4 a second take
+    (40 - 16) / 4 = 6 seconds to be answered, like 40 known commands. They used to cost nothing, and were
+    answered as fast as they came (135,000 a second)."""
+    h = flooded
+    raw, answer = REFUSED[kind]
+    start = h.clock.now
+    for _ in range(40):
+        h.send("alice", raw)
+    assert h.clock.now - start == pytest.approx(6.0)
+    assert h.numerics("alice") == (answer.split() * 40 if answer else [])
