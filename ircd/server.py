@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 __all__ = ["Server"]
 
 _ACTIVITY: Final = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
+_INVALID_UTF8 = "Message rejected, your message contained invalid UTF-8"
+_FORBIDDEN_CHARACTER = "Message rejected, your message contained a CR or NUL character"
 _SWEEP_EVERY = 60.0  # seconds between sweeps of records that only matter inside a window
 WRITE_AT = 65536  # the largest write high-water mark (asyncio's and uvloop's default)
 
@@ -379,8 +381,9 @@ class Server:
 
     def _line_error(self, client: Client, raw: bytes, kind: str, now: float) -> float | None:
         """A line refused before dispatch. It costs flood tokens like any line (a float: retry
-        it after that many seconds), then is answered with the line's label: 417 for tags over
-        the limit, ``FAIL <verb> INVALID_UTF8``, ``FAIL <verb> INVALID_CHARACTERS`` for a CR or
+        it after that many seconds), then is answered with the line's label: 417 for a line
+        or tags over the limits (and ``FAIL <verb> INPUT_TOO_LONG`` for standard-replies
+        clients), ``FAIL <verb> INVALID_UTF8``, ``FAIL <verb> INVALID_CHARACTERS`` for a CR or
         NUL; a line with tags or a source and no command is ignored."""
         if self.flood_enabled:
             delay = self._flood_delay(client, now)
@@ -394,19 +397,32 @@ class Server:
             return
         label = label_of(raw) if client.caps & C.LABELED_RESPONSE else None
         reply = ReplyBuffer(self, client, label)
-        if kind == LineError.TAGS_TOO_LONG:
+        if kind == LineError.INPUT_TOO_LONG or kind == LineError.TAGS_TOO_LONG:
             reply.numeric(N.ERR_INPUTTOOLONG, "Input line was too long")
+            if client.caps & C.STANDARD_REPLIES:
+                reply.fail(command_of(raw), "INPUT_TOO_LONG", "Input line was too long")
         elif kind == LineError.INVALID_UTF8:
-            reply.fail(command_of(raw), "INVALID_UTF8", "Message rejected, your message contained invalid UTF-8")
+            reply.fail(command_of(raw), "INVALID_UTF8", _INVALID_UTF8)
         else:  # FORBIDDEN_CHARACTER
-            reply.fail(
-                command_of(raw), "INVALID_CHARACTERS", "Message rejected, your message contained a CR or NUL character"
-            )
+            reply.fail(command_of(raw), "INVALID_CHARACTERS", _FORBIDDEN_CHARACTER)
         reply.flush()
 
-    def input_too_long(self, client: Client) -> None:
-        """The connection cut an over-long line."""
-        self._reply_now(client, N.ERR_INPUTTOOLONG, "Input line was too long")
+    def line_too_long(self, client: Client, raw: bytes, *, hold: bool = True) -> float | None:
+        """The connection cut a line over the length limits (``raw``: the line, or the start of
+        one with no end in sight). Answered like any refused line; with ``hold`` false (the rest
+        of the line is being skipped, so it cannot be retried) the flood tokens are charged and
+        the answer goes out at once."""
+        if client.closing:
+            return None
+        now = self.clock()
+        client.last_read = now
+        client.ping_sent = 0.0
+        if not hold:
+            if self.flood_enabled:
+                self._flood_charge(client, now)
+            self._refuse_line(client, raw, LineError.INPUT_TOO_LONG)
+            return None
+        return self._line_error(client, raw, LineError.INPUT_TOO_LONG, now)
 
     def _flood_delay(self, client: Client, now: float) -> float:
         flood = self.config.flood
@@ -421,6 +437,16 @@ class Server:
             return 0.0
         client.flood_tokens = tokens
         return (1.0 - tokens) / flood.per_second
+
+    def _flood_charge(self, client: Client, now: float) -> None:
+        """Take a token for a line that cannot wait; the bucket may go below zero, and then
+        the client's next lines wait until it has refilled."""
+        flood = self.config.flood
+        if flood.exempt_opers and "o" in client.modes:
+            return
+        tokens = client.flood_tokens + (now - client.flood_time) * flood.per_second
+        client.flood_tokens = min(tokens, float(flood.burst)) - 1.0
+        client.flood_time = now
 
     # output --------------------------------------------------------------
 

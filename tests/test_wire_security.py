@@ -1,7 +1,9 @@
 """What a client can do to others, or to the server, with the bytes of a line: CR and NUL inside a line,
-lines refused before dispatch (flood control)."""
+lines refused before dispatch (flood control), over-long lines answered with their label."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -120,7 +122,7 @@ REFUSED = {
     "unknown command": (b"WIBBLE x", "421"),
     "invalid UTF-8": (b"PRIVMSG bob :\xff\xfe", "FAIL"),
     "CR inside": (b"PRIVMSG bob :a\rb", "FAIL"),
-    "tags too long": (b"@+x=" + b"y" * 5000 + b" TAGMSG bob", "417"),
+    "tags too long": (b"@+x=" + b"y" * 5000 + b" TAGMSG bob", "417 FAIL"),
     "no command": (b"@a=b", None),
 }
 
@@ -137,3 +139,65 @@ def test_lines_refused_before_dispatch_cost_flood_tokens(flooded, kind):
         h.send("alice", raw)
     assert h.clock.now - start == pytest.approx(6.0)
     assert h.numerics("alice") == (answer.split() * 40 if answer else [])
+
+
+def test_over_long_line_costs_a_token_and_waits_when_there_is_none(flooded):
+    """The connection hands an over-long line to ``Server.line_too_long``: answered while tokens last, then
+    held (a float: retry after that many seconds), like any other line."""
+    h = flooded
+    client = h.clients["alice"]
+    line = b"PRIVMSG bob :" + b"x" * 600
+    results = [h.server.line_too_long(client, line) for _ in range(17)]
+    h.server.flush_all()
+    assert results[:16] == [None] * 16
+    assert results[16] == pytest.approx(0.25)
+    assert h.numerics("alice") == ["417", "FAIL"] * 16
+
+
+# over-long lines: label and standard reply ------------------------------------------------------
+
+
+def test_over_long_line_answer_carries_its_label(live, client_factory):
+    """IRCv3 labeled-response: "the server MUST include the label in its response"; a client with several
+    labelled commands in flight can tell which one was too long. With standard-replies the answer also
+    has a FAIL with a code; without batch the single 417 carries the label itself."""
+    srv = live(flood={"enabled": False})
+    alice = client_factory(srv.port)
+    bob = client_factory(srv.port)
+    alice.register("alice", caps=["labeled-response", "batch", "standard-replies"])
+    bob.register("bob", caps=["labeled-response"])
+    alice.send("@label=L1 PRIVMSG bob :" + "x" * 600)
+    alice.send("@label=L2 PRIVMSG bob :short")
+    got = alice.sync()
+    ref = got[0].params[0][1:]
+    assert [(m.tags, m.command, m.params) for m in got] == [
+        ({"label": "L1"}, "BATCH", ["+" + ref, "labeled-response"]),
+        ({"batch": ref}, "417", ["alice", "Input line was too long"]),
+        ({"batch": ref}, "FAIL", ["PRIVMSG", "INPUT_TOO_LONG", "Input line was too long"]),
+        (None, "BATCH", ["-" + ref]),
+        ({"label": "L2"}, "ACK", []),
+    ]
+    assert [(m.command, m.params) for m in bob.sync()] == [("PRIVMSG", ["bob", "short"])]
+    bob.send("@label=B1 PRIVMSG alice :" + "x" * 600)
+    bob.sock.sendall(b"@label=B2 PRIVMSG alice :" + b"z" * 20000)  # no line end in sight
+    bob.sock.sendall(b"z" * 20000 + b"\r\n")
+    assert [(m.tags, m.command, m.params) for m in bob.sync()] == [
+        ({"label": "B1"}, "417", ["bob", "Input line was too long"]),
+        ({"label": "B2"}, "417", ["bob", "Input line was too long"]),
+    ]
+    assert [m.params[-1] for m in alice.sync()] == []
+
+
+def test_over_long_lines_wait_for_flood_tokens_over_a_socket(live, client_factory):
+    """Over a real connection the held line is answered later, in order, and the lines after it wait:
+    12 over-long lines past a burst of 2 at 50 a second take at least (12 - 2) / 50 = 0.2 s."""
+    srv = live(flood={"burst": 2, "per_second": 50.0})
+    alice = client_factory(srv.port)
+    alice.register("alice", caps=["labeled-response"])
+    alice.sync()
+    started = time.monotonic()
+    alice.sock.sendall(b"".join(b"@label=%d PRIVMSG x :" % i + b"x" * 600 + b"\r\n" for i in range(12)))
+    got = alice.sync()
+    elapsed = time.monotonic() - started
+    assert [(m.tags, m.command) for m in got] == [({"label": str(i)}, "417") for i in range(12)]
+    assert elapsed >= 0.18, f"{elapsed:.3f}s"

@@ -3,8 +3,9 @@
 An asyncio Protocol rather than a task per connection: an idle client costs
 a transport and two small objects, and a received chunk with many lines is
 handled in one callback. Lines are cut at ``\\n`` (a trailing ``\\r`` is
-dropped). A line whose message part passes 512 bytes, or whose tags pass
-8191 bytes, is answered with 417 and skipped.
+dropped; any other CR is refused by the parser). A line whose message part
+passes 512 bytes, or whose tags pass 8191 bytes, is answered with 417 (with
+its label, and flood control applies as to any line) and skipped.
 
 Ordering: while a line's async handler runs, or while flood control holds
 the connection back, later lines wait in the input buffer; past
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Final
 
 from ircd.proto.lines import MAX_LINE, MAX_TAGS
@@ -149,10 +151,11 @@ class Connection(asyncio.Protocol):
                 continue
             if line and line[-1] == 13:
                 line = line[:-1]
+            result: float | Awaitable[None] | None
             if len(line) > MAX_LINE - 2 and _too_long(line):
-                server.input_too_long(client)
-                continue
-            result = server.handle_line(client, line)
+                result = server.line_too_long(client, line)
+            else:
+                result = server.handle_line(client, line)
             if result is None:
                 if client.closing:
                     break
@@ -180,7 +183,7 @@ class Connection(asyncio.Protocol):
         elif len(rest) > _MAX_RAW:
             # no line end in sight: answer once, then drop up to the next newline
             if not self.skipping:
-                server.input_too_long(client)
+                server.line_too_long(client, rest, hold=False)
                 self.skipping = True
             return
         self.inbuf += rest
