@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final
 
+from ircd.proto.lines import MAX_LINE
+
 if TYPE_CHECKING:
     from ircd.server import Server
 
@@ -139,15 +141,31 @@ class CapRegistry:
         return tokens
 
 
-def chunk_tokens(tokens: list[str], limit: int = 400) -> list[str]:
-    """Split a cap list into space-joined chunks that fit a line."""
+def chunk_tokens(tokens: list[str], limit: int, last_limit: int | None = None) -> list[str]:
+    """Split a cap list into space-joined chunks of at most ``limit`` bytes, filling each one;
+    the last chunk may take ``last_limit`` bytes (a line without the ``*`` continuation marker)."""
+    last = limit if last_limit is None else last_limit
     chunks: list[str] = []
     current = ""
-    for tok in tokens:
-        if current and len(current) + 1 + len(tok) > limit:
+    size = 0  # bytes in current
+    for i, tok in enumerate(tokens):
+        width = len(tok.encode())
+        if current and size + 1 + width > limit:
+            rest = " ".join([current, *tokens[i:]])
+            if len(rest.encode()) <= last:  # everything left fits the last line
+                chunks.append(rest)
+                return chunks
             chunks.append(current)
-            current = tok
+            current, size = tok, width
         else:
-            current = f"{current} {tok}" if current else tok
+            current, size = (f"{current} {tok}", size + 1 + width) if current else (tok, width)
     chunks.append(current)
     return chunks
+
+
+def line_chunks(tokens: list[str], head: str, *, continued: bool = True) -> list[str]:
+    """Split a cap list into as few lines of at most 512 bytes as it fits in. ``head`` is what
+    comes before the list on every line (``:server CAP nick LS``); with ``continued`` (CAP LS
+    and LIST 302) each line but the last has the ``*`` marker as well."""
+    room = MAX_LINE - len(head.encode()) - len(" :\r\n")
+    return chunk_tokens(tokens, room - 2, room) if continued else chunk_tokens(tokens, room)

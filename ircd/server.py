@@ -220,10 +220,11 @@ class Server:
                 continue
             client.set_caps(client.caps & ~removed_bits)
             reply = ReplyBuffer(self, client)
-            for chunk in C.chunk_tokens(removed) if removed else ():
+            head = f":{self.name} CAP {client.nick}"
+            for chunk in C.line_chunks(removed, head + " DEL", continued=False) if removed else ():
                 reply.send("CAP", client.nick, "DEL", chunk)
             tokens = [after[n][1] if client.cap_version >= 302 else n for n in added]
-            for chunk in C.chunk_tokens(tokens) if tokens else ():
+            for chunk in C.line_chunks(tokens, head + " NEW", continued=False) if tokens else ():
                 reply.send("CAP", client.nick, "NEW", chunk)
             reply.flush()
 

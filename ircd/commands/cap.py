@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ircd import caps as C
-from ircd.caps import chunk_tokens
+from ircd.caps import line_chunks
 from ircd.commands.registration import try_register
 from ircd.dispatch import CommandContext, command
 from ircd.proto import numerics as N
@@ -14,10 +14,13 @@ _STICKY_302 = C.CAP_NOTIFY
 
 
 def _send_list(ctx: CommandContext, sub: str, tokens: list[str]) -> None:
-    chunks = chunk_tokens(tokens)
+    """CAP LS / LIST in as few lines as fit 512 bytes; with CAP LS 302 every line but the
+    last has the ``*`` continuation marker (IRCv3 capability-negotiation)."""
     nick = ctx.client.nick
+    continued = ctx.client.cap_version >= 302
+    chunks = line_chunks(tokens, f":{ctx.server.name} CAP {nick} {sub}", continued=continued)
     for i, chunk in enumerate(chunks):
-        if i < len(chunks) - 1 and ctx.client.cap_version >= 302:
+        if i < len(chunks) - 1 and continued:
             ctx.reply.send("CAP", nick, sub, "*", chunk)
         else:
             ctx.reply.send("CAP", nick, sub, chunk)

@@ -1,0 +1,110 @@
+"""Protocol defects at the edges of the wire: CAP LS lines filled up to the line limit, CHATHISTORY around
+a message that does not exist."""
+
+from __future__ import annotations
+
+import pytest
+
+from ircd.caps import Capability
+from ircd.proto.lines import parse_line
+from tests.harness import Harness, config
+
+HEAD = ":irc.test CAP * LS "
+
+
+def _tokens(h: Harness) -> list[str]:
+    return h.server.caps.ls_tokens(h.server, 302)
+
+
+def _pad_to(h: Harness, total: int) -> None:
+    """Add one capability with a value so that the CAP LS 302 list is ``total`` bytes long."""
+    current = len(" ".join(_tokens(h)))
+    filler = total - current - len(" x-pad=")
+    assert filler > 0
+    h.server.caps.add(Capability("x-pad", value="v" * filler))
+    assert len(" ".join(_tokens(h))) == total
+
+
+def _cap_ls(h: Harness, version: str = "302") -> list[str]:
+    h.connect("c")
+    h.send("c", f"CAP LS {version}".strip())
+    return h.lines("c")
+
+
+@pytest.mark.parametrize("total", [401, 470, 512 - len(HEAD + ":\r\n")])
+def test_cap_ls_that_fits_one_line_is_one_line(h, total):
+    """IRCv3 capability-negotiation: the server sends "CAP * LS * :<caps>" continuation lines only "if the
+    list of capabilities is too long to fit in a single line"; the line limit is 512 bytes with CR LF.
+    A list of 401 to 489 bytes was cut at 400, and pydle, which reads only the first line, missed every
+    capability on the second."""
+    _pad_to(h, total)
+    lines = _cap_ls(h)
+    assert lines == [HEAD + ":" + " ".join(_tokens(h))]
+    assert len(lines[0].encode()) + 2 <= 512
+
+
+def _chunks(h: Harness, lines: list[str], continued: bool) -> list[list[str]]:
+    """The capability lists of CAP LS lines, checking the ``*`` marker on all but the last (302)."""
+    out = []
+    for i, line in enumerate(lines):
+        params = parse_line(line.encode()).params
+        last = i == len(lines) - 1
+        if continued and not last:
+            assert params[:3] == ["*", "LS", "*"], line
+        else:
+            assert params[:2] == ["*", "LS"] and len(params) == 3, line
+        out.append(params[-1].split())
+    return out
+
+
+def test_one_byte_more_takes_a_second_line(h):
+    total = 512 - len(HEAD + ":\r\n") + 1
+    _pad_to(h, total)
+    lines = _cap_ls(h)
+    chunks = _chunks(h, lines, continued=True)
+    assert len(chunks) == 2
+    assert [t for chunk in chunks for t in chunk] == _tokens(h)
+
+
+@pytest.mark.parametrize("version", ["302", ""])
+def test_long_cap_list_lines_are_filled_and_within_the_limit(h, version):
+    """Many capabilities: every line within 512 bytes, every line but the last as full as it can be (the
+    next capability would not have fitted), and together exactly the list (302: with ``*`` markers)."""
+    for i in range(60):
+        h.server.caps.add(Capability(f"vendor.example/cap-{i:02d}", value=f"v{i}"))
+    lines = _cap_ls(h, version)
+    tokens = _tokens(h) if version else [t.partition("=")[0] for t in _tokens(h)]
+    chunks = _chunks(h, lines, continued=bool(version))
+    assert len(chunks) > 2
+    assert [t for chunk in chunks for t in chunk] == tokens
+    for i, line in enumerate(lines):
+        assert len(line.encode()) + 2 <= 512
+        if i < len(lines) - 1:  # the next capability would not have fitted
+            assert len(line.encode()) + 2 + 1 + len(chunks[i + 1][0]) > 512
+
+
+def test_cap_list_is_filled_too(h):
+    """CAP LIST uses the same lines: with few capabilities enabled, one line."""
+    h.connect("c")
+    h.send("c", "CAP LS 302")
+    h.send("c", "CAP REQ :batch labeled-response message-tags")
+    h.take("c")
+    h.send("c", "CAP LIST")
+    assert h.lines("c") == [":irc.test CAP * LIST :batch cap-notify labeled-response message-tags"]
+
+
+def test_cap_new_after_a_rehash_fits_the_line(make_harness):
+    """cap-notify CAP NEW lines are separate messages (no ``*``) and each fits 512 bytes."""
+    h = make_harness()
+    h.register("alice", caps=["cap-notify"])
+    for i in range(60):  # offered once the configuration says so
+        h.server.caps.add(Capability(f"vendor.example/new-{i:02d}", value=f"v{i}",
+                                     available=lambda server: server.config.history.max_query == 7))
+    h.server.rehash(config(history={"max_query": 7}))
+    h.server.flush_all()
+    lines = h.lines("alice")
+    assert len(lines) > 1
+    assert all(len(ln.encode()) + 2 <= 512 and ln.startswith(":irc.test CAP alice NEW :") for ln in lines)
+    assert [t for ln in lines for t in ln.split(" :", 1)[1].split()] == [
+        f"vendor.example/new-{i:02d}=v{i}" for i in range(60)
+    ]
