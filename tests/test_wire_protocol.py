@@ -8,6 +8,7 @@ import pytest
 from ircd.caps import Capability
 from ircd.proto.lines import parse_line
 from tests.harness import Harness, config
+from tests.test_history import CAPS, B, at, batch, expect, login, mid, talk, ts
 
 HEAD = ":irc.test CAP * LS "
 
@@ -108,3 +109,68 @@ def test_cap_new_after_a_rehash_fits_the_line(make_harness):
     assert [t for ln in lines for t in ln.split(" :", 1)[1].split()] == [
         f"vendor.example/new-{i:02d}=v{i}" for i in range(60)
     ]
+
+
+# CHATHISTORY AROUND a message that does not exist ----------------------------------------------
+
+
+@pytest.fixture
+def hh(tmp_path):
+    """A harness with a store (history on)."""
+    cfg = config(storage={"durability": "off"}, flood={"enabled": False})
+    harness = Harness(cfg, db=str(tmp_path / "h.db"))
+    yield harness
+    harness.close()
+
+
+def _empty(target: str, now: int) -> list[str]:
+    return [
+        f"@time={ts(now)} :irc.test BATCH +REF chathistory {target}",
+        f"@time={ts(now)} :irc.test BATCH -REF",
+    ]
+
+
+def test_around_a_msgid_that_is_not_a_message_of_the_target_is_an_empty_batch(hh):
+    """IRCv3 chathistory AROUND: "Request a number of messages before and after the timestamp or msgid";
+    around a message that is not there, there is nothing to return, and "If no content exists to return,
+    the server SHOULD return an empty batch in order to avoid the client waiting for a reply." The answer
+    was the target's lines around the time the id encodes. It is the same empty batch for an id nobody
+    used, one of a channel the client is not in, and one of a private (hidden) channel, so it tells
+    nothing about other targets; a real message of the target still gets its context."""
+    hh.server.visibility.add_filter(
+        lambda viewer, channel: channel.folded != "#secret" or viewer in channel.members
+    )
+    login(hh, "alice", CAPS)
+    login(hh, "bob", CAPS)
+    for name in ("alice", "bob"):
+        hh.send(name, "JOIN #h")
+    talk(hh, "bob", "#h", 5)  # m1..m5 at milliseconds 1..5
+    at(hh, 6)
+    hh.send("bob", "JOIN #secret")
+    hh.send("bob", "PRIVMSG #secret :hush")  # millisecond 6
+    at(hh, 7)
+    hh.send("bob", "PRIVMSG alice :psst")  # a direct message, millisecond 7
+    at(hh, 9)
+    for name in ("alice", "bob"):
+        hh.take(name)
+    unused = "%016x" % (int(mid(3), 16) + 1)  # the second id of millisecond 3: nobody's
+    for ref in (unused, mid(6), mid(7), "0000000000000000"):
+        assert batch(hh, "alice", f"CHATHISTORY AROUND #h msgid={ref} 4")[1] == _empty("#h", 9), ref
+        direct = ref if ref != mid(7) else mid(3)  # mid(7) is the conversation's own
+        assert batch(hh, "alice", f"CHATHISTORY AROUND bob msgid={direct} 4")[1] == _empty("bob", 9), ref
+    assert batch(hh, "alice", f"CHATHISTORY AROUND #h msgid={mid(3)} 3")[1] == expect([2, 3, 4], now=9)
+    assert batch(hh, "alice", f"CHATHISTORY AROUND bob msgid={mid(7)} 3")[1] == [
+        f"@time={ts(9)} :irc.test BATCH +REF chathistory bob",
+        f"@msgid={mid(7)};time={ts(7)};batch=REF :{B} PRIVMSG alice psst",
+        f"@time={ts(9)} :irc.test BATCH -REF",
+    ]
+    # the hidden channel: the same bytes as a channel nobody uses, real msgid or not
+    hh.send("alice", f"CHATHISTORY AROUND #secret msgid={mid(6)} 4")
+    hh.send("alice", f"CHATHISTORY AROUND #secret msgid={unused} 4")
+    hh.send("alice", f"CHATHISTORY AROUND #nosuch msgid={mid(6)} 4")
+    refused = f"@time={ts(9)} :irc.test FAIL CHATHISTORY INVALID_TARGET AROUND #secret"
+    assert [ln.replace("#nosuch", "#secret") for ln in hh.lines("alice")] == [
+        refused + " :Messages could not be retrieved"
+    ] * 3
+    # paging by a msgid keeps its place in the order: BEFORE an id no message has still pages on
+    assert batch(hh, "alice", f"CHATHISTORY BEFORE #h msgid={unused} 10")[1] == expect([1, 2, 3], now=9)

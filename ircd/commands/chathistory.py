@@ -9,11 +9,17 @@
 
 A msgref is ``msgid=<id>`` or ``timestamp=<server-time>``; both become id
 bounds (``ircd.proto.timestamps``), so every query is a range scan on the
-time-ordered id. Only members read a channel's history, and a channel is
-looked up through ``find_channel(name, viewer)``: a non-member, and a viewer
-for whom the channel does not exist (a private channel), both get exactly the
-reply for a name nobody uses. A nick target reads the direct messages between
-the client's account and that nick (nothing without an account).
+time-ordered id. An id is a place in that order whether or not a message of
+the target has it, so BEFORE, AFTER, LATEST and BETWEEN page on from any id;
+AROUND asks for the context of one message, and a msgid that is not one of
+the target's messages (unknown, pruned, or another target's) gets an empty
+batch, the same for every such id, so it tells nothing about other targets.
+
+Only members read a channel's history, and a channel is looked up through
+``find_channel(name, viewer)``: a non-member, and a viewer for whom the
+channel does not exist (a private channel), both get exactly the reply for a
+name nobody uses. A nick target reads the direct messages between the
+client's account and that nick (nothing without an account).
 """
 
 from __future__ import annotations
@@ -45,12 +51,13 @@ class _Invalid(Exception):
 
 class _Ref:
     """A message reference as an id: ``at`` is the first id it names (the message itself,
-    or the first id of that millisecond), ``last`` the last one."""
+    or the first id of that millisecond), ``last`` the last one; ``msgid`` when it names one
+    message rather than a time."""
 
-    __slots__ = ("at", "last")
+    __slots__ = ("at", "last", "msgid")
 
-    def __init__(self, at: int, last: int) -> None:
-        self.at, self.last = at, last
+    def __init__(self, at: int, last: int, msgid: bool = False) -> None:
+        self.at, self.last, self.msgid = at, last, msgid
 
     @property
     def before(self) -> int:  # the last id strictly before the reference
@@ -72,7 +79,7 @@ def _ref(text: str, *, timestamps_only: bool = False) -> _Ref:
         ident = parse_id(value)
         if ident is None or ident > MAX_ID:
             raise _Invalid(text, "Invalid msgid")
-        return _Ref(ident, ident)
+        return _Ref(ident, ident, msgid=True)
     raise _Invalid(text, "Invalid message reference")
 
 
@@ -158,6 +165,8 @@ async def _select(history, key: str, sub: str, refs: list, limit: int, commands)
     if sub == "AFTER":
         return await select(ref.after, MAX_ID, limit, False)
     if sub == "AROUND":  # the message itself (or the first at that time) and what follows, plus half before
+        if ref.msgid and not await history.read(rows.has_message, key, ref.at):
+            return []  # no such message in this target: nothing is around it (an empty batch)
         earlier = await select(0, ref.before, limit // 2, True)
         return earlier + await select(ref.at, MAX_ID, limit - limit // 2, False)
     # BETWEEN: counted from the first reference, forwards or backwards in time

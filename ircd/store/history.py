@@ -25,6 +25,7 @@ __all__ = [
     "HistoryRow",
     "conversations",
     "count",
+    "has_message",
     "insert",
     "load_markers",
     "newest_id",
@@ -114,6 +115,12 @@ def select(
     if newest_first:
         rows.reverse()
     return rows
+
+
+def has_message(conn: sqlite3.Connection, target: str, ident: int) -> bool:
+    """Whether ``target`` has the message with id ``ident`` (one primary-key look-up)."""
+    found = conn.execute("SELECT 1 FROM history WHERE id = ? AND target = ?", (ident, target)).fetchone()
+    return found is not None
 
 
 def newest_in(
