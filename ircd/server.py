@@ -60,6 +60,7 @@ _INVALID_UTF8 = "Message rejected, your message contained invalid UTF-8"
 _FORBIDDEN_CHARACTER = "Message rejected, your message contained a CR or NUL character"
 _SWEEP_EVERY = 60.0  # seconds between sweeps of records that only matter inside a window
 WRITE_AT = 65536  # the largest write high-water mark (asyncio's and uvloop's default)
+_FULL_LOG_EVERY = 60.0  # seconds between two "Server is full" log lines
 
 log = logging.getLogger("pircd")
 
@@ -95,6 +96,14 @@ class Server:
         # registered connections per logged-in account (folded): who is "visible"
         self.by_account: dict[str, set[Client]] = {}
         self.ip_counts: dict[str, int] = {}
+        # connections accepted but not yet clients (a TLS handshake, mostly): per IP, and in
+        # all. They count against max_per_ip and max_clients like clients do (see reserve).
+        self.handshakes: dict[str, int] = {}
+        self.handshaking = 0
+        # the most clients the process's open-file limit allows (set by ircd.net at start-up)
+        self.fd_client_cap: int | None = None
+        self._full_since = 0.0  # "Server is full" is logged once per _FULL_LOG_EVERY
+        self._full_refused = 0
         self.throttle: dict[str, deque[float]] = {}
         self.isupport_extra: dict[str, str | None] = {}
         self.extensions: list[Any] = []
@@ -180,6 +189,9 @@ class Server:
         self.utf8only = config.server.utf8only
         self.flood_enabled = config.flood.enabled
         self.registry.whowas_limit = config.limits.whowas
+        self.max_clients = config.connections.max_clients
+        if self.fd_client_cap is not None and self.fd_client_cap < self.max_clients:
+            self.max_clients = self.fd_client_cap
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
         self._isupport_lines: list[list[str]] | None = None
@@ -272,30 +284,86 @@ class Server:
 
     # connections ---------------------------------------------------------
 
-    def connect(self, conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> Client | None:
-        """A new connection. Returns None (after telling it why) when limits refuse it."""
+    def cap_clients(self, most: int) -> int:
+        """The open-file limit lets the process serve at most ``most`` clients: ``max_clients``
+        stays at or below it, across rehashes too. Returns the limit now in force."""
+        self.fd_client_cap = max(1, most)
+        self.max_clients = min(self.config.connections.max_clients, self.fd_client_cap)
+        return self.max_clients
+
+    def _refusal(self, ip: str) -> str | None:
+        """Why a new connection from ``ip`` is refused, or None. Connections accepted and not
+        yet clients (TLS handshakes) count like clients (``reserve``)."""
         limits = self.config.connections
-        exempt = limits.exempt_loopback and _is_loopback(ip)
-        refusal = None
-        if len(self.clients) >= limits.max_clients:
-            refusal = "Server is full"
-        elif not exempt:
-            if self.ip_counts.get(ip, 0) >= limits.max_per_ip:
-                refusal = "Too many connections from your IP address"
-            else:
-                now = self.now()
-                times = self.throttle.setdefault(ip, deque())
-                while times and times[0] <= now - limits.throttle_window:
-                    times.popleft()
-                if len(times) >= limits.throttle_count:
-                    refusal = "Too many connections too quickly; try again later"
-                else:
-                    times.append(now)
-        if refusal is not None:
-            log.info("connection refused ip=%s reason=%r", ip, refusal)
-            conn.write(format_line("ERROR", [f"Closing link: {ip} ({refusal})"]))
-            conn.close()
+        if len(self.clients) + self.handshaking >= self.max_clients:
+            return "Server is full"
+        if limits.exempt_loopback and _is_loopback(ip):
             return None
+        if self.ip_counts.get(ip, 0) + self.handshakes.get(ip, 0) >= limits.max_per_ip:
+            return "Too many connections from your IP address"
+        now = self.now()
+        times = self.throttle.setdefault(ip, deque())
+        while times and times[0] <= now - limits.throttle_window:
+            times.popleft()
+        if len(times) >= limits.throttle_count:
+            return "Too many connections too quickly; try again later"
+        times.append(now)
+        return None
+
+    def _log_refusal(self, ip: str, refusal: str, when: str = "") -> None:
+        if refusal != "Server is full":
+            log.info("connection refused ip=%s reason=%r%s", ip, refusal, when)
+            return
+        # a full server refuses every new connection: say so once per interval, with a count
+        now = self.clock()
+        self._full_refused += 1
+        if now - self._full_since >= _FULL_LOG_EVERY:
+            log.warning(
+                "connection refused ip=%s reason=%r (%d refused since the last such line; %d connections, "
+                "limit %d)",
+                ip, refusal, self._full_refused, len(self.clients) + self.handshaking, self.max_clients,
+            )
+            self._full_since = now
+            self._full_refused = 0
+
+    def reserve(self, ip: str, *, tls: bool = False) -> bytes | None:
+        """A connection was accepted from ``ip``: check the limits now, and hold its place until
+        ``connect(..., reserved=True)`` or ``release``. For a TLS connection this is before its
+        handshake, whose cost the limits bound. Returns the ``ERROR`` line when refused (the
+        caller sends it on a plain connection and closes the socket: a TLS one cannot be told
+        anything before its handshake), else None."""
+        refusal = self._refusal(ip)
+        if refusal is not None:
+            self._log_refusal(ip, refusal, " (before the TLS handshake)" if tls else "")
+            return format_line("ERROR", [f"Closing link: {ip} ({refusal})"])
+        self.handshakes[ip] = self.handshakes.get(ip, 0) + 1
+        self.handshaking += 1
+        return None
+
+    def release(self, ip: str) -> None:
+        """A reserved connection became a client, or went away before (a failed or abandoned
+        TLS handshake)."""
+        count = self.handshakes.get(ip, 0) - 1
+        if count > 0:
+            self.handshakes[ip] = count
+        else:
+            self.handshakes.pop(ip, None)
+        self.handshaking = max(0, self.handshaking - 1)
+
+    def connect(
+        self, conn: Conn, ip: str, *, tls: bool = False, port: int = 0, reserved: bool = False
+    ) -> Client | None:
+        """A new connection. Returns None (after telling it why) when limits refuse it.
+        ``reserved``: its place was taken when it was accepted (``reserve``)."""
+        if reserved:
+            self.release(ip)  # the place held since the accept becomes the client's
+        else:
+            refusal = self._refusal(ip)
+            if refusal is not None:
+                self._log_refusal(ip, refusal)
+                conn.write(format_line("ERROR", [f"Closing link: {ip} ({refusal})"]))
+                conn.close()
+                return None
         client = Client(self, conn, ip, tls=tls, port=port)
         self.clients.add(client)
         self.ip_counts[ip] = self.ip_counts.get(ip, 0) + 1

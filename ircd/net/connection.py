@@ -43,10 +43,21 @@ _CLOSE_GRACE = 10.0  # seconds a closing socket may take to drain before it is a
 _LINES_PER_PASS: Final = 128  # lines handled per callback before the outboxes are written
 
 
-class Connection(asyncio.Protocol):
-    __slots__ = ("server", "transport", "client", "inbuf", "blocked", "skipping", "paused", "output_full", "port")
+def peer_ip(peer: object) -> str:
+    """The client's address from a socket's peer name (an IPv4 address, not its IPv6 form)."""
+    ip = peer[0] if isinstance(peer, tuple) and peer else "unix"
+    if not isinstance(ip, str):
+        return "unix"
+    return ip[7:] if ip.startswith("::ffff:") else ip
 
-    def __init__(self, server: "Server", port: int = 0) -> None:
+
+class Connection(asyncio.Protocol):
+    __slots__ = (
+        "server", "transport", "client", "inbuf", "blocked", "skipping", "paused", "output_full", "port",
+        "reserved",
+    )
+
+    def __init__(self, server: "Server", port: int = 0, reserved: bool = False) -> None:
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.client: "Client | None" = None
@@ -56,18 +67,19 @@ class Connection(asyncio.Protocol):
         self.paused = False
         self.output_full = False  # the transport asked to pause writing
         self.port = port
+        # its place was taken when it was accepted (TLS: before the handshake, Server.reserve)
+        self.reserved = reserved
 
     # asyncio.Protocol ----------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.transport.set_write_buffer_limits(high=self.server.write_at)  # type: ignore[union-attr]
-        peer = transport.get_extra_info("peername")
-        ip = peer[0] if isinstance(peer, tuple) and peer else "unix"
-        if ip.startswith("::ffff:"):
-            ip = ip[7:]
+        ip = peer_ip(transport.get_extra_info("peername"))
         ssl_object = transport.get_extra_info("ssl_object")
-        client = self.server.connect(self, ip, tls=ssl_object is not None, port=self.port)
+        tls = ssl_object is not None
+        client = self.server.connect(self, ip, tls=tls, port=self.port, reserved=self.reserved)
+        self.reserved = False
         self.client = client
         if client is not None and ssl_object is not None:
             cert = ssl_object.getpeercert(binary_form=True)
