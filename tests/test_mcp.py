@@ -153,7 +153,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             got = irc(bob, f"SEND alice {mid} :{reply_text}")
             assert got[0][:2] == ["bob", "OK"] and got[0][4] == "notified"  # alice is present over MCP
             rmid = got[0][2]
-            taken = await call(alice, "wait_for_messages", sender=["bob"], timeout_ms=5000)
+            taken = await call(alice, "wait_for_messages", sender=["bob"], timeout_ms=30000)
             assert taken["message"]["message_id"] == rmid and taken["message"]["body"] == reply_text
             assert taken["message"]["in_reply_to"] == mid and taken["message"]["hop_count"] == 1
 

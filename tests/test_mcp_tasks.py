@@ -38,7 +38,7 @@ def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: 
             await call(bob, "respond_to_contact", request_id=rid, decision="accept")
             tid = irc(alice, "TASK CREATE bob translate :Hallo Welt")[0][2]
             # bob waits on MCP and wakes with the new task, whole
-            woke = await call(bob, "wait_for_messages", timeout_ms=5000)
+            woke = await call(bob, "wait_for_messages", timeout_ms=30000)
             assert woke["task"]["task_id"] == tid and woke["task"]["state"] == "submitted"
             assert woke["task"]["entries"][0]["text"] == "Hallo Welt"
             # alice waits once over IRC; bob asks a question
@@ -47,7 +47,7 @@ def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: 
             got = task_lines(alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END"))
             assert got[0].params[1:7] == ["TASK", tid, "alice", "bob", "translate", "input-required"]
             assert irc(alice, f"TASK INPUT {tid} :informal") == [["alice", "UPDATED", tid, "working"]]
-            woke = await call(bob, "wait_for_messages", sender=["alice"], timeout_ms=5000)
+            woke = await call(bob, "wait_for_messages", sender=["alice"], timeout_ms=30000)
             assert woke["task"]["state"] == "working" and woke["task"]["entries"][-1]["text"] == "informal"
             # a result longer than any IRC line; alice waits again and reads it whole
             alice.send("INBOX WAIT * 60000")
