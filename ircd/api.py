@@ -44,6 +44,7 @@ from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
 from ircd.store import AccountExists, Batched
 from ircd.store.db import insert_rows
+from ircd.tokens import TokenRefused
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -62,6 +63,7 @@ __all__ = [
     "ConfigError",
     "AccountExists",
     "Refusal",
+    "TokenRefused",
     "Batched",
     "insert_rows",
     "caps",
@@ -188,6 +190,11 @@ class ExtensionAPI:
         """Serve the ASGI ``app`` under ``prefix`` (it sees the rest of the path)."""
         self._server.http.mounts.append((prefix, app))
 
+    def http_on_stop(self, fn: Callable[[], None]) -> None:
+        """``fn()`` when the HTTP listener starts to stop, before it waits for open responses:
+        long-lived ones (event streams) end there instead of holding the shutdown up."""
+        self._server.http.stop_hooks.append(fn)
+
     def http_lifespan(self, factory: Callable[[], Any]) -> None:
         """An async context manager factory entered before the HTTP listener serves and left after
         it stopped (an ASGI app's own lifespan is not run when it is mounted)."""
@@ -214,6 +221,26 @@ class ExtensionAPI:
         """Seconds before ``ip`` may present a token again after too many failures (0: now)."""
         tokens = self._server.tokens
         return 0.0 if tokens is None else tokens.retry_after(ip)
+
+    async def create_token(self, actor: str, account_folded: str, name: str | None = None) -> tuple[Any, str]:
+        """A new bearer token for the account (``actor``: itself or its owner): (its
+        ``ircd.store.tokens.TokenRow``, the token text, shown once). Raises ``TokenRefused``."""
+        return await self._tokens().create(actor, account_folded, name)
+
+    async def list_tokens(self, actor: str, account_folded: str) -> list[Any]:
+        """The account's ``TokenRow``s (``actor``: itself or its owner). Raises ``TokenRefused``."""
+        return await self._tokens().list(actor, account_folded)
+
+    async def revoke_token(self, actor: str, account_folded: str, name: str | None = None) -> int:
+        """Revoke the account's token of that name (every one for None): refused from the next
+        request on, and sessions holding it hear at once. How many. Raises ``TokenRefused``."""
+        return await self._tokens().revoke(actor, account_folded, name)
+
+    def _tokens(self) -> Any:
+        tokens = self._server.tokens
+        if tokens is None:
+            raise TokenRefused("NO_SUCH_ACCOUNT", "This server has no account store")
+        return tokens
 
     def hold_token(self, token_id: int) -> None:
         """A request or session uses this token: ``on_token_revoked`` hears if it is revoked."""
@@ -352,6 +379,42 @@ class ExtensionAPI:
         deleted = await store.write(rows.delete_account, account_folded)
         await accounts.refresh()
         return bool(deleted)
+
+    async def check_password(self, ip: str, name: str, password: str, mechanism: str) -> Any:
+        """The account row when ``password`` is the account's, else the refusal text for people.
+        The same check as SASL PLAIN and NickServ (``AccountService.check_password``): the same
+        argon2 verification and the same login throttle, counted against ``ip``; ``mechanism``
+        names the way in for the log (``portal``)."""
+        accounts = self._server.accounts
+        if accounts is None:
+            return "Invalid account name or password"
+        return await accounts.check_password(ip, name, password, mechanism)
+
+    @property
+    def min_password_length(self) -> int:
+        """The shortest password a person may choose (``accounts.min_password_length``)."""
+        return self._server.config.accounts.min_password_length
+
+    async def set_password(self, account_folded: str, password: str) -> bool:
+        """Set an account's password: the argon2 hash and the SCRAM keys derived as for
+        ``pircd account passwd``, off the event loop; False when there is no such account."""
+        accounts, store = self._server.accounts, self._server.store
+        if accounts is None or store is None:
+            return False
+        hashed, keys = await accounts.make_credentials(password)
+        return await store.set_password(account_folded, hashed, keys)
+
+    async def set_suspended(self, account_folded: str, suspended: bool) -> bool:
+        """Suspend an account (it cannot log in, its connections close, its tokens are refused)
+        or let it back in, as ``pircd account suspend`` does; False when there is no such account."""
+        from ircd.store import accounts as rows
+
+        store, accounts = self._server.store, self._server.accounts
+        if store is None or accounts is None:
+            return False
+        changed = await store.write(rows.set_suspended, account_folded, suspended)
+        await accounts.refresh()  # closes a suspended account's connections; listeners hear
+        return bool(changed)
 
     async def forget_channel(self, folded: str) -> None:
         """Delete what is stored of a channel: its registration and its history (the channel itself

@@ -21,6 +21,7 @@ class HttpRoutes:
     routes: list[tuple[str, Any]] = field(default_factory=list)  # (path, ASGI app)
     mounts: list[tuple[str, Any]] = field(default_factory=list)  # (prefix, ASGI app)
     lifespans: list[Lifespan] = field(default_factory=list)
+    stop_hooks: list[Callable[[], None]] = field(default_factory=list)  # called as the listener stops
     base_url: str = ""  # once listening: http.public_url, or the first listener's address
     addresses: list[tuple[str, int]] = field(default_factory=list)  # once listening
     # once listening: Host and Origin values accepted (``name:*`` for any port)

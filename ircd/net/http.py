@@ -246,6 +246,11 @@ class HttpListener:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
+        for hook in self.server.http.stop_hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("http stop hook failed")
         for srv in self._uvicorn:
             srv.should_exit = True
             try:
