@@ -87,6 +87,8 @@ class Pircan:
         self.message_hooks: list[Callable[[StoredMessage], None]] = []
         self.agreement_end_hooks: list[Callable[[Agreement, int], None]] = []
         self.display_names: dict[str, str] = {}  # account -> display name (the roster's)
+        # (recipient, type, event id, time ms) after an event row committed: live pages (the portal)
+        self.event_hooks: list[Callable[[str, str, int, int], None]] = []
 
     # helpers ----------------------------------------------------------------
 
@@ -224,6 +226,8 @@ class Pircan:
         self._count_event(recipient, kind, event_id, at)
         if self.api.is_visible(recipient):
             self.schedule_notify(recipient)
+        for hook in self.event_hooks:
+            hook(recipient, kind, event_id, at)
 
     def _count_event(self, recipient: str, kind: str, event_id: int, at: int) -> None:
         # get-then-create: setdefault would build a PendingNotify and a deque per SEND

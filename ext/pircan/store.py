@@ -359,6 +359,28 @@ def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, befor
     return [AuditEntry(*r) for r in rows]
 
 
+def audit_search(conn: sqlite3.Connection, accounts: list[tuple[str, int]], action: str | None, since: int,
+                 until: int, limit: int, before: int | None) -> list[AuditEntry]:
+    """Entries naming any of ``accounts`` ((name, creation time): each account's rows from its
+    creation on, as in ``audit_trail``), newest first; ``action``: that action or its family
+    (``contact`` is every ``contact.*``); ``at`` in [``since``, ``until``)."""
+    if not accounts:
+        return []
+    where = " OR ".join(["((subject = ? OR actor = ? OR peer = ?) AND at >= ?)"] * len(accounts))
+    args: list[object] = []
+    for name, created in accounts:
+        args += [name, name, name, created]
+    sql = f"SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE ({where}) AND at >= ? AND at < ?"
+    args += [since, until]
+    if action is not None:
+        family = action.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
+        sql += " AND (action = ? OR action LIKE ? ESCAPE '\\')"
+        args += [action, family]
+    sql += " AND id < ? ORDER BY id DESC LIMIT ?"
+    args += [before if before is not None else MAX_ID, limit]
+    return [AuditEntry(*r) for r in conn.execute(sql, args).fetchall()]
+
+
 def all_audit(conn: sqlite3.Connection, account: str | None, limit: int) -> list[AuditEntry]:
     if account is None:
         rows = conn.execute(

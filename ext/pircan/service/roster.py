@@ -86,7 +86,7 @@ async def create_agent(state: Pircan, actor: str, actor_kind: str | None, name: 
     except AccountExists:
         raise Refused("ACCOUNT_EXISTS", name) from None
     await state.database.write(db.audit, state.new_id(), state.now_ms(), actor, agent.folded, "agent.create",
-                               "by owner" + by_whom(actor, actor, via))
+                               by_whom(actor, agent.folded, via).strip())
     return agent.name, password
 
 
