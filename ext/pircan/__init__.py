@@ -127,9 +127,10 @@ def setup(api: ExtensionAPI) -> Pircan:
     async def stop() -> None:
         state.stop()
 
-    from ext.pircan import mcp
+    from ext.pircan import mcp, portal
 
     mcp.install(state)
+    portal.install(state)
     api.on_startup(start)
     api.on_shutdown(stop)
     return state

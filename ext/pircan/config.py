@@ -30,3 +30,6 @@ class PircanConfig(BaseModel):
     mcp_wait_max_ms: int = Field(900_000, ge=1_000, le=3_600_000)
     # How often expired requests and agreements are expired, stored, audited and notified.
     sweep_interval_ms: int = Field(60_000, ge=100, le=60_000)
+    # The owner portal (/portal): a session ends after this many minutes without a request (and
+    # 24 hours after sign-in in any case).
+    portal_session_minutes: int = Field(60, ge=1, le=10_080)

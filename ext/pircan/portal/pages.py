@@ -1,0 +1,424 @@
+"""The portal's pages and forms: each a thin adapter over ``ext/pircan/service``.
+
+A GET renders what the service functions return; a POST checks the CSRF token, calls one service
+function with ``via="portal"`` (so its audit row says "by owner, through the portal"), keeps the
+outcome as a message for the next page, and redirects (303) to the page it came from. No rule of
+the network lives here: a refusal is the service's ``Refused``, shown with its code.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ext.pircan import rules
+from ext.pircan.ids import hexid
+from ext.pircan.portal.sessions import Session, same_token
+from ext.pircan.portal.web import SESSION_COOKIE, SIGNIN_COOKIE, Form, NotFound, Web
+from ext.pircan.service import contact, owner, profile, roster
+from ext.pircan.service.refusals import Refused
+from ext.pircan.state import Pircan
+
+__all__ = ["POLICY_TEXT", "Pages"]
+
+VIA = "portal"
+POLICY_TEXT = {
+    "agent-decides": "The agent decides requests itself (you may still decide them here).",
+    "owner-decides": "Only you decide, here in the portal; the agent cannot accept or decline.",
+    "auto-accept": "Requests for the message scope are accepted at once (with that scope only).",
+    "deny": "Every request is refused at once.",
+}
+Handler = Callable[..., Awaitable[Response]]
+
+
+def signed_in(fn: Handler) -> Handler:
+    """A page for a signed-in person: the session (else to the sign-in page); for a POST also
+    the form, refused with 403 without the session's CSRF token. ``NotFound`` becomes 404, and a
+    ``Refused`` of a POST a message on the page it redirects to."""
+
+    @functools.wraps(fn)
+    async def endpoint(self: Pages, request: Request) -> Response:
+        web = self.web
+        session = web.session(request)
+        if session is not None and not await self.still_allowed(session):
+            session = None
+        if session is None:
+            return web.redirect(request, "/signin")
+        form: Form | None = None
+        if request.method == "POST":
+            form = await web.form(request)
+            if not session.check_csrf(form.get("csrf")):
+                return web.csrf_refused(request, session)
+        try:
+            if form is None:
+                return await fn(self, request, session)
+            return await fn(self, request, session, form)
+        except NotFound:
+            return web.not_found(request, session)
+        except Refused as exc:
+            if form is None:
+                raise
+            session.notices.append(("error", web.refusal_text(exc)))
+            return web.redirect(request, request.state.back)
+
+    return endpoint
+
+
+def _day_ms(text: str, end: bool) -> int | None:
+    """``YYYY-MM-DD`` (UTC) as ms: its first millisecond, or (``end``) the first of the next day."""
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return int(day.timestamp() * 1000) + (86_400_000 if end else 0)
+
+
+class Pages:
+    def __init__(self, state: Pircan, web: Web) -> None:
+        self.state = state
+        self.api = state.api
+        self.web = web
+
+    async def still_allowed(self, session: Session) -> bool:
+        """The account still exists, is a person's and is not suspended (else the session ends)."""
+        row: Any = await self.api.get_account(session.account)
+        if row is None or row.kind != "person" or row.suspended:
+            self.web.sessions.end(session)
+            return False
+        return True
+
+    async def agent(self, session: Session, request: Request) -> Any:
+        """The agent the URL names, if it is the signed-in person's (else 404, as for no agent)."""
+        try:
+            return await owner.owned_agent(self.state, session.account, request.path_params["name"])
+        except Refused:
+            raise NotFound() from None
+
+    def ok(self, session: Session, text: str) -> None:
+        session.notices.append(("ok", text))
+
+    # sign-in -----------------------------------------------------------------------------------
+
+    async def signin_page(self, request: Request, error: str | None = None, status: int = 200,
+                          name: str = "") -> Response:
+        web = self.web
+        if error is None and web.session(request) is not None:
+            return web.redirect(request, "/")
+        token = web.new_signin_token()
+        response = web.render(request, "signin.html", None, status, title="Sign in", csrf=token, error=error,
+                              name=name)
+        web.set_cookie(request, response, SIGNIN_COOKIE, token, 3600)
+        return response
+
+    async def signin(self, request: Request) -> Response:
+        web = self.web
+        form = await web.form(request)
+        expected = request.cookies.get(SIGNIN_COOKIE, "")
+        token = form.get("csrf")
+        if not expected or not same_token(expected, token):
+            return web.csrf_refused(request, None)
+        name, password = form.get("name").strip(), form.get("password")
+        ip = request.client.host if request.client is not None else "?"
+        checked: Any = await self.api.check_password(ip, name, password, "portal")
+        if isinstance(checked, str):
+            return await self.signin_page(request, checked, 401, name)
+        if checked.kind != "person":
+            return await self.signin_page(request, "Agents do not sign in here; their owner does", 403, name)
+        session = web.sessions.new(checked.folded, checked.name)
+        self.api.log.info("portal sign-in account=%s ip=%s", checked.folded, ip)
+        response = web.redirect(request, "/")
+        web.set_cookie(request, response, SESSION_COOKIE, session.id, None)
+        web.clear_cookie(request, response, SIGNIN_COOKIE)
+        return response
+
+    @signed_in
+    async def signout(self, request: Request, session: Session, form: Form) -> Response:
+        self.web.sessions.end(session)
+        response = self.web.redirect(request, "/signin")
+        self.web.clear_cookie(request, response, SESSION_COOKIE)
+        return response
+
+    # my agents ---------------------------------------------------------------------------------
+
+    @signed_in
+    async def agents(self, request: Request, session: Session) -> Response:
+        state, me = self.state, session.account
+        agents = await owner.agents_of(state, me)
+        entries = {e.name: e for e in await roster.roster(state, me) if e.relation == "owned"}
+        requests, _ = await contact.contacts(state, me, "requests")
+        pending = Counter(r.target for r, now_state in requests if now_state == "pending")
+        rows = []
+        for agent in agents:
+            entry = entries.get(agent.folded)
+            _, policy_now = await contact.policy(state, me, agent.folded)
+            rows.append({"agent": agent, "status": "suspended" if agent.suspended else
+                         (entry.status if entry else "offline"), "unread": entry.unread if entry else 0,
+                         "pending": pending[agent.folded], "policy": policy_now,
+                         "display": entry.display_name if entry else ""})
+        return self.web.render(request, "agents.html", session, title="My agents", nav="agents", rows=rows)
+
+    @signed_in
+    async def create_agent(self, request: Request, session: Session, form: Form) -> Response:
+        request.state.back = "/"
+        name, password = await roster.create_agent(self.state, session.account, "person",
+                                                   form.get("name").strip(), via=VIA)
+        session.secret = (f"The password of {name}", password)
+        self.ok(session, f"Agent {name} created.")
+        return self.web.redirect(request, f"/agents/{self.web.env.filters['q'](name)}")
+
+    # one agent ---------------------------------------------------------------------------------
+
+    def _back(self, request: Request, agent: Any, page: str = "") -> str:
+        back = f"/agents/{self.web.env.filters['q'](agent.name)}{page}"
+        request.state.back = back
+        return back
+
+    async def _agent_view(self, session: Session, agent: Any) -> dict[str, Any]:
+        state, me = self.state, session.account
+        _, policy_now = await contact.policy(state, me, agent.folded)
+        requests, agreements = await contact.contacts(state, me)
+        entry = next((e for e in await roster.roster(state, me) if e.name == agent.folded), None)
+        now = state.now_ms()
+        return {
+            "agent": agent, "policy": policy_now, "policies": POLICY_TEXT,
+            "agent_status": "suspended" if agent.suspended else (entry.status if entry else "offline"),
+            "unread": entry.unread if entry else 0,
+            "incoming": [r for r, s in requests if r.target == agent.folded and s == "pending"],
+            "outgoing": [r for r, s in requests if r.requester == agent.folded and s == "pending"],
+            "agreements": [a for a, s in agreements if agent.folded in (a.requester, a.target) and s == "active"],
+            "expires": lambda r: r.created_at + rules.Limits.request_ttl_ms, "now": now,
+        }
+
+    @signed_in
+    async def agent_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        view = await self._agent_view(session, agent)
+        return self.web.render(request, "agent.html", session, title=agent.name, nav="agents", tab="contact", **view)
+
+    @signed_in
+    async def set_policy(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent)
+        _, now_policy = await contact.policy(self.state, session.account, agent.folded, form.get("policy"), via=VIA)
+        self.ok(session, f"The contact policy of {agent.name} is now {now_policy}.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def accept(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent)
+        scopes = form.all("scope")
+        if not scopes:
+            raise Refused("INVALID_SCOPE", text="Grant at least one scope, or decline the request")
+        days = form.get("days").strip() or None
+        req, agreement = await contact.accept(self.state, session.account, request.path_params["request"],
+                                              scopes, days, via=VIA)
+        self.ok(session, f"Accepted the request of {req.requester}: agreement {hexid(agreement.id)} grants "
+                         f"{', '.join(agreement.scopes)} until {self.web.env.filters['when'](agreement.expires_at)}.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def decline(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent)
+        req = await contact.decline(self.state, session.account, request.path_params["request"], via=VIA)
+        self.ok(session, f"Declined the request of {req.requester}.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def revoke(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent)
+        agreement, other = await contact.revoke(self.state, session.account, request.path_params["agreement"],
+                                                via=VIA)
+        self.ok(session, f"Revoked agreement {hexid(agreement.id)} with {other}.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def suspend(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent)
+        suspended = form.get("suspend") == "1"
+        await owner.set_suspended(self.state, session.account, agent.name, suspended, via=VIA)
+        self.ok(session, f"{agent.name} is {'suspended' if suspended else 'active again'}.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def reset_password(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent)
+        password = await owner.reset_password(self.state, session.account, agent.name, via=VIA)
+        session.secret = (f"The new password of {agent.name}", password)
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def delete_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        view = await self._agent_view(session, agent)
+        tokens = await owner.tokens_of(self.state, session.account, agent.name)
+        resources = await profile.list_resources(self.state, session.account, agent.folded)
+        skills = (await profile.profiles(self.state, [agent.folded]))[agent.folded].skills
+        return self.web.render(request, "delete.html", session, title=f"Delete {agent.name}", nav="agents",
+                               tokens=tokens, resources=resources, skills=skills, **view)
+
+    @signed_in
+    async def delete(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        self._back(request, agent, "/delete")
+        if form.get("confirm").strip() != agent.name:
+            raise Refused("NOT_CONFIRMED", text=f"Type the name {agent.name} to confirm the deletion")
+        name = await owner.delete_agent(self.state, session.account, agent.name, via=VIA)
+        self.ok(session, f"Agent {name} deleted.")
+        return self.web.redirect(request, "/")
+
+    # tokens ------------------------------------------------------------------------------------
+
+    @signed_in
+    async def tokens(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        rows = await owner.tokens_of(self.state, session.account, agent.name)
+        return self.web.render(request, "tokens.html", session, title=f"Tokens of {agent.name}", nav="agents",
+                               tab="tokens", agent=agent, tokens=rows, mcp_url=self.api.http_base_url + "/mcp")
+
+    @signed_in
+    async def add_token(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/tokens")
+        row, text = await owner.add_token(self.state, session.account, agent.name, form.get("label").strip(), via=VIA)
+        session.secret = (f"Token {row.name} of {agent.name}", text)
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def revoke_token(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/tokens")
+        label = request.path_params["label"]
+        await owner.revoke_token(self.state, session.account, agent.name, label, via=VIA)
+        self.ok(session, f"Token {label} revoked: it is refused from its next request on.")
+        return self.web.redirect(request, back)
+
+    # profile: display name, skills, resources ---------------------------------------------------
+
+    @signed_in
+    async def profile_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        public = (await profile.profiles(self.state, [agent.folded]))[agent.folded]
+        resources = await profile.list_resources(self.state, session.account, agent.folded)
+        return self.web.render(request, "profile.html", session, title=f"Profile of {agent.name}", nav="agents",
+                               tab="profile", agent=agent, profile=public, resources=resources)
+
+    @signed_in
+    async def set_name(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/profile")
+        _, name = await profile.set_display_name(self.state, session.account, agent.folded, form.get("display"),
+                                                 via=VIA)
+        self.ok(session, f"Display name set to {name}." if name else "Display name removed.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def set_skill(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/profile")
+        _, skill = await profile.set_skill(self.state, session.account, agent.folded, form.get("skill").strip(),
+                                           form.get("description"), via=VIA)
+        self.ok(session, f"Skill {skill} saved.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def delete_skill(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/profile")
+        _, skill = await profile.delete_skill(self.state, session.account, agent.folded,
+                                              request.path_params["skill"], via=VIA)
+        self.ok(session, f"Skill {skill} withdrawn.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def put_resource(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/profile")
+        res = await profile.put_resource(self.state, session.account, agent.folded, form.get("resource").strip(),
+                                         form.get("type", "text"), form.get("body").replace("\r\n", "\n"), via=VIA)
+        self.ok(session, f"Resource {res.name} published.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def delete_resource(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/profile")
+        name = await profile.delete_resource(self.state, session.account, agent.folded,
+                                             request.path_params["resource"], via=VIA)
+        self.ok(session, f"Resource {name} deleted.")
+        return self.web.redirect(request, back)
+
+    # webhook -------------------------------------------------------------------------------------
+
+    @signed_in
+    async def webhook(self, request: Request, session: Session) -> Response:
+        # WEBHOOK: the place for an agent's webhook (its URL, dead letters and replay) once PIRCAN has
+        # webhooks; the page says so until then. Its forms will call ext/pircan/service/webhooks.py.
+        agent = await self.agent(session, request)
+        return self.web.render(request, "webhook.html", session, title=f"Webhook of {agent.name}", nav="agents",
+                               tab="webhook", agent=agent)
+
+    # audit log -----------------------------------------------------------------------------------
+
+    @signed_in
+    async def audit(self, request: Request, session: Session) -> Response:
+        state, me, query = self.state, session.account, request.query_params
+        agents = await owner.agents_of(state, me)
+        agent_name = query.get("agent", "") or None
+        family = query.get("kind", "") or None
+        since_text, until_text = query.get("from", ""), query.get("to", "")
+        problems = []
+        since = _day_ms(since_text, False) if since_text else 0
+        until = _day_ms(until_text, True) if until_text else (1 << 63) - 1
+        if since is None or until is None:
+            problems.append("Dates are written YYYY-MM-DD.")
+        before = query.get("before", "")
+        entries: list[Any] = []
+        if not problems:
+            try:
+                entries = await owner.audit_search(state, me, agent_name, family, since or 0,
+                                                   until or (1 << 63) - 1, 100,
+                                                   int(before, 16) if len(before) == 16 else None)
+            except Refused as exc:
+                if exc.code == "NO_SUCH_ACCOUNT":
+                    raise NotFound() from None
+                problems.append(self.web.refusal_text(exc))
+            except ValueError:
+                problems.append("That is not an entry id.")
+        more = dict(query)
+        if len(entries) == 100:
+            more["before"] = hexid(entries[-1].id)
+        return self.web.render(request, "audit.html", session, title="Audit log", nav="audit", agents=agents,
+                               entries=entries, families=owner.AUDIT_FAMILIES, chosen_agent=agent_name or "",
+                               chosen_kind=family or "", since=since_text, until=until_text, problems=problems,
+                               more=more if len(entries) == 100 else None)
+
+    # my account ---------------------------------------------------------------------------------
+
+    @signed_in
+    async def account(self, request: Request, session: Session) -> Response:
+        row: Any = await self.api.get_account(session.account)
+        return self.web.render(request, "account.html", session, title="My account", nav="account", account=row,
+                               min_length=self.api.min_password_length)
+
+    @signed_in
+    async def change_password(self, request: Request, session: Session, form: Form) -> Response:
+        request.state.back = "/account"
+        new = form.get("new")
+        if new != form.get("repeat"):
+            raise Refused("INVALID_PARAMS", text="The two new passwords differ")
+        ip = request.client.host if request.client is not None else "?"
+        await owner.change_password(self.state, session.account, ip, form.get("current"), new, via=VIA)
+        ended = self.web.sessions.end_account(session.account, keep=session)
+        self.ok(session, "Password changed." + (f" {ended} other session(s) signed out." if ended else ""))
+        return self.web.redirect(request, "/account")
