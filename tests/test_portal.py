@@ -1,0 +1,474 @@
+"""The owner portal over plain HTTP (no browser): sign-in and its throttle, sessions and their
+expiry, CSRF, 404 for another owner's agents, the audit trail of every decision, the live event
+stream, and the pages' HTML. The browser scenario is in test_portal_browser.py.
+
+A real server on port 0 (tests/live.py); IRC clients synchronise with PING/PONG, HTTP calls wait
+for their answers, and time passes only by moving a session's clock back: nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Any
+
+import httpx
+import pytest
+
+from ext.pircan import store as db
+from tests.live import IRCClient
+from tests.portal import (
+    PASSWORD,
+    add_agent,
+    add_person,
+    csrf_of,
+    html_problems,
+    irc,
+    irc_login,
+    make_server,
+    portal_of,
+    run,
+    sign_in,
+)
+
+
+@pytest.fixture
+def srv(tmp_path):
+    server = make_server(tmp_path, accounts={"login_attempts": 3})
+    add_person(server, "olive")
+    add_person(server, "oscar")
+    add_agent(server, "scout", "olive")
+    add_agent(server, "rival", "oscar")
+    add_agent(server, "helper", "oscar")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def clients():
+    made: list[IRCClient] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+def state_of(srv: Any) -> Any:
+    return portal_of(srv).state
+
+
+def audit_rows(srv: Any, account: str) -> list[tuple[str, str, str, str]]:
+    """(actor, action, subject, detail) of the account's trail, oldest first."""
+    entries = run(srv, state_of(srv).database.read(db.all_audit, account, 500))
+    return [(e.actor, e.action, e.subject, e.detail) for e in entries]
+
+
+# sign-in ---------------------------------------------------------------------------------------
+
+
+def test_pages_need_a_session_and_the_sign_in_page_is_served(srv):
+    c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+    assert c.get("/").headers["location"] == "/portal/"
+    for path in ("/portal/", "/portal/agents/scout", "/portal/audit", "/portal/account"):
+        answer = c.get(path)
+        assert (answer.status_code, answer.headers["location"]) == (303, "/portal/signin")
+    page = c.get("/portal/signin")
+    assert page.status_code == 200
+    assert "<h1>Sign in</h1>" in page.text
+    cookie = page.headers["set-cookie"]
+    assert "pircd_portal_signin=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Path=/portal/" in cookie and "Secure" not in cookie  # plain HTTP here
+    assert c.get("/healthz").text == "ok\n"
+
+
+def test_every_answer_carries_a_strict_content_security_policy(srv):
+    client, _ = sign_in(srv, "olive")
+    for path in ("/portal/", "/portal/signin", "/portal/static/portal.css", "/portal/nothing-here"):
+        headers = client.get(path).headers
+        assert headers["content-security-policy"] == (
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+        assert headers["x-frame-options"] == "DENY"
+        assert headers["x-content-type-options"] == "nosniff"
+    page = client.get("/portal/").text
+    assert "<script>" not in page and "style=" not in page and " on" + "click" not in page
+    assert '<script src="/portal/static/portal.js" defer></script>' in page
+
+
+def test_a_person_signs_in_with_its_password_and_gets_a_server_side_session(srv):
+    client, csrf = sign_in(srv, "olive")
+    cookie = client.cookies.get("pircd_portal")
+    sessions = portal_of(srv).sessions
+    assert list(sessions.by_id) == [cookie]
+    session = sessions.by_id[cookie]
+    assert (session.account, session.csrf) == ("olive", csrf)
+    assert "scout" in client.get("/portal/").text
+
+
+def test_a_wrong_password_an_agent_and_a_suspended_person_do_not_sign_in(srv):
+    c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+
+    def attempt(name: str, password: str) -> httpx.Response:
+        page = c.get("/portal/signin")
+        return c.post("/portal/signin", data={"csrf": csrf_of(page.text), "name": name, "password": password})
+
+    wrong = attempt("olive", "nope")
+    assert wrong.status_code == 401
+    assert "Invalid account name or password" in wrong.text
+    agent = attempt("scout", PASSWORD)
+    assert agent.status_code == 403
+    assert "Agents do not sign in here; their owner does" in agent.text
+    run(srv, portal_of(srv).state.api.set_suspended("oscar", True))
+    suspended = attempt("oscar", PASSWORD)
+    assert suspended.status_code == 401
+    assert "Account suspended" in suspended.text
+    assert portal_of(srv).sessions.by_id == {}
+
+
+def test_sign_in_is_throttled_like_sasl_and_shares_its_counts(srv, clients):
+    """operations.md: the portal's password checks are SASL's (accounts.login_attempts = 3 here)."""
+    c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+
+    def attempt(password: str) -> httpx.Response:
+        page = c.get("/portal/signin")
+        return c.post("/portal/signin", data={"csrf": csrf_of(page.text), "name": "olive", "password": password})
+
+    assert [attempt("wrong").status_code for _ in range(3)] == [401, 401, 401]
+    held = attempt(PASSWORD)  # the right password, refused without a check while the source waits
+    assert held.status_code == 401
+    assert re.search(r"Too many failed attempts; try again in \d+ seconds", held.text)
+    assert "pircd_portal=" not in held.headers.get("set-cookie", "")
+    # the same throttle as SASL: olive's IRC login from the same address waits too
+    irc_client = IRCClient(srv.port)
+    clients.append(irc_client)
+    irc_client.send("CAP REQ :sasl")
+    irc_client.send("NICK olive")
+    irc_client.send("USER olive 0 * :olive")
+    irc_client.send("AUTHENTICATE PLAIN")
+    irc_client.read_until(lambda m: m.command == "AUTHENTICATE")
+    irc_client.send("AUTHENTICATE " + base64.b64encode(f"\0olive\0{PASSWORD}".encode()).decode())
+    refused = irc_client.read_until(lambda m: m.command in ("903", "904"))[-1]
+    assert refused.command == "904"
+    assert refused.params[-1] == "SASL authentication failed: Too many failed attempts; try again in 60 seconds"
+
+
+def test_sign_out_ends_the_session(srv):
+    client, csrf = sign_in(srv, "olive")
+    answer = client.post("/portal/signout", data={"csrf": csrf})
+    assert (answer.status_code, answer.headers["location"]) == (303, "/portal/signin")
+    assert portal_of(srv).sessions.by_id == {}
+    assert client.get("/portal/").headers["location"] == "/portal/signin"
+
+
+def test_a_session_expires_after_its_idle_time(srv):
+    """pircan.portal_session_minutes (60 by default): a session unused that long is over."""
+    client, csrf = sign_in(srv, "olive")
+    portal = portal_of(srv)
+    session = next(iter(portal.sessions.by_id.values()))
+    session.seen -= 60 * 60 - 5  # five seconds to go: still alive, and this request renews it
+    assert client.get("/portal/").status_code == 200
+    session.seen -= 60 * 60 + 1
+    assert client.get("/portal/").headers["location"] == "/portal/signin"
+    answer = client.post("/portal/agents/scout/policy", data={"csrf": csrf, "policy": "deny"})
+    assert (answer.status_code, answer.headers["location"]) == (303, "/portal/signin")
+    assert portal.state.policies.get("scout") is None
+    assert portal.sessions.by_id == {}
+
+
+def test_a_session_ends_24_hours_after_sign_in_however_busy(srv):
+    client, _ = sign_in(srv, "olive")
+    session = next(iter(portal_of(srv).sessions.by_id.values()))
+    session.created -= 24 * 3600
+    assert client.get("/portal/").headers["location"] == "/portal/signin"
+
+
+# CSRF ------------------------------------------------------------------------------------------
+
+
+def test_a_form_without_the_sessions_csrf_token_is_refused_with_403(srv):
+    client, csrf = sign_in(srv, "olive")
+    before = audit_rows(srv, "scout")
+    for data in ({"policy": "deny"}, {"policy": "deny", "csrf": ""}, {"policy": "deny", "csrf": csrf[:-1] + "x"}):
+        answer = client.post("/portal/agents/scout/policy", data=data)
+        assert answer.status_code == 403
+        assert "did not carry a valid token" in answer.text
+    _, other_csrf = sign_in(srv, "oscar")  # a token of another session is no better
+    assert client.post("/portal/agents/scout/policy", data={"policy": "deny", "csrf": other_csrf}).status_code == 403
+    assert client.post("/portal/agents", data={"name": "sneaky"}).status_code == 403
+    assert client.post("/portal/signout", data={}).status_code == 403
+    assert portal_of(srv).state.policies.get("scout") is None
+    assert audit_rows(srv, "scout") == before
+    assert run(srv, srv.server.store.get_account("sneaky")) is None
+    ok = client.post("/portal/agents/scout/policy", data={"policy": "deny", "csrf": csrf})
+    assert (ok.status_code, ok.headers["location"]) == (303, "/portal/agents/scout")
+    assert portal_of(srv).state.policies["scout"] == "deny"
+
+
+def test_the_sign_in_form_needs_its_own_token(srv):
+    c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+    answer = c.post("/portal/signin", data={"name": "olive", "password": PASSWORD})
+    assert answer.status_code == 403
+    c.get("/portal/signin")  # the cookie alone is not enough: the form must carry its value
+    answer = c.post("/portal/signin", data={"csrf": "guess", "name": "olive", "password": PASSWORD})
+    assert answer.status_code == 403
+    assert portal_of(srv).sessions.by_id == {}
+
+
+# another owner's agents ------------------------------------------------------------------------
+
+
+def test_another_owners_agent_is_404_on_every_page_and_form(srv):
+    client, csrf = sign_in(srv, "olive")
+    gets = ["", "/tokens", "/profile", "/webhook", "/delete"]
+    for name in ("rival", "nobody", "olive"):
+        for page in gets:
+            answer = client.get(f"/portal/agents/{name}{page}")
+            assert answer.status_code == 404, (name, page)
+            assert "There is nothing here, or it is not yours to see." in answer.text
+    posts = ["/policy", "/suspend", "/password", "/delete", "/tokens", "/profile/name", "/profile/skills",
+             "/profile/resources", "/tokens/x/revoke", "/requests/161d64a315000000/accept",
+             "/agreements/161d64a315000000/revoke"]
+    for page in posts:
+        answer = client.post(f"/portal/agents/rival{page}",
+                             data={"csrf": csrf, "policy": "deny", "suspend": "1", "confirm": "rival", "scope": "message"})
+        assert answer.status_code == 404, page
+    # the same bytes for an agent that exists elsewhere and for a name nobody has
+    assert client.get("/portal/agents/rival").text == client.get("/portal/agents/nobody").text
+    assert client.get("/portal/audit?agent=rival").status_code == 404
+    assert portal_of(srv).state.policies.get("rival") is None
+    assert run(srv, srv.server.store.get_account("rival")).suspended is False
+    assert audit_rows(srv, "rival") == []
+
+
+# decisions, audited "by owner, through the portal" -----------------------------------------------
+
+
+def test_the_owner_decides_in_the_portal_and_every_decision_is_audited(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    assert client.post("/portal/agents/scout/policy", data={"csrf": csrf, "policy": "owner-decides"}).status_code == 303
+    helper = irc_login(srv, "helper", clients=clients)
+    requested = irc(helper, "CONTACT REQUEST scout message,resource:read 30 :Share the weekly report")
+    request_id = requested[0][2]
+    page = client.get("/portal/agents/scout").text
+    assert "Share the weekly report" in page and f"request {request_id}" in page
+    # the agent itself may not decide under owner-decides
+    scout = irc_login(srv, "scout", clients=clients)
+    assert irc(scout, f"CONTACT ACCEPT {request_id}")[0][:3] == ["CONTACT", "NOT_ALLOWED", request_id]
+    # wider than asked is refused by the service, shown as a message
+    wider = client.post(f"/portal/agents/scout/requests/{request_id}/accept",
+                        data={"csrf": csrf, "scope": "message", "days": "31"})
+    assert wider.status_code == 303
+    assert "INVALID_DURATION" in client.get("/portal/agents/scout").text
+    accepted = client.post(f"/portal/agents/scout/requests/{request_id}/accept",
+                           data={"csrf": csrf, "scope": "message", "days": "7"})
+    assert (accepted.status_code, accepted.headers["location"]) == (303, "/portal/agents/scout")
+    listed = irc(helper, "CONTACT LIST agreements")
+    assert listed[0][:6] == ["helper", "AGREEMENT", listed[0][2], "helper", "scout", "message"]
+    agreement_id = listed[0][2]
+    assert irc(helper, "SEND scout :hello")[0][1] == "OK"
+    revoked = client.post(f"/portal/agents/scout/agreements/{agreement_id}/revoke", data={"csrf": csrf})
+    assert revoked.status_code == 303
+    assert irc(helper, "SEND scout :again")[0][:3] == ["SEND", "NO_AGREEMENT", "scout"]
+    decided = [row for row in audit_rows(srv, "scout") if row[0] == "olive"]
+    assert decided == [
+        ("olive", "policy.set", "scout", "owner-decides by owner, through the portal"),
+        ("olive", "contact.accept", "scout",
+         f"{request_id} from helper agreement={agreement_id} scopes=message by owner, through the portal"),
+        ("olive", "agreement.revoke", "scout", f"{agreement_id} with helper by owner, through the portal"),
+    ]
+
+
+def test_a_decline_from_the_portal_tells_the_requester(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    request_id = irc(helper, "CONTACT REQUEST scout message 3 :hello")[0][2]
+    assert client.post(f"/portal/agents/scout/requests/{request_id}/decline", data={"csrf": csrf}).status_code == 303
+    assert next(p for p in irc(helper, "CONTACT LIST requests") if p[1] == "REQUEST")[7] == "declined"
+    assert audit_rows(srv, "scout")[-1] == ("olive", "contact.decline", "scout",
+                                            f"{request_id} from helper by owner, through the portal")
+
+
+# agents: create, suspend, new password, tokens, delete --------------------------------------------
+
+
+def test_an_agent_made_in_the_portal_logs_in_with_the_password_shown_once(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    made = client.post("/portal/agents", data={"csrf": csrf, "name": "Courier"})
+    assert (made.status_code, made.headers["location"]) == (303, "/portal/agents/Courier")
+    page = client.get("/portal/agents/Courier").text
+    password = re.search(r'<code id="secret">([^<]+)</code>', page).group(1)
+    assert "shown once" in page
+    assert 'id="secret"' not in client.get("/portal/agents/Courier").text  # once
+    irc_login(srv, "courier", password, clients=clients)
+    assert audit_rows(srv, "courier")[0] == ("olive", "agent.create", "courier", "by owner, through the portal")
+    taken = client.post("/portal/agents", data={"csrf": csrf, "name": "rival"})
+    assert taken.status_code == 303
+    assert "That account already exists (ACCOUNT_EXISTS)" in client.get("/portal/").text
+
+
+def test_suspending_an_agent_closes_its_connection_and_refuses_its_tokens(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    scout = irc_login(srv, "scout", clients=clients)
+    _, token = run(srv, srv.server.tokens.create(None, "scout", "laptop"))
+    assert client.post("/portal/agents/scout/suspend", data={"csrf": csrf, "suspend": "1"}).status_code == 303
+    assert any("Account suspended" in line for line in scout.read_all_until_close())
+    assert run(srv, srv.server.tokens.verify(token, "127.0.0.9")) is None
+    assert "suspended" in client.get("/portal/agents/scout").text
+    assert client.post("/portal/agents/scout/suspend", data={"csrf": csrf, "suspend": "0"}).status_code == 303
+    assert run(srv, srv.server.tokens.verify(token, "127.0.0.9")).account == "scout"
+    actions = [row[1:] for row in audit_rows(srv, "scout")]
+    assert actions == [("agent.suspend", "scout", "by owner, through the portal"),
+                       ("agent.unsuspend", "scout", "by owner, through the portal")]
+
+
+def test_a_new_agent_password_replaces_the_old_one(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    assert client.post("/portal/agents/scout/password", data={"csrf": csrf}).status_code == 303
+    password = re.search(r'<code id="secret">([^<]+)</code>', client.get("/portal/agents/scout").text).group(1)
+    irc_login(srv, "scout", password, clients=clients)
+    assert isinstance(run(srv, srv.server.accounts.check_password("127.0.0.5", "scout", PASSWORD, "test")), str)
+
+
+def test_tokens_made_in_the_portal_work_and_revoked_ones_do_not(srv):
+    client, csrf = sign_in(srv, "olive")
+    assert client.post("/portal/agents/scout/tokens", data={"csrf": csrf, "label": "laptop"}).status_code == 303
+    page = client.get("/portal/agents/scout/tokens").text
+    token = re.search(r'<code id="secret">(pircd_[^<]+)</code>', page).group(1)
+    assert "<td>laptop</td>" in page
+    identity = run(srv, srv.server.tokens.verify(token, "127.0.0.9"))
+    assert (identity.account, identity.name) == ("scout", "laptop")
+    assert client.post("/portal/agents/scout/tokens/laptop/revoke", data={"csrf": csrf}).status_code == 303
+    assert run(srv, srv.server.tokens.verify(token, "127.0.0.9")) is None
+    assert [row[1:] for row in audit_rows(srv, "scout")] == [
+        ("token.create", "scout", "laptop by owner, through the portal"),
+        ("token.revoke", "scout", "laptop by owner, through the portal"),
+    ]
+
+
+def test_deleting_an_agent_warns_first_then_ends_its_state(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    request_id = irc(helper, "CONTACT REQUEST scout message 30 :hi")[0][2]
+    client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "scope": "message"})
+    warning = client.get("/portal/agents/scout/delete").text
+    assert "This cannot be undone." in warning
+    assert "its 1 active agreement: revoked, and the other parties told (helper)" in warning
+    unconfirmed = client.post("/portal/agents/scout/delete", data={"csrf": csrf, "confirm": "scou"})
+    assert unconfirmed.headers["location"] == "/portal/agents/scout/delete"
+    assert run(srv, srv.server.store.get_account("scout")) is not None
+    deleted = client.post("/portal/agents/scout/delete", data={"csrf": csrf, "confirm": "scout"})
+    assert (deleted.status_code, deleted.headers["location"]) == (303, "/portal/")
+    assert run(srv, srv.server.store.get_account("scout")) is None
+    assert client.get("/portal/agents/scout").status_code == 404
+    assert irc(helper, "SEND scout :still there?")[0][:2] == ["SEND", "NO_SUCH_ACCOUNT"]
+    trail = [row[:2] for row in audit_rows(srv, "olive")]
+    assert trail[-1] == ("olive", "agent.delete")
+
+
+def test_a_person_changes_its_password_and_its_other_sessions_end(srv):
+    client, csrf = sign_in(srv, "olive")
+    other, _ = sign_in(srv, "olive")
+    short = client.post("/portal/account/password", data={"csrf": csrf, "current": PASSWORD, "new": "abc",
+                                                           "repeat": "abc"})
+    assert short.status_code == 303
+    assert "at least 8 characters (WEAK_PASSWORD)" in client.get("/portal/account").text
+    wrong = client.post("/portal/account/password", data={"csrf": csrf, "current": "nope", "new": "a new secret",
+                                                           "repeat": "a new secret"})
+    assert wrong.status_code == 303
+    assert "Invalid account name or password (INVALID_PASSWORD)" in client.get("/portal/account").text
+    done = client.post("/portal/account/password", data={"csrf": csrf, "current": PASSWORD, "new": "a new secret",
+                                                          "repeat": "a new secret"})
+    assert done.status_code == 303
+    assert "Password changed. 1 other session(s) signed out." in client.get("/portal/account").text
+    assert other.get("/portal/").headers["location"] == "/portal/signin"
+    sign_in(srv, "olive", "a new secret")
+    assert audit_rows(srv, "olive")[-1] == ("olive", "account.password", "olive", "through the portal")
+
+
+# the audit log's filters ---------------------------------------------------------------------------
+
+
+def test_the_audit_log_filters_by_agent_kind_and_date(srv, clients):
+    client, csrf = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    client.post("/portal/agents/scout/policy", data={"csrf": csrf, "policy": "deny"})
+    client.post("/portal/agents", data={"csrf": csrf, "name": "second"})
+    assert irc(helper, "CONTACT REQUEST scout message 3 :hi")[0][:2] == ["CONTACT", "DENIED"]
+
+    def actions(query: str) -> list[str]:
+        page = client.get("/portal/audit" + query)
+        assert page.status_code == 200
+        return re.findall(r"<td><code>([a-z.-]+)</code></td>", page.text)
+
+    assert actions("") == ["contact.denied", "agent.create", "policy.set"]
+    assert actions("?agent=scout") == ["contact.denied", "policy.set"]
+    assert actions("?agent=second") == ["agent.create"]
+    assert actions("?kind=contact") == ["contact.denied"]
+    assert actions("?kind=policy&agent=scout") == ["policy.set"]
+    assert actions("?from=2000-01-01&to=2000-12-31") == []
+    assert actions("?from=2000-01-01") == ["contact.denied", "agent.create", "policy.set"]
+    assert "Dates are written YYYY-MM-DD." in client.get("/portal/audit?from=yesterday").text
+    assert "Kinds of entry:" in client.get("/portal/audit?kind=everything").text
+
+
+# live updates ---------------------------------------------------------------------------------------
+
+
+def test_the_event_stream_tells_a_page_of_a_request_to_its_agent(srv, clients):
+    client, _ = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    with client.stream("GET", "/portal/events") as stream:
+        assert stream.status_code == 200
+        assert stream.headers["content-type"] == "text/event-stream; charset=utf-8"
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 3000"
+        assert next(lines) == ""
+        irc(helper, "CONTACT REQUEST scout message 3 :hi")
+        assert [next(lines), next(lines)] == ["event: change", "data: request"]
+    anonymous = httpx.get(srv.http_url + "/portal/events")
+    assert anonymous.status_code == 401
+
+
+def test_a_stream_ends_when_the_session_does(srv, clients):
+    client, _ = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    portal = portal_of(srv)
+    with client.stream("GET", "/portal/events") as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 3000"
+        session = next(iter(portal.sessions.by_id.values()))
+        assert session.streams == 1
+        portal.sessions.end(session)
+        irc(helper, "CONTACT REQUEST scout message 3 :hi")
+        assert list(lines) == [""]  # the stream is over: nothing more after the retry line
+    # the server's task ended right after its last write; a call on its loop runs after that
+    assert srv.call(lambda: session.streams) == 0
+
+
+# HTML -------------------------------------------------------------------------------------------------
+
+
+def test_every_page_is_valid_html(srv, clients, tmp_path):
+    """The Nu Html Checker finds nothing to say about any page, filled or empty."""
+    client, csrf = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    irc(helper, "CONTACT REQUEST scout message,task:summarise,resource:read 30 :Swap <notes> & \"reports\"")
+    other_id = irc(helper, "CONTACT REQUEST Courier message 3 :x")  # no such agent yet: refused
+    assert other_id[0][1] == "NO_SUCH_ACCOUNT"
+    client.post("/portal/agents/scout/tokens", data={"csrf": csrf, "label": "laptop"})
+    client.post("/portal/agents/scout/profile/name", data={"csrf": csrf, "display": "Scout <the first>"})
+    client.post("/portal/agents/scout/profile/skills", data={"csrf": csrf, "skill": "summarise",
+                                                               "description": "Short & sweet"})
+    client.post("/portal/agents/scout/profile/resources", data={"csrf": csrf, "resource": "menu", "type": "json",
+                                                                  "body": '{"soup": 1}'})
+    scout_page = client.get("/portal/agents/scout").text
+    request_id = re.search(r"request ([0-9a-f]{16})", scout_page).group(1)
+    pages = {"agent with a request": scout_page}
+    client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "scope": "message"})
+    for path in ("/portal/", "/portal/agents/scout", "/portal/agents/scout/tokens", "/portal/agents/scout/profile",
+                 "/portal/agents/scout/webhook", "/portal/agents/scout/delete", "/portal/audit",
+                 "/portal/audit?agent=scout&kind=contact", "/portal/account", "/portal/agents/rival"):
+        pages[path] = client.get(path).text
+    pages["sign-in"] = httpx.get(srv.http_url + "/portal/signin").text
+    pages["csrf refusal"] = client.post("/portal/agents/scout/policy", data={}).text
+    assert html_problems(pages, tmp_path) == {name: [] for name in pages}
+    assert "Swap &lt;notes&gt; &amp; &#34;reports&#34;" in pages["agent with a request"]
