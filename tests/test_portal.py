@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
 from typing import Any
 
 import httpx
@@ -472,3 +473,19 @@ def test_every_page_is_valid_html(srv, clients, tmp_path):
     pages["csrf refusal"] = client.post("/portal/agents/scout/policy", data={}).text
     assert html_problems(pages, tmp_path) == {name: [] for name in pages}
     assert "Swap &lt;notes&gt; &amp; &#34;reports&#34;" in pages["agent with a request"]
+
+
+def test_an_open_stream_ends_cleanly_when_the_server_stops(tmp_path):
+    """api.http_on_stop: the stream ends before uvicorn waits for open responses, so the browser gets a
+    complete response (not a connection cut after the grace period) and the shutdown does not wait."""
+    server = make_server(tmp_path)
+    add_person(server, "olive")
+    client, _ = sign_in(server, "olive")
+    with client.stream("GET", "/portal/events") as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == "retry: 3000"
+        stopper = threading.Thread(target=server.stop)
+        stopper.start()
+        assert list(lines) == [""]  # the last chunk came: httpx raises on a cut chunked body
+        stopper.join(10)
+    assert not stopper.is_alive()
