@@ -213,3 +213,16 @@ def test_an_mcp_send_survives_kill9(tmp_path):
         assert inbox["messages"][0]["body"] == "kept"
     finally:
         server.terminate()
+
+
+def test_public_url_is_accepted_as_host_and_origin():
+    from ircd.net.http import allowed_hosts, allowed_origins
+    from ircd.server import Server
+
+    server = Server(config(http={"public_url": "https://agents.example.org:8443/base",
+                                 "allowed_hosts": ["10.0.0.5:*"]}))
+    addresses = [("127.0.0.1", 6680)]
+    assert allowed_hosts(server, addresses) == [
+        "10.0.0.5:*", "127.0.0.1:6680", "[::1]:6680", "agents.example.org:8443", "localhost:6680"]
+    assert "https://agents.example.org:8443" in allowed_origins(server, addresses, tls=False)
+    assert "http://127.0.0.1:6680" in allowed_origins(server, addresses, tls=False)

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import socket
 import ssl
+from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
 from ircd.config import parse_hostport
@@ -50,9 +51,7 @@ def allowed_hosts(server: "Server", addresses: list[tuple[str, int]]) -> list[st
         if address[0] in ("127.0.0.1", "::1", "localhost"):
             hosts.update(f"{name}:{address[1]}" for name in ("127.0.0.1", "localhost", "[::1]"))
     if cfg.public_url:
-        netloc = cfg.public_url.split("://", 1)[1].split("/", 1)[0]
-        hosts.add(netloc)
-        hosts.add(netloc.rsplit(":", 1)[0] if netloc.count(":") == 1 else netloc)
+        hosts.add(urlsplit(cfg.public_url).netloc)
     return sorted(hosts)
 
 
@@ -63,7 +62,8 @@ def allowed_origins(server: "Server", addresses: list[tuple[str, int]], tls: boo
         if host != "*" and not host.endswith(":*"):
             origins.add(f"{'https' if tls else 'http'}://{host}")
     if cfg.public_url:
-        origins.add(cfg.public_url.split("/", 3)[0] + "//" + cfg.public_url.split("/", 3)[2])
+        public = urlsplit(cfg.public_url)
+        origins.add(f"{public.scheme}://{public.netloc}")
     return sorted(origins)
 
 
