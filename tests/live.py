@@ -9,6 +9,7 @@ before the PING (the server handles one connection's lines in order).
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import socket
 import ssl
@@ -158,6 +159,25 @@ class IRCClient:
         if caps:
             self.send("CAP END")
         return self.read_until(lambda m: m.command in ("376", "422"))
+
+    def login(self, account: str, password: str, caps: tuple[str, ...] = (), *, nick: str | None = None,
+              sync: bool = True) -> list[Message]:
+        """Register as ``nick`` (the account's name by default), logged in to ``account`` with SASL
+        PLAIN, with ``caps`` requested too; asserts the login succeeded. Returns what came up to the
+        end of the MOTD (and, with ``sync``, up to a PONG after it)."""
+        nick = nick or account
+        self.send("CAP LS 302")
+        self.send("CAP REQ :" + " ".join(("sasl", *caps)))
+        self.send(f"NICK {nick}")
+        self.send(f"USER {nick} 0 * :{nick}")
+        self.send("AUTHENTICATE PLAIN")
+        got = self.read_until(lambda m: m.command == "AUTHENTICATE")
+        self.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{password}".encode()).decode())
+        got += self.read_until(lambda m: m.command in ("903", "904"))
+        assert got[-1].command == "903", got
+        self.send("CAP END")
+        got += self.read_until(lambda m: m.command in ("376", "422"))
+        return got + self.sync() if sync else got
 
     def read_all_until_close(self) -> list[str]:
         out = []

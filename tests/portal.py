@@ -4,7 +4,6 @@ client, IRC agents, and the HTML check (the Nu Html Checker)."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import re
 import shutil
 import subprocess
@@ -73,17 +72,7 @@ def irc_login(server: LiveServer, account: str, password: str = PASSWORD,
     c = IRCClient(server.port)
     if clients is not None:
         clients.append(c)
-    c.send("CAP LS 302")
-    c.send("CAP REQ :sasl")
-    c.send(f"NICK {account}")
-    c.send(f"USER {account} 0 * :{account}")
-    c.send("AUTHENTICATE PLAIN")
-    c.read_until(lambda m: m.command == "AUTHENTICATE")
-    c.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{password}".encode()).decode())
-    assert c.read_until(lambda m: m.command in ("903", "904"))[-1].command == "903"
-    c.send("CAP END")
-    c.read_until(lambda m: m.command in ("376", "422"))
-    c.sync()
+    c.login(account, password)
     return c
 
 

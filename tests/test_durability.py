@@ -7,7 +7,6 @@ hook and no flush runs.
 
 from __future__ import annotations
 
-import base64
 import sqlite3
 
 import pytest
@@ -18,17 +17,7 @@ from tests.proc import ServerProcess, cli, write_config
 
 def sasl_client(port: int, name: str, password: str, caps: str = "") -> IRCClient:
     c = IRCClient(port)
-    c.send("CAP LS 302")
-    c.send("CAP REQ :sasl" + (" " + caps if caps else ""))
-    c.send(f"NICK {name}")
-    c.send(f"USER {name} 0 * :{name}")
-    c.send("AUTHENTICATE PLAIN")
-    c.read_until(lambda m: m.command == "AUTHENTICATE")
-    c.send("AUTHENTICATE " + base64.b64encode(f"\0{name}\0{password}".encode()).decode())
-    msgs = c.read_until(lambda m: m.command in ("903", "904"))
-    assert msgs[-1].command == "903", msgs
-    c.send("CAP END")
-    c.read_until(lambda m: m.command in ("376", "422"))
+    c.login(name, password, tuple(caps.split()), sync=False)
     return c
 
 
@@ -112,16 +101,7 @@ def test_pircan_state_survives_kill9(workdir):
 
         server = ServerProcess(config)
         b = IRCClient(server.port)
-        b.send("CAP LS 302")
-        b.send("CAP REQ :sasl pircan.dev/lobby")
-        b.send("NICK b1")
-        b.send("USER b1 0 * :b1")
-        b.send("AUTHENTICATE PLAIN")
-        b.read_until(lambda m: m.command == "AUTHENTICATE")
-        b.send("AUTHENTICATE " + base64.b64encode(b"\0b1\0sesame123").decode())
-        b.read_until(lambda m: m.command == "903")
-        b.send("CAP END")
-        b.read_until(lambda m: m.command in ("376", "422"))
+        b.login("b1", "sesame123", ("pircan.dev/lobby",), sync=False)
         notify = b.read_until(lambda m: m.command == "NOTIFY")[-1]
         assert notify.params == ["b1", "message", "25"]
         b.send("INBOX")

@@ -9,7 +9,6 @@ with PING/PONG or by reading until the line they expect (socket timeout 10 s), n
 from __future__ import annotations
 
 import asyncio
-import base64
 
 import pytest
 
@@ -53,18 +52,7 @@ def clients():
 def login(srv: LiveServer, clients: list, account: str, caps: tuple[str, ...] = ()) -> IRCClient:
     c = IRCClient(srv.port)
     clients.append(c)
-    c.send("CAP LS 302")
-    c.send("CAP REQ :" + " ".join(("sasl", *caps)))
-    c.send(f"NICK {account}")
-    c.send(f"USER {account} 0 * :{account}")
-    c.send("AUTHENTICATE PLAIN")
-    c.read_until(lambda m: m.command == "AUTHENTICATE")
-    c.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{PASSWORD}".encode()).decode())
-    got = c.read_until(lambda m: m.command in ("903", "904"))
-    assert got[-1].command == "903", got
-    c.send("CAP END")
-    c.read_until(lambda m: m.command in ("376", "422"))
-    c.sync()
+    c.login(account, PASSWORD, caps)
     return c
 
 

@@ -8,7 +8,6 @@ the store's own functions; the tests wait on its log or on a client's lines with
 
 from __future__ import annotations
 
-import base64
 import sqlite3
 import time
 from pathlib import Path
@@ -47,15 +46,7 @@ def _accounts(conn: sqlite3.Connection, now: int) -> None:
 
 def _login(port: int, account: str) -> IRCClient:
     c = IRCClient(port)
-    c.send("CAP REQ :sasl")
-    c.send(f"NICK {account}")
-    c.send(f"USER {account} 0 * :{account}")
-    c.send("AUTHENTICATE PLAIN")
-    c.read_until(lambda m: m.command == "AUTHENTICATE")
-    c.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{PASSWORD}".encode()).decode())
-    assert c.read_until(lambda m: m.command in ("903", "904"))[-1].command == "903"
-    c.send("CAP END")
-    c.read_until(lambda m: m.command in ("376", "422"))
+    c.login(account, PASSWORD, sync=False)
     return c
 
 

@@ -11,7 +11,6 @@ the MCP side awaits each call's answer.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 from typing import Any, AsyncIterator
 
@@ -87,17 +86,7 @@ def clients():
 def login(server: LiveServer, clients: list, account: str) -> IRCClient:
     c = IRCClient(server.port)
     clients.append(c)
-    c.send("CAP LS 302")
-    c.send("CAP REQ :sasl")
-    c.send(f"NICK {account}")
-    c.send(f"USER {account} 0 * :{account}")
-    c.send("AUTHENTICATE PLAIN")
-    c.read_until(lambda m: m.command == "AUTHENTICATE")
-    c.send("AUTHENTICATE " + base64.b64encode(f"\0{account}\0{PASSWORD}".encode()).decode())
-    assert c.read_until(lambda m: m.command in ("903", "904"))[-1].command == "903"
-    c.send("CAP END")
-    c.read_until(lambda m: m.command in ("376", "422"))
-    c.sync()
+    c.login(account, PASSWORD)
     return c
 
 
