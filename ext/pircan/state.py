@@ -86,6 +86,8 @@ class Pircan:
         self.refusals: dict[str, list[int]] = {}  # actor -> [minute start ms, rows written, rows held back]
         self.message_hooks: list[Callable[[StoredMessage], None]] = []
         self.agreement_end_hooks: list[Callable[[Agreement, int], None]] = []
+        # after each committed change of a task (new, moved on, canceled by the agreement's end)
+        self.task_hooks: list[Callable[[tdb.Task, tdb.TaskEntry], None]] = []
         self.display_names: dict[str, str] = {}  # account -> display name (the roster's)
         # (recipient, type, event id, time ms) after an event row committed: live pages (the portal)
         self.event_hooks: list[Callable[[str, str, int, int], None]] = []
@@ -396,6 +398,11 @@ class Pircan:
     def agreement_ended(self, agreement: Agreement, now: int) -> None:
         for hook in self.agreement_end_hooks:
             hook(agreement, now)
+
+    def task_committed(self, task: tdb.Task, entry: tdb.TaskEntry) -> None:
+        """``task`` as it is after the change that ``entry`` records has committed."""
+        for hook in self.task_hooks:
+            hook(task, entry)
 
     # refusal audit rows -----------------------------------------------------------------
 

@@ -112,6 +112,7 @@ async def create_task(state: Pircan, requester: str, target_name: str, skill: st
         raise Refused(exc.code, target_name) from None
     events.committed(written, now)
     wake_task_waiters(state, task, target)
+    state.task_committed(task, entry)
     return task
 
 
@@ -169,6 +170,7 @@ async def _change(state: Pircan, actor: str, task: Task, side: str, new_state: s
                  now, subject, version, version if side == "requester" else task.requester_seen,
                  version if side == "target" else task.target_seen)
     wake_task_waiters(state, moved, other)
+    state.task_committed(moved, entry)
     return moved
 
 
@@ -243,21 +245,21 @@ async def list_tasks(state: Pircan, actor: str, role: str | None = None, task_st
 # the end of an agreement -----------------------------------------------------------------------
 
 
-def _end_txn(conn: sqlite3.Connection, agreement_id: int, now: int,
-             made: list[tuple[int, int, int, int]]) -> list[tuple[Task, list[tuple[int, str, str, int]]]]:
+def _end_txn(conn: sqlite3.Connection, agreement_id: int, now: int, made: list[tuple[int, int, int, int]]
+             ) -> list[tuple[Task, TaskEntry, list[tuple[int, str, str, int]]]]:
     ended = []
     for task, (entry_id, audit_id, ev1, ev2) in zip(tdb.open_tasks_under(conn, agreement_id), made):
         if not tdb.set_task_state(conn, task.id, task.state, "canceled", now, "server", None):
             continue
-        tdb.insert_entry(conn, TaskEntry(entry_id, task.id, "server", "error", "canceled", now,
-                                         "The agreement ended"))
+        entry = TaskEntry(entry_id, task.id, "server", "error", "canceled", now, "The agreement ended")
+        tdb.insert_entry(conn, entry)
         db.audit(conn, audit_id, now, "server", task.requester, "task.end",
                  f"{hexid(task.id)} agreement={hexid(agreement_id)}", peer=task.target)
         written = []
         for event_id, recipient in ((ev1, task.requester), (ev2, task.target)):
             if db.queue_event(conn, event_id, recipient, "task-update", task.id, now):
                 written.append((event_id, recipient, "task-update", task.id))
-        ended.append((task, written))
+        ended.append((task, entry, written))
     return ended
 
 
@@ -268,13 +270,14 @@ async def end_tasks_of(state: Pircan, agreement: Agreement, now: int) -> None:
         return
     made = [(state.new_id(), state.new_id(), state.new_id(), state.new_id()) for _ in open_now]
     ended = await state.database.write(_end_txn, agreement.id, now, made)
-    for task, written in ended:
+    for task, entry, written in ended:
         for event_id, recipient, kind, _ in written:
             state.event_committed(recipient, kind, event_id, now)
         moved = Task(task.id, task.requester, task.target, task.skill, task.agreement_id, "canceled",
                      task.created_at, now, "server", task.version + 1, task.requester_seen, task.target_seen)
         wake_task_waiters(state, moved, task.requester)
         wake_task_waiters(state, moved, task.target)
+        state.task_committed(moved, entry)
 
 
 # waking waits ------------------------------------------------------------------------------------
