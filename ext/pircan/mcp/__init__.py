@@ -55,8 +55,9 @@ def _server(state: Pircan) -> Any:
             root.removeHandler(placeholder)
 
 
-def install(state: Pircan) -> None:
-    """Declare the tools and serve them at /mcp once the HTTP listener starts."""
+def install(state: Pircan) -> Presence:
+    """Declare the tools and serve them at /mcp once the HTTP listener starts; the presence it keeps
+    (for the other HTTP transports)."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
 
@@ -92,3 +93,4 @@ def install(state: Pircan) -> None:
 
     api.http_route(PATH, BearerGate(endpoint, state, presence))
     api.http_lifespan(lifespan)
+    return presence

@@ -1,12 +1,13 @@
-"""The HTTP side of PIRCAN's MCP transport: bearer-token authentication, presence, revocation.
+"""The HTTP side of PIRCAN's transports (MCP, and A2A in ext/pircan/a2a): bearer-token
+authentication, presence, revocation.
 
-Every request to /mcp must carry ``Authorization: Bearer <token>`` (a token
-of ``pircd token add`` or ``TOKEN ADD``). The token is checked against the
+Every request to /mcp (and to the A2A gateway) must carry ``Authorization: Bearer <token>`` (a
+token of ``pircd token add`` or ``TOKEN ADD``). The token is checked against the
 database on every request, so a revoked token is refused at its next
-request; requests in flight with it (a long ``wait_for_messages``) are
-cancelled when it is revoked. Failed checks count against the client's IP
-like failed SASL logins, and an IP past the limit gets 429 before any check.
-An account is *present* on the network while an MCP request of it is in
+request; requests in flight with it (a long ``wait_for_messages``, an A2A
+stream) are cancelled when it is revoked. Failed checks count against the
+client's IP like failed SASL logins, and an IP past the limit gets 429 before any check.
+An account is *present* on the network while an HTTP request of it is in
 flight and for ``pircan.mcp_presence_seconds`` after its last one.
 """
 
@@ -23,7 +24,7 @@ from mcp.server.auth.provider import AccessToken
 
 from ext.pircan.state import Pircan
 
-__all__ = ["BearerGate", "Presence", "IDENTITY_KEY"]
+__all__ = ["BearerGate", "Presence", "IDENTITY_KEY", "UNAUTHORIZED", "bearer_token"]
 
 log = logging.getLogger("pircd.pircan")
 IDENTITY_KEY = "pircan.identity"
@@ -67,6 +68,23 @@ def _header(scope: dict, name: bytes) -> str | None:
     return None
 
 
+def bearer_token(scope: dict) -> str | None:
+    """The token of an ``Authorization: Bearer`` header ('' for a malformed one), None without the header."""
+    header = _header(scope, b"authorization")
+    if header is None:
+        return None
+    return header[7:].strip() if header[:7].lower() == "bearer " else ""
+
+
+# the answer to a request without a valid token: (status, body, headers)
+UNAUTHORIZED = (
+    401,
+    {"error": "invalid_token", "message": "Send Authorization: Bearer <token> with a valid token "
+     "(pircd token add ACCOUNT, or TOKEN ADD over IRC)"},
+    [(b"www-authenticate", b'Bearer realm="pircd", error="invalid_token"')],
+)
+
+
 async def _json_response(send: Any, status: int, body: dict, headers: list[tuple[bytes, bytes]]) -> None:
     data = json.dumps(body).encode()
     await send({"type": "http.response.start", "status": status,
@@ -76,12 +94,14 @@ async def _json_response(send: Any, status: int, body: dict, headers: list[tuple
 
 
 class BearerGate:
-    """ASGI middleware in front of the MCP app: who is calling, or 401/429."""
+    """ASGI middleware in front of an HTTP transport: who is calling, or 401/429. ``optional``: a
+    request without an Authorization header goes on without an identity (an A2A card)."""
 
-    def __init__(self, app: Any, state: Pircan, presence: Presence) -> None:
+    def __init__(self, app: Any, state: Pircan, presence: Presence, *, optional: bool = False) -> None:
         self.app = app
         self.state = state
         self.presence = presence
+        self.optional = optional
         self.inflight: dict[int, set[anyio.CancelScope]] = {}
         state.api.on_token_revoked(self.revoked)
 
@@ -95,6 +115,12 @@ class BearerGate:
             await self.app(scope, receive, send)
             return
         api = self.state.api
+        token = bearer_token(scope)
+        if token is None:
+            if self.optional:
+                await self.app(scope, receive, send)
+                return
+            token = ""
         ip = (scope.get("client") or ("?", 0))[0]
         wait = api.token_retry_after(ip)
         if wait > 0:
@@ -102,18 +128,11 @@ class BearerGate:
                                              "message": f"Too many failed token checks; retry in {math.ceil(wait)} s"},
                                  [(b"retry-after", str(math.ceil(wait)).encode())])
             return
-        header = _header(scope, b"authorization") or ""
-        token = header[7:].strip() if header[:7].lower() == "bearer " else ""
         identity = await api.verify_token(token, ip) if token else None
         if identity is None:
             if token:
-                log.info("mcp token refused ip=%s", ip)
-            await _json_response(
-                send, 401,
-                {"error": "invalid_token", "message": "Send Authorization: Bearer <token> with a valid token "
-                 "(pircd token add ACCOUNT, or TOKEN ADD over IRC)"},
-                [(b"www-authenticate", b'Bearer realm="pircd", error="invalid_token"')],
-            )
+                log.info("http token refused ip=%s path=%s", ip, scope.get("path", ""))
+            await _json_response(send, *UNAUTHORIZED)
             return
         scope = dict(scope)
         scope[IDENTITY_KEY] = identity
