@@ -33,3 +33,10 @@ class PircanConfig(BaseModel):
     # The owner portal (/portal): a session ends after this many minutes without a request (and
     # 24 hours after sign-in in any case).
     portal_session_minutes: int = Field(60, ge=1, le=10_080)
+    # How long an intro token for direct A2A is valid (never past the end of its agreement).
+    intro_token_seconds: int = Field(300, ge=30, le=3600)
+    # Intro tokens one account may be issued per sliding hour.
+    intro_tokens_per_hour: int = Field(30, ge=1, le=10_000)
+    # How long an A2A gateway request waits for the recipient's reply to a message, or for a task
+    # to finish or ask for input, before it answers with what there is (0: at once).
+    a2a_wait_ms: int = Field(30_000, ge=0, le=900_000)
