@@ -353,6 +353,8 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
         ],
         ("history", "count"): [(missing, None)],
         ("audit",): [(missing, None), (["--limit", "0", "--db", good], None)],
+        ("a2a", "keys"): [(missing, None), (["--db", good], None)],
+        ("a2a", "rotate-key"): [(missing, None), (["--db", good], None)],
         ("token", "add"): [(["ghost", "--db", good], None), (["alice", "--name", "no spaces", "--db", good], None),
                            (["alice", *missing], None)],
         ("token", "list"): [(["ghost", "--db", good], None), (["alice", *missing], None)],

@@ -28,6 +28,7 @@ from ext.pircan.channels import install as install_channels
 from ext.pircan.config import PircanConfig
 from ext.pircan.irc import help as help_text
 from ext.pircan.irc.contact import handle_contact
+from ext.pircan.irc.intro import handle_intro
 from ext.pircan.irc.messages import handle_inbox, handle_send
 from ext.pircan.irc.profile import handle_profile, handle_resource
 from ext.pircan.irc.roster import handle_agents, handle_audit
@@ -60,6 +61,7 @@ def setup(api: ExtensionAPI) -> Pircan:
         ("TASK", handle_task, help_text.TASK),
         ("PROFILE", handle_profile, help_text.PROFILE),
         ("RESOURCE", handle_resource, help_text.RESOURCE),
+        ("INTRO", handle_intro, help_text.INTRO),
     ):
         syntax, _, rest = text.partition("\n")
         api.command(name, verb(fn), syntax=syntax, help=rest)
@@ -74,7 +76,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.help_topic("PIRCAN", help_text.OVERVIEW)
     api.help_footer("PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY,")
     api.help_footer("  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>), HELP TASK,")
-    api.help_footer("  HELP PROFILE, HELP RESOURCE")
+    api.help_footer("  HELP PROFILE, HELP RESOURCE, HELP INTRO (direct A2A)")
     api.help_note("JOIN", help_text.JOIN_NOTE)
     api.help_note("MODE", help_text.MODE_NOTE)
 
@@ -127,9 +129,9 @@ def setup(api: ExtensionAPI) -> Pircan:
     async def stop() -> None:
         state.stop()
 
-    from ext.pircan import mcp, portal
+    from ext.pircan import a2a, mcp, portal
 
-    mcp.install(state)
+    a2a.install(state, mcp.install(state))
     portal.install(state)
     api.on_startup(start)
     api.on_shutdown(stop)

@@ -66,4 +66,6 @@ def _prune_refusals(conn: sqlite3.Connection, before_ms: int) -> int:
 
 
 def commands() -> list[click.Command]:
-    return [audit]
+    from ext.pircan.a2a.cli import a2a
+
+    return [audit, a2a]

@@ -1,4 +1,4 @@
-"""PROFILE (display name and skills) and RESOURCE (agreement-gated resources) on IRC."""
+"""PROFILE (display name, skills, A2A endpoint) and RESOURCE (agreement-gated resources) on IRC."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ircd.api import CommandContext, Message
 from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.irc.wire import body_chunks, ts
 from ext.pircan.service import profile as service
+from ext.pircan.service.contact import acts_for
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 
@@ -24,7 +25,7 @@ def _who(text: str) -> str | None:
 
 async def handle_profile(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     """PROFILE [<account>] | NAME <account|*> :<name> | SKILL <account|*> <skill> :<description> |
-    UNSKILL <account|*> <skill>"""
+    UNSKILL <account|*> <skill> | ENDPOINT <account|*> <url|*>"""
     account = account_of(ctx, PROFILE)
     if account is None:
         return
@@ -51,6 +52,12 @@ async def handle_profile(state: Pircan, ctx: CommandContext, msg: Message) -> No
                 return
             who, skill = await service.delete_skill(state, account, _who(args[0]), args[1])
             ctx.reply.send(PROFILE, nick, "UNSKILL", who, skill)
+        elif sub == "ENDPOINT":
+            if len(args) < 2:
+                fail(ctx, PROFILE, "NEED_MORE_PARAMS", "ENDPOINT", text="Syntax: PROFILE ENDPOINT <account|*> <url|*>")
+                return
+            who, url = await service.set_endpoint(state, account, _who(args[0]), args[1])
+            ctx.reply.send(PROFILE, nick, "ENDPOINT", who, url or "*")
         else:
             await _show(state, ctx, account, msg.params[0] if msg.params else None)
     except Refused as exc:
@@ -68,6 +75,10 @@ async def _show(state: Pircan, ctx: CommandContext, account: str, name: str | No
     ctx.reply.send(PROFILE, nick, "PROFILE", target, row.kind, row.owner or "*", profile.display_name or "*")
     for skill, description in profile.skills:
         ctx.reply.send(PROFILE, nick, "SKILL", target, skill, description or " ")
+    if await acts_for(state, account, target):  # not public: only the account and its owner see it
+        url = await service.endpoint_of(state, target)
+        if url is not None:
+            ctx.reply.send(PROFILE, nick, "ENDPOINT", target, url)
     ctx.reply.send(PROFILE, nick, "END", target)
     ctx.reply.end_batch(ref)
 

@@ -12,6 +12,7 @@ import contextlib
 import logging
 from typing import Any, AsyncIterator
 
+from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.mcp.http import BearerGate, Presence
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
@@ -30,6 +31,7 @@ answer a message. Read what came with get_inbox (then mark_messages_read), or bl
 with wait_for_messages. get_conversation shows a whole thread. Decide requests to you with
 respond_to_contact. Tasks: create_task (needs the scope task:<skill>), update_task, provide_task_input,
 cancel_task, get_task, list_tasks; wait_for_messages also wakes when one of your tasks changes.
+Direct A2A: request_intro_token gives a token for talking to an agent at its own A2A endpoint.
 Publish your display name and skills with set_profile, resources with publish_resource (readable as
 MCP resources by those you granted resource:read). Channels: list_channels, get_channel_history,
 send_channel_message.
@@ -65,6 +67,7 @@ def install(state: Pircan) -> Presence:
     mcp = _server(state)
     register_tools(mcp, state)
     register_task_tools(mcp, state)
+    register_intro_tool(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 

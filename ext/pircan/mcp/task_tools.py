@@ -105,9 +105,12 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
                                                                        "one-line description.")] = None,
         remove_skills: Annotated[list[str] | None, Field(description="Skills to withdraw.")] = None,
         account: Annotated[str | None, Field(description="An agent you own (default: you).")] = None,
+        a2a_endpoint: Annotated[str | None, Field(description="The http(s) URL of your own A2A server, for direct "
+                                                              "A2A with intro tokens (not public; empty "
+                                                              "withdraws it; omit to leave it).")] = None,
     ) -> CallToolResult:
         """Publish what the roster shows of you: a display name and the skills others may send you tasks for
-        (they still need an agreement with task:<skill>)."""
+        (they still need an agreement with task:<skill>); and where your own A2A server listens."""
         actor = caller(ctx).account
         if display_name is not None:
             await profile.set_display_name(net, actor, account, display_name, via=VIA)
@@ -115,10 +118,13 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
             await profile.set_skill(net, actor, account, skill, description, via=VIA)
         for skill in remove_skills or []:
             await profile.delete_skill(net, actor, account, skill, via=VIA)
+        if a2a_endpoint is not None:
+            await profile.set_endpoint(net, actor, account, a2a_endpoint, via=VIA)
         who = actor if account is None else net.api.casefold(account)
         shown = (await profile.profiles(net, [who]))[who]
         return ok({"account": who, "display_name": shown.display_name,
-                   "skills": [{"name": s, "description": d} for s, d in shown.skills]})
+                   "skills": [{"name": s, "description": d} for s, d in shown.skills],
+                   "a2a_endpoint": await profile.endpoint_of(net, who)})
 
     @tool()
     async def publish_resource(

@@ -12,7 +12,8 @@ another creation time, was deleted, and its state ends at once, in one transacti
   ``<name>~<creation time>``, a name no account can have: the other side still sees its
   conversations with the deleted account, and nothing of it is reachable by a new account of the
   same name;
-* its policy, profile, skills, resources and private-channel invitations and memberships are deleted.
+* its policy, profile, skills, resources, A2A endpoint and private-channel invitations and memberships
+  are deleted.
 
 The audit log is append-only and keeps its rows as they were; an account's own trail (AUDIT) starts at
 its creation, so a new account of the same name does not see the old one's. Operators still see
@@ -50,6 +51,7 @@ _DELETES = (
     ("pircan_resources", "account"),
     ("pircan_channel_invites", "account"),
     ("pircan_channel_members", "account"),
+    ("pircan_a2a_endpoints", "account"),  # on the pircan_a2a track, migrated before PIRCAN starts
 )
 
 

@@ -1,10 +1,12 @@
-"""What an agent publishes about itself: a display name, the skills it accepts tasks for, and
-resources that holders of ``resource:read`` may read.
+"""What an agent publishes about itself: a display name, the skills it accepts tasks for,
+resources that holders of ``resource:read`` may read, and the URL of its own A2A endpoint.
 
 An agent, or its owner, changes these; every change is audited. Skills and display names are
 public (the roster shows them to everyone). Resources are not: only an account with an active
 agreement granting it ``resource:read`` toward the agent learns which exist and reads them, and
-every other caller gets exactly what a name that does not exist gets.
+every other caller gets exactly what a name that does not exist gets. The A2A endpoint is not
+public either: the network hands it out with an intro token (``service/intro.py``) and shows it on
+the agent's A2A card to those who hold an agreement with it.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from urllib.parse import urlsplit
 
 from ext.pircan import rules
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
+from ext.pircan.a2a import store as astore
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import acts_for
 from ext.pircan.service.events import by_whom
@@ -26,12 +30,13 @@ from ext.pircan.store_tasks import Resource
 __all__ = [
     "Profile", "set_display_name", "set_skill", "delete_skill", "profiles", "put_resource", "delete_resource",
     "list_resources", "read_resource", "may_read_resources", "readable_resources", "DISPLAY_CHARS", "DESCRIPTION_CHARS",
-    "RESOURCE_NAME",
+    "RESOURCE_NAME", "set_endpoint", "endpoint_of", "ENDPOINT_CHARS",
 ]
 
 DISPLAY_CHARS = 64
 DESCRIPTION_CHARS = 200
 RESOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+ENDPOINT_CHARS = 256  # an endpoint fits one IRC line with the rest of PROFILE's and INTRO's replies
 
 
 class Profile:
@@ -202,3 +207,43 @@ async def read_resource(state: Pircan, reader: str, owner_name: str, name: str) 
     if found is None:
         raise Refused("NO_SUCH_RESOURCE", owner_name, name, text="No such resource")
     return found
+
+
+# the A2A endpoint ---------------------------------------------------------------------------
+
+
+def _endpoint(url: str) -> str:
+    """A URL an agent may publish (http or https, a host, no credentials or fragment), or '' to
+    withdraw it; INVALID_PARAMS otherwise."""
+    url = url.strip()
+    if url in ("", "*"):
+        return ""
+    bad = len(url) > ENDPOINT_CHARS or not url.isascii() or any(c <= " " or c == "\x7f" for c in url)
+    try:
+        parts = urlsplit(url)
+        bad = bad or parts.scheme not in ("http", "https") or not parts.hostname or parts.username is not None \
+            or bool(parts.fragment) or parts.port == 0
+    except ValueError:  # an unbracketed IPv6 host, a port that is not a number
+        bad = True
+    if bad:
+        raise Refused("INVALID_PARAMS", url[:ENDPOINT_CHARS],
+                      text=f"An endpoint is an http or https URL of at most {ENDPOINT_CHARS} characters "
+                           "(no credentials, no fragment), or * to withdraw it")
+    return url
+
+
+async def set_endpoint(state: Pircan, actor: str, account_name: str | None, url: str,
+                       *, via: str = "irc") -> tuple[str, str]:
+    """Publish the URL where the account's own A2A server listens ('' or '*': withdraw it); an
+    account and its owner may. (account, url)."""
+    account = await _owned(state, actor, account_name)
+    url = _endpoint(url)
+    now = state.now_ms()
+    await state.database.write(_audited, state.new_id(), now, actor, account, "a2a.endpoint",
+                               (url or "(none)") + by_whom(actor, account, via), astore.set_endpoint,
+                               account, url, now)
+    return account, url
+
+
+async def endpoint_of(state: Pircan, account: str) -> str | None:
+    return await state.database.read(astore.endpoint_of, account)

@@ -33,6 +33,7 @@ TEXT: dict[str, str] = {
     "INVALID_NAME": "That is not a valid account name",
     "ACCOUNT_EXISTS": "That account already exists",
     "INVALID_PARAMS": "Invalid parameters",
+    "NO_ENDPOINT": "This account has published no A2A endpoint",
 }
 
 
