@@ -1,0 +1,162 @@
+"""The A2A side on the HTTP listener: cards, the gateway's endpoints, the keys, the agreement check.
+
+| Path | What |
+|---|---|
+| ``GET /.well-known/agent-card.json`` | the network's card: the gateway itself |
+| ``POST /a2a`` (JSON-RPC), ``/a2a/message:send`` ... (HTTP+JSON) | the gateway, any agent (metadata ``to``), intro tokens |
+| ``GET /a2a/agents/<name>/.well-known/agent-card.json`` | an agent's public card |
+| ``POST /a2a/agents/<name>`` (JSON-RPC), ``/a2a/agents/<name>/message:send`` ... | the gateway to that agent |
+| ``GET /.well-known/jwks.json`` | the public keys of intro tokens (JWK Set) |
+| ``GET /a2a/agreements/<agreement-id>`` | is an agreement still active (for its parties, or an intro token naming it) |
+
+The SDK's route factories build the JSON-RPC and HTTP+JSON endpoints over one ``GatewayHandler``;
+a bearer token of an account (the MCP gate, ``ext/pircan/mcp/http.py``) is required for them and
+optional for cards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.auth.user import UnauthenticatedUser, User
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, Router
+
+from ext.pircan.a2a import cards
+from ext.pircan.a2a import store as astore
+from ext.pircan.a2a.gateway import GatewayHandler, Watch
+from ext.pircan.a2a.keys import jwk_set
+from ext.pircan.ids import hexid, ts
+from ext.pircan.mcp.http import IDENTITY_KEY, UNAUTHORIZED, BearerGate, Presence, bearer_token
+from ext.pircan.service import intro as intros
+from ext.pircan.service.refusals import Refused
+from ext.pircan.state import Pircan
+
+__all__ = ["CARD_PATH", "install"]
+
+CARD_PATH = "/.well-known/agent-card.json"
+AGREEMENTS_PATH = cards.GATEWAY_PATH + "/agreements"
+INTRO_CLAIMS_KEY = "pircan.intro"
+
+
+class _Account(User):
+    def __init__(self, account: str) -> None:
+        self.account = account
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self.account
+
+
+class _Context(DefaultServerCallContextBuilder):
+    """The SDK's call context, with the caller's identity and the agent the endpoint names."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        context.state["identity"] = request.scope.get(IDENTITY_KEY)
+        context.state["agent"] = request.path_params.get("agent")
+        return context
+
+    def build_user(self, request: Request) -> User:
+        identity = request.scope.get(IDENTITY_KEY)
+        return UnauthenticatedUser() if identity is None else _Account(identity.account)
+
+
+def _unauthorized() -> JSONResponse:
+    status, body, headers = UNAUTHORIZED
+    return JSONResponse(body, status_code=status, headers={k.decode(): v.decode() for k, v in headers})
+
+
+def _required(route: Any) -> Route:
+    """The same route, answering 401 to a request without an account."""
+    endpoint = route.endpoint
+
+    async def guarded(request: Request) -> Response:
+        if request.scope.get(IDENTITY_KEY) is None:
+            return _unauthorized()
+        return await endpoint(request)  # type: ignore[no-any-return]
+
+    return Route(route.path, guarded, methods=sorted(m for m in route.methods if m != "HEAD"))
+
+
+def _not_found(code: str, context: str, text: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "context": [context], "message": text}}, status_code=404)
+
+
+class _IntroOrBearer:
+    """The agreement check accepts an intro token (verified here) or an account's bearer token (the gate)."""
+
+    def __init__(self, app: Any, state: Pircan, presence: Presence) -> None:
+        self.app = app
+        self.state = state
+        self.gate = BearerGate(app, state, presence)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        token = bearer_token(scope) if scope["type"] == "http" else None
+        if token is None or token.count(".") != 2:
+            await self.gate(scope, receive, send)
+            return
+        claims = await intros.verify_intro(self.state, token)
+        if claims is None:
+            await _unauthorized()(scope, receive, send)
+            return
+        await self.app({**scope, INTRO_CLAIMS_KEY: claims}, receive, send)
+
+
+def install(state: Pircan, presence: Presence) -> None:
+    api = state.api
+    handler = GatewayHandler(state, Watch(state))
+    context = _Context()
+
+    async def network_card(request: Request) -> Response:
+        return JSONResponse(agent_card_to_dict(cards.network_card(state)), headers={"cache-control": "max-age=60"})
+
+    async def agent_card(request: Request) -> Response:
+        name = request.path_params["agent"]
+        card = await cards.agent_card(state, api.casefold(name))
+        if card is None:
+            return _not_found("NO_SUCH_ACCOUNT", name, "No such agent (or it has no card)")
+        return JSONResponse(agent_card_to_dict(card), headers={"cache-control": "max-age=60"})
+
+    async def jwks(request: Request) -> Response:
+        published = await state.database.read(astore.published_keys, state.now_ms())
+        return JSONResponse(jwk_set(published), headers={"cache-control": "max-age=60"})
+
+    async def agreement(request: Request) -> Response:
+        identity = request.scope.get(IDENTITY_KEY)
+        wanted = request.path_params["agreement_id"]
+        try:
+            found, now = await intros.check_agreement(
+                state, wanted, account=None if identity is None else identity.account,
+                claims=request.scope.get(INTRO_CLAIMS_KEY))
+        except Refused as exc:
+            return _not_found(exc.code, wanted, exc.text)
+        return JSONResponse({
+            "agreement_id": hexid(found.id), "requester": found.requester, "target": found.target,
+            "scopes": list(found.scopes), "state": now, "active": now == "active",
+            "expires_at": ts(found.expires_at), "revoked_at": None if found.revoked_at is None else ts(found.revoked_at),
+        }, headers={"cache-control": "no-store"})
+
+    network = Router(routes=[_required(r) for r in create_jsonrpc_routes(handler, cards.GATEWAY_PATH, context)])
+    # the SDK's REST routes also come mounted under /{tenant}: the network has no tenants
+    rest = [r for prefix in ("/agents/{agent}", "") for r in create_rest_routes(handler, context, path_prefix=prefix)
+            if isinstance(r, Route)]
+    nested = Router(routes=[
+        Route("/agents/{agent}" + CARD_PATH, agent_card, methods=["GET"]),
+        *(_required(r) for r in create_jsonrpc_routes(handler, "/agents/{agent}", context)),
+        *(_required(r) for r in rest),
+    ])
+    checks = Router(routes=[Route("/{agreement_id}", agreement, methods=["GET"])])
+    api.http_route(CARD_PATH, network_card)
+    api.http_route(intros.JWKS_PATH, jwks)
+    api.http_route(cards.GATEWAY_PATH, BearerGate(network, state, presence))
+    api.http_mount(AGREEMENTS_PATH, _IntroOrBearer(checks, state, presence))
+    api.http_mount(cards.GATEWAY_PATH, BearerGate(nested, state, presence, optional=True))
