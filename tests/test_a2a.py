@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -379,3 +380,24 @@ def test_the_http_json_binding_serves_the_same(srv, clients):  # noqa: F811
                 InvalidRequestError, "SCOPE_MISSING", "bob")
 
     asyncio.run(scenario())
+
+
+def test_open_streams_end_cleanly_when_the_server_stops(tmp_path, clients):  # noqa: F811
+    """api.http_on_stop: a stream following a task ends before uvicorn waits for open responses, so the
+    client gets a complete response (not a connection cut after the grace period)."""
+    with live(tmp_path) as server:
+        agree(server, clients, "alice", "bob", "task:summarise")
+        token = token_for(server, "alice")
+
+        async def scenario() -> None:
+            async with a2a(server, token, "bob", streaming=True) as alice:
+                stream = alice.send_message(request("Summarise this", skill="summarise"))
+                assert (await anext(stream)).task.status.state == pb.TASK_STATE_SUBMITTED
+                stopper = threading.Thread(target=server.stop)
+                stopper.start()
+                with pytest.raises(StopAsyncIteration):
+                    await anext(stream)
+                await asyncio.to_thread(stopper.join, 10)
+                assert not stopper.is_alive()
+
+        asyncio.run(scenario())

@@ -127,13 +127,25 @@ def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
 
 class Watch:
     """The A2A requests waiting for a reply or following a task hear of each commit here
-    (``Pircan.message_hooks`` and ``Pircan.task_hooks``)."""
+    (``Pircan.message_hooks`` and ``Pircan.task_hooks``). When the HTTP listener stops, every queue
+    gets None: waiting requests answer with what there is, streams end, and the shutdown does not
+    wait for them."""
 
     def __init__(self, state: Pircan) -> None:
-        self.tasks: dict[int, set[asyncio.Queue[tuple[Task, TaskEntry]]]] = {}
-        self.replies: dict[tuple[str, str], set[asyncio.Queue[StoredMessage]]] = {}
+        self.tasks: dict[int, set[asyncio.Queue[tuple[Task, TaskEntry] | None]]] = {}
+        self.replies: dict[tuple[str, str], set[asyncio.Queue[StoredMessage | None]]] = {}
+        self.stopped = False
         state.task_hooks.append(self._task)
         state.message_hooks.append(self._message)
+
+    def stop_all(self) -> None:
+        self.stopped = True
+        for waiting in self.tasks.values():
+            for queue in waiting:
+                queue.put_nowait(None)
+        for replies in self.replies.values():
+            for reply in replies:
+                reply.put_nowait(None)
 
     def _task(self, task: Task, entry: TaskEntry) -> None:
         for queue in self.tasks.get(task.id, ()):
@@ -144,8 +156,10 @@ class Watch:
             queue.put_nowait(msg)
 
     @contextlib.contextmanager
-    def task(self, ident: int) -> Iterator[asyncio.Queue[tuple[Task, TaskEntry]]]:
-        queue: asyncio.Queue[tuple[Task, TaskEntry]] = asyncio.Queue()
+    def task(self, ident: int) -> Iterator[asyncio.Queue[tuple[Task, TaskEntry] | None]]:
+        queue: asyncio.Queue[tuple[Task, TaskEntry] | None] = asyncio.Queue()
+        if self.stopped:
+            queue.put_nowait(None)
         self.tasks.setdefault(ident, set()).add(queue)
         try:
             yield queue
@@ -157,9 +171,11 @@ class Watch:
                     del self.tasks[ident]
 
     @contextlib.contextmanager
-    def messages(self, recipient: str, sender: str) -> Iterator[asyncio.Queue[StoredMessage]]:
+    def messages(self, recipient: str, sender: str) -> Iterator[asyncio.Queue[StoredMessage | None]]:
         key = (recipient, sender)
-        queue: asyncio.Queue[StoredMessage] = asyncio.Queue()
+        queue: asyncio.Queue[StoredMessage | None] = asyncio.Queue()
+        if self.stopped:
+            queue.put_nowait(None)
         self.replies.setdefault(key, set()).add(queue)
         try:
             yield queue
@@ -172,7 +188,7 @@ class Watch:
 
 
 async def _next(queue: asyncio.Queue[Any], deadline: float) -> Any:
-    """The next item, or None once the loop's clock passes ``deadline``."""
+    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops)."""
     remaining = deadline - asyncio.get_running_loop().time()
     if remaining <= 0:
         return None
@@ -337,13 +353,14 @@ class GatewayHandler(RequestHandler):
     async def _follow(self, caller: str, task_id: str, changes: asyncio.Queue[Any], config: Any,
                       stop_for_input: bool) -> AsyncGenerator[Any, None]:
         """The task, then each change after it (an artifact for a result, then the status update)
-        until it is final (or, ``stop_for_input``, asks for input)."""
+        until it is final (or, ``stop_for_input``, asks for input), or the listener stops."""
         shown, task, entries = await self._view(caller, task_id, config)
         yield shown
         last = entries[-1].id if entries else 0
         current = task.state
         while current not in FINAL and not (stop_for_input and current == "input-required"):
-            await changes.get()
+            if await changes.get() is None:  # the listener stops
+                return
             _, task, entries = await self._view(caller, task_id)
             for entry in entries:
                 if entry.id <= last:

@@ -113,7 +113,8 @@ class _IntroOrBearer:
 
 def install(state: Pircan, presence: Presence) -> None:
     api = state.api
-    handler = GatewayHandler(state, Watch(state))
+    watch = Watch(state)
+    handler = GatewayHandler(state, watch)
     context = _Context()
 
     async def network_card(request: Request) -> Response:
@@ -160,3 +161,4 @@ def install(state: Pircan, presence: Presence) -> None:
     api.http_route(cards.GATEWAY_PATH, BearerGate(network, state, presence))
     api.http_mount(AGREEMENTS_PATH, _IntroOrBearer(checks, state, presence))
     api.http_mount(cards.GATEWAY_PATH, BearerGate(nested, state, presence, optional=True))
+    api.http_on_stop(watch.stop_all)  # open streams end, waiting requests answer: the shutdown does not wait
