@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -311,6 +312,46 @@ def test_a_sent_task_waits_for_its_end_and_sees_irc_changes(srv, clients):  # no
                 TaskNotCancelableError, "INVALID_TRANSITION", f"{tid} canceled")
 
     asyncio.run(scenario())
+
+
+def test_an_a2a_agent_moves_its_tasks_on_through_the_gateway(srv, clients):  # noqa: F811
+    """The target's side over A2A: a message naming the task, with metadata ``state``, is TASK UPDATE."""
+    agree(srv, clients, "alice", "bob", "task:summarise")
+    alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
+
+    async def scenario() -> None:
+        async with a2a(srv, alice_token, "bob", streaming=True) as alice, a2a(srv, bob_token) as bob:
+            stream = alice.send_message(request("Summarise the minutes", skill="summarise"))
+            tid = (await anext(stream)).task.id
+            # bob, an A2A client of the network's endpoint, finds the task among its own
+            listed = await bob.list_tasks(pb.ListTasksRequest(status=pb.TASK_STATE_SUBMITTED))
+            assert [(t.id, meta(t)["requester"], meta(t)["target"]) for t in listed.tasks] == [(tid, "alice", "bob")]
+            [moved] = await answers(bob, request("Reading", task_id=tid, state="working"))
+            assert moved.task.status.state == pb.TASK_STATE_WORKING
+            working = (await anext(stream)).status_update
+            assert (working.status.state, working.status.message.parts[0].text) == (pb.TASK_STATE_WORKING, "Reading")
+            # the same rules as TASK UPDATE: only the target moves it on, only where a task may go
+            assert await refusal(answers(bob, request("Stop", task_id=tid, state="canceled"))) == (
+                InvalidRequestError, "INVALID_TRANSITION", f"{tid} canceled")
+            assert await refusal(answers(bob, request("Here is more", task_id=tid))) == (  # input is the requester's
+                InvalidRequestError, "NOT_ALLOWED", tid)
+            assert await refusal(answers(alice, request("Done", task_id=tid, state="completed"))) == (
+                InvalidRequestError, "NOT_ALLOWED", tid)
+            [done] = await answers(bob, request("The summary", task_id=tid, state="completed"))
+            assert done.task.status.state == pb.TASK_STATE_COMPLETED
+            assert done.task.artifacts[0].parts[0].text == "The summary"
+            result = (await anext(stream)).artifact_update
+            assert result.artifact.parts[0].text == "The summary"
+            assert (await anext(stream)).status_update.status.state == pb.TASK_STATE_COMPLETED
+            with pytest.raises(StopAsyncIteration):
+                await anext(stream)
+
+    asyncio.run(scenario())
+    assert [(a, act, re.sub(r"[0-9a-f]{16}", "<id>", d)) for a, act, d in db_rows(
+        srv, "SELECT actor, action, detail FROM pircan_audit WHERE action LIKE 'task.%' ORDER BY id")] == [
+        ("alice", "task.create", "<id> skill=summarise agreement=<id> through A2A"),
+        ("bob", "task.update", "<id> submitted->working through A2A"),
+        ("bob", "task.update", "<id> working->completed through A2A")]
 
 
 def test_refusals_carry_the_codes_of_fail_lines(srv, clients):  # noqa: F811

@@ -70,7 +70,7 @@ def network_card(state: Pircan) -> pb.AgentCard:
             description="Send a direct message (metadata 'to': the agent) or a task (also 'skill') to an agent "
                         "you hold an agreement with; each agent also has its own card and endpoint at "
                         f"{GATEWAY_PATH}/agents/<name>. tasks/get, tasks/cancel and subscriptions take any task of "
-                        "yours here."),
+                        "yours here; a message naming a task given to you, with metadata 'state', moves it on."),
         pb.AgentSkill(
             id="intro", name="Intro tokens for direct A2A", tags=["direct-a2a"],
             description="A message with metadata 'intro': '<agent>' gets a token, signed by the network, for "

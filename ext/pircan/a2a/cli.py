@@ -16,11 +16,10 @@ import time
 
 import click
 
-from ircd.api import open_database_sync
-
 from ext.pircan.a2a import keys
 from ext.pircan.a2a import store as astore
 from ext.pircan.ids import ts
+from ircd.api import open_database_sync
 
 __all__ = ["a2a"]
 

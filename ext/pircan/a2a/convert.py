@@ -8,8 +8,8 @@ from an A2A message.
 * A direct message is an A2A ``Message`` from the ``agent`` role whose ``message_id`` is the PIRCAN
   message id and whose ``context_id`` is its conversation id.
 * An A2A message carries text parts only (joined with line breaks); its metadata (and the request's)
-  names what it is for: ``skill`` (a task), ``in_reply_to``, ``to`` and ``intro`` (on the network's
-  endpoint).
+  names what it is for: ``skill`` (a task), ``state`` (with ``task_id``: the target moves its task on),
+  ``in_reply_to``, ``to`` and ``intro`` (on the network's endpoint).
 """
 
 from __future__ import annotations

@@ -240,21 +240,25 @@ class GatewayHandler(RequestHandler):
     # sending -------------------------------------------------------------------------------------
 
     async def _send(self, params: pb.SendMessageRequest, context: ServerCallContext
-                    ) -> tuple[str, pb.Message | None, Task | None]:
+                    ) -> tuple[str, pb.Message | None, Task | None, bool]:
         """Do what a SendMessage asks for: (caller, the answer for a message or an intro, or the task
-        created or answered)."""
+        created, answered or moved on, and whether the answer waits for the task's next changes)."""
         validate_history_length(params.configuration)
         caller, agent = self._caller(context), self._agent(context)
         meta = metadata_of(params)
         text = self._text(params)
         state = self.state
-        if params.message.task_id:  # the answer to a task's question, wherever it is sent
+        if params.message.task_id:  # wherever it is sent: a task's target moves it on, its requester answers it
+            move = _string(meta, "state")
+            if move is not None:
+                task = await tasks.update_task(state, caller, params.message.task_id, move, text, via=VIA)
+                return caller, None, task, False
             task = await tasks.provide_input(state, caller, params.message.task_id, text, via=VIA)
-            return caller, None, task
+            return caller, None, task, True
         if agent is None:
             wanted = _string(meta, "intro")
             if wanted is not None:
-                return caller, await self._intro(caller, wanted), None
+                return caller, await self._intro(caller, wanted), None, False
             agent = _string(meta, "to")
             if agent is None:
                 raise Refused("NEED_MORE_PARAMS", "to", text="Name the agent: metadata 'to' (or 'intro': <agent> "
@@ -262,8 +266,8 @@ class GatewayHandler(RequestHandler):
         skill = _string(meta, "skill")
         if skill is not None and skill != cards.MESSAGE_SKILL:
             task = await tasks.create_task(state, caller, agent, skill, text, via=VIA)
-            return caller, None, task
-        return caller, await self._direct(caller, agent, text, meta, params), None
+            return caller, None, task, True
+        return caller, await self._direct(caller, agent, text, meta, params), None, False
 
     async def _direct(self, caller: str, agent: str, text: str, meta: dict[str, Any],
                       params: pb.SendMessageRequest) -> pb.Message:
@@ -323,11 +327,11 @@ class GatewayHandler(RequestHandler):
     @_mapped()
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext
                               ) -> pb.Task | pb.Message:
-        caller, answer, task = await self._send(params, context)
+        caller, answer, task, follow = await self._send(params, context)
         if answer is not None:
             return answer
         assert task is not None
-        wait_ms = self._wait_ms(params)
+        wait_ms = self._wait_ms(params) if follow else 0
         if wait_ms and task.state not in SETTLED:
             # the change that created or answered it has committed; later ones come through the watch
             with self.watch.task(task.id) as changes:
@@ -341,11 +345,14 @@ class GatewayHandler(RequestHandler):
     @_mapped()
     async def on_message_send_stream(self, params: pb.SendMessageRequest, context: ServerCallContext
                                      ) -> AsyncGenerator[Any, None]:
-        caller, answer, task = await self._send(params, context)
+        caller, answer, task, follow = await self._send(params, context)
         if answer is not None:
             yield answer
             return
         assert task is not None
+        if not follow:  # the target's own move: the task as it is now
+            yield (await self._view(caller, hexid(task.id), params.configuration))[0]
+            return
         with self.watch.task(task.id) as changes:
             async for event in self._follow(caller, hexid(task.id), changes, params.configuration, True):
                 yield event

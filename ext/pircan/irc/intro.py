@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from ircd.api import CommandContext, Message
-
 from ext.pircan.ids import hexid, ts
 from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.service import intro as service
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
+from ircd.api import CommandContext, Message
 
 __all__ = ["TOKEN_PIECE", "handle_intro"]
 

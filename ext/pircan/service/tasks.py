@@ -74,13 +74,15 @@ def _budget(state: Pircan, actor: str, agreement_id: int, now: int, context: str
 # create ---------------------------------------------------------------------------------------
 
 
-def _create_txn(conn: sqlite3.Connection, task: Task, entry: TaskEntry, events: Events, audit_id: int) -> list:
+def _create_txn(conn: sqlite3.Connection, task: Task, entry: TaskEntry, events: Events, audit_id: int,
+                via: str) -> list:
     if db.live_agreement_ids(conn, {task.agreement_id}, task.created_at) != {task.agreement_id}:
         raise Refused("NO_AGREEMENT")
     tdb.insert_task(conn, task)
     tdb.insert_entry(conn, entry)
     db.audit(conn, audit_id, task.created_at, task.requester, task.target, "task.create",
-             f"{hexid(task.id)} skill={task.skill} agreement={hexid(task.agreement_id)}")
+             f"{hexid(task.id)} skill={task.skill} agreement={hexid(task.agreement_id)}"
+             + by_whom(task.requester, task.requester, via))
     return events.write(conn, task.created_at)
 
 
@@ -106,7 +108,7 @@ async def create_task(state: Pircan, requester: str, target_name: str, skill: st
     events = Events(state)
     events.add(target, "task", ident)
     try:
-        written = await state.database.write(_create_txn, task, entry, events, state.new_id())
+        written = await state.database.write(_create_txn, task, entry, events, state.new_id(), via)
     except Refused as exc:
         state.budget_window(requester, agreement.id).remove(now)
         raise Refused(exc.code, target_name) from None
