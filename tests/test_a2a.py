@@ -385,6 +385,39 @@ def test_refusals_carry_the_codes_of_fail_lines(srv, clients):  # noqa: F811
     asyncio.run(scenario())
 
 
+def test_hops_and_budgets_count_a2a_with_the_other_transports(srv, clients):  # noqa: F811
+    """The gateway's messages go through send_message: the hop limit holds across an A2A reply chain,
+    and the agreement's hourly budget counts SEND over IRC and messages over A2A together."""
+    agree(srv, clients, "alice", "bob", "message")
+    agree(srv, clients, "bob", "alice", "message")
+    alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
+    alice_irc = login(srv, clients, "alice")
+
+    async def scenario() -> None:
+        async with a2a(srv, alice_token, "bob") as alice, a2a(srv, bob_token, "alice") as bob:
+            [sent] = await answers(alice, request("first", now=True))
+            assert meta(sent.message)["hop_count"] == 0
+            last = meta(sent.message)["message_id"]
+            for hop in range(1, 9):  # replies, alternately bob's and alice's
+                [sent] = await answers(alice if hop % 2 == 0 else bob, request(f"hop {hop}", now=True,
+                                                                               in_reply_to=last))
+                assert meta(sent.message)["hop_count"] == hop
+                last = meta(sent.message)["message_id"]
+            assert await refusal(answers(bob, request("hop 9", now=True, in_reply_to=last))) == (
+                InvalidRequestError, "HOP_LIMIT", last)
+            # alice has sent 5 messages under her agreement; 55 more over IRC and 60 over A2A use up 120
+            for n in range(55):
+                assert (await asyncio.to_thread(irc, alice_irc, f"SEND bob :irc {n}"))[0][1] == "OK"
+            for n in range(60):
+                await answers(alice, request(f"a2a {n}", now=True))
+            assert (await refusal(answers(alice, request("one too many", now=True))))[:2] == (
+                InvalidRequestError, "AGREEMENT_BUDGET")
+            assert (await asyncio.to_thread(irc, alice_irc, "SEND bob :and over IRC"))[0][:2] == [
+                "SEND", "AGREEMENT_BUDGET"]
+
+    asyncio.run(scenario())
+
+
 def test_a_gateway_request_answers_with_what_there_is_after_its_wait(tmp_path, clients):  # noqa: F811
     with live(tmp_path, a2a_wait_ms=200) as server:
         agree(server, clients, "alice", "bob", "message,task:summarise")
