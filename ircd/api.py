@@ -53,6 +53,8 @@ __all__ = [
     "ExtensionAPI",
     "load_extensions",
     "open_database_sync",
+    "extension_config_sync",
+    "get_account_sync",
     "Capability",
     "CommandContext",
     "ReplyBuffer",
@@ -488,6 +490,25 @@ def open_database_sync(config_path: str | None, db: str | None) -> tuple[Any, Ca
 
     ctx = open_context(config_path, db)
     return ctx.connect(), ctx.casefold
+
+
+def extension_config_sync(config_path: str | None, name: str, model: type[M]) -> M:
+    """For an extension's CLI commands: its section (``[<name>]``) of the configuration the server
+    would use (``--config``, ``$PIRCD_CONFIG`` or ./pircd.toml; the defaults without one), validated."""
+    from ircd.cli_accounts import open_context
+
+    data = open_context(config_path, None).config.extension_section(name)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError([(".".join([name, *map(str, e["loc"])]), e["msg"]) for e in exc.errors()]) from None
+
+
+def get_account_sync(conn: Any, folded: str) -> Any:
+    """For an extension's CLI commands: the account row (name, folded, kind, owner, ...) or None."""
+    from ircd.store.accounts import get_account
+
+    return get_account(conn, folded)
 
 
 def load_extensions(server: "Server") -> list[ExtensionAPI]:
