@@ -359,6 +359,17 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
                            (["alice", *missing], None)],
         ("token", "list"): [(["ghost", "--db", good], None), (["alice", *missing], None)],
         ("token", "revoke"): [(["alice", "--name", "nope", "--db", good], None), (["ghost", "--db", good], None)],
+        ("webhook", "set"): [(["ghost", "https://example.com/", "--db", good], None),
+                             (["alice", "ftp://example.com/", "--db", good], None),
+                             (["alice", "http://127.0.0.1/", "--db", good], None),
+                             (["alice", "http://8.8.8.8/", *missing], None)],
+        ("webhook", "show"): [(["ghost", "--db", good], None), (["alice", "--db", good], None)],
+        ("webhook", "clear"): [(["alice", "--db", good], None), (["alice", *missing], None)],
+        ("webhook", "rotate"): [(["alice", "--db", good], None)],
+        ("webhook", "test"): [(["alice", "--db", good], None), (["alice", "--config", str(latin1)], None)],
+        ("webhook", "dead"): [(["alice", "--db", good], None), (["alice", "--limit", "0", "--db", good], None)],
+        ("webhook", "replay"): [(["alice", "--db", good], None), (["alice", "zz", "--db", good], None),
+                                (["alice", "--all", "0000000000000001", "--db", good], None)],
         ("serve",): [],  # below, in a process of its own
     }
     commands = _leaf_commands(main)

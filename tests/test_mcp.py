@@ -110,7 +110,10 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
                              "get_channel_history", "send_channel_message", "create_task", "update_task",
                              "provide_task_input", "cancel_task", "get_task", "list_tasks", "set_profile",
-                             "publish_resource", "delete_resource", "request_intro_token"]
+                             "publish_resource", "delete_resource", "request_intro_token",
+                             "set_webhook", "get_webhook",
+                             "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",
+                             "replay_dead_letters"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")

@@ -38,6 +38,7 @@ from ext.pircan.service.contact import sweep
 from ext.pircan.service.lifecycle import reconcile
 from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
+from ext.pircan import webhooks
 
 __all__ = ["setup", "VERSION"]
 
@@ -135,6 +136,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     portal.install(state)
     api.on_startup(start)
     api.on_shutdown(stop)
+    webhooks.install(state)  # after start: its tables and trigger need PIRCAN's
     return state
 
 

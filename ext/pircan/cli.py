@@ -67,5 +67,6 @@ def _prune_refusals(conn: sqlite3.Connection, before_ms: int) -> int:
 
 def commands() -> list[click.Command]:
     from ext.pircan.a2a.cli import a2a
+    from ext.pircan.webhooks.cli import webhook
 
-    return [audit, a2a]
+    return [audit, a2a, webhook]

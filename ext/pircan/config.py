@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class PircanConfig(BaseModel):
@@ -40,3 +41,23 @@ class PircanConfig(BaseModel):
     # How long an A2A gateway request waits for the recipient's reply to a message, or for a task
     # to finish or ask for input, before it answers with what there is (0: at once).
     a2a_wait_ms: int = Field(30_000, ge=0, le=900_000)
+    # Webhooks (docs/webhooks.md). Networks (CIDR) a webhook URL may resolve to although they are
+    # not public (loopback, private, link-local, ...): none by default.
+    webhook_allowed_networks: list[str] = Field(default_factory=list)
+    webhook_connect_timeout_ms: int = Field(5_000, ge=100, le=60_000)
+    # The longest one webhook request may take, connection and answer included.
+    webhook_timeout_ms: int = Field(10_000, ge=100, le=120_000)
+    # Bytes of a receiver's answer read at most (the rest is not read).
+    webhook_max_response_bytes: int = Field(65_536, ge=0, le=1_048_576)
+    # Webhook requests in flight at once, all endpoints together (one per endpoint at most).
+    webhook_max_in_flight: int = Field(100, ge=1, le=10_000)
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(f"{cidr!r} is not a network (CIDR, e.g. 127.0.0.0/8 or ::1/128)") from None
+        return value

@@ -27,7 +27,7 @@ log = logging.getLogger("pircd.pircan")
 
 NOTIFY_CAP_NAME = "pircan.dev/lobby"
 SERVICE_PREFIX = "PIRCAN!pircan@services.pircd"
-EVENT_TYPES = ("message", "request", "decision", "agreement", "task", "task-update")
+EVENT_TYPES = ("message", "request", "decision", "agreement", "task", "task-update", "webhook")
 MINUTE_MS = 60_000
 _RECENT = 20_000  # recent messages kept for reply checks without a database read
 
@@ -89,8 +89,10 @@ class Pircan:
         # after each committed change of a task (new, moved on, canceled by the agreement's end)
         self.task_hooks: list[Callable[[tdb.Task, tdb.TaskEntry], None]] = []
         self.display_names: dict[str, str] = {}  # account -> display name (the roster's)
-        # (recipient, type, event id, time ms) after an event row committed: live pages (the portal)
+        # (recipient, type, event id, time ms) after an event row committed: live pages (the portal),
+        # webhook deliveries
         self.event_hooks: list[Callable[[str, str, int, int], None]] = []
+        self.webhooks: Any = None  # the webhook delivery worker (ext/pircan/webhooks)
 
     # helpers ----------------------------------------------------------------
 

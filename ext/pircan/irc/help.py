@@ -106,12 +106,40 @@ Errors: FAIL UNINVITE NO_SUCH_INVITATION <account> <channel>, ACCOUNT_REQUIRED, 
 403 for a channel you cannot see; 482 if you are not its owner."""
 
 NOTIFY = """NOTIFY <you> <type> <count>   (from the server only)
-Something waits for your account: type message, request, decision or agreement, and how
-many. Never any content: use INBOX or CONTACT LIST. Sent to every connection logged in to
-the account, merged per type, held while you are offline (up to 24 hours). Counts are
-of events, so a NOTIFY may still come for a message you already took. Clients that
-enable the pircan.dev/lobby capability get the NOTIFY verb; others get
+Something waits for your account: type message, request, decision, agreement, task,
+task-update or webhook (your webhook, or an agent's, was disabled: see HELP WEBHOOK), and
+how many. Never any content: use INBOX, CONTACT LIST or TASK LIST. Sent to every connection
+logged in to the account, merged per type, held while you are offline (up to 24 hours).
+Counts are of events, so a NOTIFY may still come for a message you already took. Clients
+that enable the pircan.dev/lobby capability get the NOTIFY verb; others get
 :PIRCAN NOTICE <you> :NOTIFY <type> <count>."""
+
+WEBHOOK = """WEBHOOK SET|SHOW|CLEAR|ROTATE|TEST|DEAD|REPLAY ...
+Every event queued for your account (message, request, decision, agreement, webhook) is also
+POSTed to your webhook URL as one JSON document with the whole object, signed with a secret
+(headers PIRCAN-Delivery, PIRCAN-Event, PIRCAN-Timestamp, PIRCAN-Signature: v1=<hex> of
+HMAC-SHA256 over "<timestamp>.<body>"). Any 2xx answer is success; otherwise it is retried
+1, 2, 4 ... minutes later (at most 6 hours apart, 12 tries); after the last try, or 3 days,
+it is a dead letter. HTTP 410 disables the webhook (NOTIFY webhook). A receiver drops a
+PIRCAN-Delivery it has seen. An owner manages its agents' webhooks with <account>.
+WEBHOOK SET [<account>] <url>: set it (http or https; public addresses only, unless the
+  server allows others). Reply: WEBHOOK <you> SET <account> <url> <secret|*> :...
+  A new webhook's secret is shown once; * when the webhook existed (its secret stays).
+WEBHOOK SHOW [<account>]: WEBHOOK <you> ENDPOINT <account> <url> <active|disabled> <pending>
+  <dead-letters> <last-success|*> :<ok, the last error, or why it was disabled>
+WEBHOOK CLEAR [<account>]: remove it. Reply: WEBHOOK <you> CLEARED <account> <dropped> :...
+WEBHOOK ROTATE [<account>]: a new secret, shown once; the old one also signs for 24 hours.
+  Reply: WEBHOOK <you> SECRET <account> <secret> :...
+WEBHOOK TEST [<account>]: send a signed test event now. Reply:
+  WEBHOOK <you> TESTED <account> <status|*> <ms> :<ok or the error>
+WEBHOOK DEAD [<account>] [<count>]: the newest dead letters (default 50), oldest first:
+  WEBHOOK <you> DEAD <delivery-id> <event-id> <type> <died> <tries> <tries|expired|gone|disabled> :<last error>
+  then WEBHOOK <you> END <account> <count>
+WEBHOOK REPLAY [<account>] <delivery-id>[,<delivery-id>...]|ALL: queue dead letters again
+  (same delivery ids and bodies). Reply: WEBHOOK <you> REPLAYED <account> <count> :...
+Errors: FAIL WEBHOOK <code> with ACCOUNT_REQUIRED, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND,
+  NO_SUCH_ACCOUNT, NOT_ALLOWED, INVALID_URL, ADDRESS_NOT_ALLOWED, NO_WEBHOOK, DISABLED,
+  NO_SUCH_DELIVERY, RATE_LIMITED."""
 
 OVERVIEW = [
     "PIRCAN: agents are accounts with owners. Log in first: SASL during registration (CAP REQ :sasl,",
@@ -121,12 +149,13 @@ OVERVIEW = [
     "INBOX lists unread messages; INBOX TAKE / WAIT consume them; INBOX HISTORY shows a conversation;",
     "NOTIFY tells you something waits (never what).",
     "AGENTS is your roster (AGENTS CREATE: a person makes an agent); AUDIT is your trail.",
+    "WEBHOOK sends your events, signed, to an HTTP endpoint of yours (for agents that are not connected).",
     "Private channels: #<you>/<name> is yours to create (JOIN), private (+P) until you set -P; only you",
     "invite (INVITE), UNINVITE withdraws; others cannot even see that it exists.",
     "INTRO <agent> gives a token for direct A2A with an agent (HELP INTRO); PROFILE ENDPOINT publishes yours.",
     "ISUPPORT: PIRCAN=<version>, PIRCANSENDLEN (SEND characters), PIRCANHOPS (reply hops),",
     "PIRCANCONVRATE (messages per conversation per hour), PIRCANBUDGET (yours per agreement per hour).",
-    "HELP CONTACT, SEND, INBOX, NOTIFY, AGENTS, AUDIT, UNINVITE explain each verb, its replies and errors.",
+    "HELP CONTACT, SEND, INBOX, NOTIFY, AGENTS, AUDIT, UNINVITE, WEBHOOK explain each verb, its replies and errors.",
 ]
 
 JOIN_NOTE = [

@@ -1,0 +1,374 @@
+"""All of the webhooks' SQL, on a migration track of its own (``pircan_webhooks``, migrated after
+``pircan`` at start-up).
+
+Invariant: a delivery is queued in the same transaction as its event, whatever code path queues
+the event. A trigger on ``pircan_events`` inserts one delivery row per enabled endpoint of the
+recipient, so no writer of events needs to know that webhooks exist. A delivery row stays until
+its 2xx is recorded (then it is deleted) or it becomes a dead letter (then it moves, with its id
+and payload, to ``pircan_webhook_dead``). Delivery ids come from AUTOINCREMENT and are never
+reused, so a receiver can drop duplicates by ``PIRCAN-Delivery``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from ext.pircan.store import AuditEntry
+
+__all__ = [
+    "MIGRATIONS",
+    "TRACK",
+    "DeadLetter",
+    "Due",
+    "Endpoint",
+    "dead_ids",
+    "dead_letters",
+    "delete_endpoint",
+    "delivered",
+    "disable",
+    "due_batch",
+    "enabled_endpoints",
+    "endpoint_counts",
+    "failed",
+    "get_audit",
+    "get_endpoint",
+    "given_up",
+    "next_due",
+    "replay",
+    "rotate_secret",
+    "save_endpoint",
+    "set_payloads",
+    "to_dead",
+]
+
+TRACK = "pircan_webhooks"
+
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE pircan_webhook_endpoints (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        account         TEXT NOT NULL UNIQUE,
+        url             TEXT NOT NULL,
+        secret          TEXT NOT NULL,
+        previous_secret TEXT,
+        previous_until  INTEGER,
+        enabled         INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        created_at      INTEGER NOT NULL,
+        updated_at      INTEGER NOT NULL,
+        disabled_at     INTEGER,
+        disabled_reason TEXT,
+        last_success_at INTEGER,
+        last_failure_at INTEGER,
+        last_error      TEXT
+    );
+    CREATE TABLE pircan_webhook_deliveries (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        endpoint_id INTEGER NOT NULL,
+        event_id    INTEGER NOT NULL,
+        queued_at   INTEGER NOT NULL,
+        next_at     INTEGER NOT NULL,
+        tries       INTEGER NOT NULL DEFAULT 0,
+        payload     TEXT,
+        last_at     INTEGER,
+        last_status INTEGER,
+        last_error  TEXT
+    );
+    CREATE UNIQUE INDEX pircan_webhook_deliveries_event ON pircan_webhook_deliveries(endpoint_id, event_id);
+    CREATE INDEX pircan_webhook_deliveries_due ON pircan_webhook_deliveries(endpoint_id, next_at, id);
+    CREATE TABLE pircan_webhook_dead (
+        id          INTEGER PRIMARY KEY,
+        account     TEXT NOT NULL,
+        event_id    INTEGER NOT NULL,
+        url         TEXT NOT NULL,
+        queued_at   INTEGER NOT NULL,
+        died_at     INTEGER NOT NULL,
+        tries       INTEGER NOT NULL,
+        reason      TEXT NOT NULL CHECK (reason IN ('tries', 'expired', 'gone', 'disabled')),
+        payload     TEXT,
+        last_status INTEGER,
+        last_error  TEXT
+    );
+    CREATE INDEX pircan_webhook_dead_account ON pircan_webhook_dead(account, id);
+    CREATE TRIGGER pircan_webhook_queue AFTER INSERT ON pircan_events
+    BEGIN
+        INSERT OR IGNORE INTO pircan_webhook_deliveries (endpoint_id, event_id, queued_at, next_at)
+        SELECT id, NEW.id, NEW.created_at, NEW.created_at FROM pircan_webhook_endpoints
+        WHERE account = NEW.recipient AND enabled = 1;
+    END;
+    """,
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    id: int
+    account: str
+    url: str
+    secret: str
+    previous_secret: str | None
+    previous_until: int | None
+    enabled: bool
+    created_at: int
+    updated_at: int
+    disabled_at: int | None
+    disabled_reason: str | None
+    last_success_at: int | None
+    last_failure_at: int | None
+    last_error: str | None
+
+    def secrets(self, now: int) -> list[str]:
+        """The secrets that sign a delivery now: the current one, and the previous one for a day
+        after a rotation."""
+        if self.previous_secret is not None and self.previous_until is not None and now < self.previous_until:
+            return [self.secret, self.previous_secret]
+        return [self.secret]
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """A pending delivery and its event."""
+
+    id: int
+    event_id: int
+    kind: str
+    recipient: str
+    ref_id: int
+    event_at: int
+    queued_at: int
+    tries: int
+    payload: str | None
+    last_status: int | None
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: int
+    account: str
+    event_id: int
+    kind: str
+    event_at: int
+    url: str
+    queued_at: int
+    died_at: int
+    tries: int
+    reason: str
+    last_status: int | None
+    last_error: str | None
+
+
+_EP = ("id, account, url, secret, previous_secret, previous_until, enabled, created_at, updated_at, disabled_at, "
+       "disabled_reason, last_success_at, last_failure_at, last_error")
+
+
+def _endpoint(row: tuple | None) -> Endpoint | None:
+    if row is None:
+        return None
+    return Endpoint(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]), *row[7:])
+
+
+def get_endpoint(conn: sqlite3.Connection, account: str) -> Endpoint | None:
+    return _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE account = ?",
+                                  (account,)).fetchone())
+
+
+def endpoint_counts(conn: sqlite3.Connection, account: str) -> tuple[Endpoint | None, int, int]:
+    """The account's endpoint, its pending deliveries and the account's dead letters."""
+    endpoint = get_endpoint(conn, account)
+    pending = 0
+    if endpoint is not None:
+        pending = conn.execute("SELECT COUNT(*) FROM pircan_webhook_deliveries WHERE endpoint_id = ?",
+                               (endpoint.id,)).fetchone()[0]
+    dead = conn.execute("SELECT COUNT(*) FROM pircan_webhook_dead WHERE account = ?", (account,)).fetchone()[0]
+    return endpoint, pending, dead
+
+
+def save_endpoint(conn: sqlite3.Connection, account: str, url: str, secret: str, now: int) -> tuple[Endpoint, bool]:
+    """Set the account's endpoint: a new one gets ``secret``; an existing one keeps its secret and is
+    enabled again with the new URL. (endpoint, created)."""
+    cur = conn.execute(
+        "UPDATE pircan_webhook_endpoints SET url = ?, enabled = 1, updated_at = ?, disabled_at = NULL, "
+        "disabled_reason = NULL WHERE account = ?",
+        (url, now, account),
+    )
+    created = cur.rowcount == 0
+    if created:
+        conn.execute(
+            "INSERT INTO pircan_webhook_endpoints (account, url, secret, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+            (account, url, secret, now, now),
+        )
+    endpoint = get_endpoint(conn, account)
+    assert endpoint is not None
+    return endpoint, created
+
+
+def delete_endpoint(conn: sqlite3.Connection, account: str) -> tuple[Endpoint, int] | None:
+    """Remove the account's endpoint and its pending deliveries (the events stay in the inbox and
+    the dead letters stay); (the endpoint as it was, deliveries dropped), or None."""
+    endpoint = get_endpoint(conn, account)
+    if endpoint is None:
+        return None
+    dropped = conn.execute("DELETE FROM pircan_webhook_deliveries WHERE endpoint_id = ?", (endpoint.id,)).rowcount
+    conn.execute("DELETE FROM pircan_webhook_endpoints WHERE id = ?", (endpoint.id,))
+    return endpoint, dropped
+
+
+def rotate_secret(conn: sqlite3.Connection, account: str, secret: str, now: int, grace_ms: int) -> bool:
+    cur = conn.execute(
+        "UPDATE pircan_webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?, "
+        "updated_at = ? WHERE account = ?",
+        (now + grace_ms, secret, now, account),
+    )
+    return cur.rowcount == 1
+
+
+# the delivery worker -------------------------------------------------------------------------
+
+_DUE = ("d.id, d.event_id, e.type, e.recipient, e.ref_id, e.created_at, d.queued_at, d.tries, d.payload, "
+        "d.last_status, d.last_error")
+
+
+def due_batch(conn: sqlite3.Connection, endpoint_id: int, now: int, limit: int) -> tuple[Endpoint | None, list[Due]]:
+    """The endpoint (None: gone or disabled) and its oldest deliveries that are due, by creation."""
+    endpoint = _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE id = ? AND enabled = 1",
+                                      (endpoint_id,)).fetchone())
+    if endpoint is None:
+        return None, []
+    rows = conn.execute(
+        f"SELECT {_DUE} FROM pircan_webhook_deliveries d JOIN pircan_events e ON e.id = d.event_id "
+        "WHERE d.endpoint_id = ? AND d.next_at <= ? ORDER BY d.id LIMIT ?",
+        (endpoint_id, now, limit),
+    ).fetchall()
+    return endpoint, [Due(*r) for r in rows]
+
+
+def next_due(conn: sqlite3.Connection, endpoint_id: int) -> int | None:
+    """When the endpoint's next delivery is due (None: nothing pending)."""
+    return conn.execute("SELECT MIN(next_at) FROM pircan_webhook_deliveries WHERE endpoint_id = ?",
+                        (endpoint_id,)).fetchone()[0]
+
+
+def enabled_endpoints(conn: sqlite3.Connection) -> list[tuple[int, str, int | None]]:
+    """(id, account, next due) of every enabled endpoint."""
+    found = conn.execute("SELECT id, account FROM pircan_webhook_endpoints WHERE enabled = 1 ORDER BY id").fetchall()
+    return [(ident, account, next_due(conn, ident)) for ident, account in found]
+
+
+def set_payloads(conn: sqlite3.Connection, payloads: list[tuple[int, str]]) -> dict[int, str]:
+    """Store the snapshot of each delivery that has none yet; the payload each delivery now has."""
+    stored: dict[int, str] = {}
+    for ident, payload in payloads:
+        conn.execute("UPDATE pircan_webhook_deliveries SET payload = ? WHERE id = ? AND payload IS NULL",
+                     (payload, ident))
+        row = conn.execute("SELECT payload FROM pircan_webhook_deliveries WHERE id = ?", (ident,)).fetchone()
+        if row is not None:
+            stored[ident] = row[0]
+    return stored
+
+
+def delivered(conn: sqlite3.Connection, ident: int, endpoint_id: int, now: int) -> None:
+    conn.execute("DELETE FROM pircan_webhook_deliveries WHERE id = ?", (ident,))
+    conn.execute("UPDATE pircan_webhook_endpoints SET last_success_at = ? WHERE id = ?", (now, endpoint_id))
+
+
+def failed(conn: sqlite3.Connection, ident: int, endpoint_id: int, tries: int, next_at: int, now: int,
+           status: int | None, error: str) -> None:
+    conn.execute(
+        "UPDATE pircan_webhook_deliveries SET tries = ?, next_at = ?, last_at = ?, last_status = ?, last_error = ? "
+        "WHERE id = ?",
+        (tries, next_at, now, status, error, ident),
+    )
+    conn.execute("UPDATE pircan_webhook_endpoints SET last_failure_at = ?, last_error = ? WHERE id = ?",
+                 (now, error, endpoint_id))
+
+
+_TO_DEAD = (
+    "INSERT OR REPLACE INTO pircan_webhook_dead (id, account, event_id, url, queued_at, died_at, tries, reason, "
+    "payload, last_status, last_error) "
+    "SELECT d.id, p.account, d.event_id, p.url, d.queued_at, ?, ?, ?, d.payload, ?, ? "
+    "FROM pircan_webhook_deliveries d JOIN pircan_webhook_endpoints p ON p.id = d.endpoint_id WHERE d.id = ?"
+)
+
+
+def to_dead(conn: sqlite3.Connection, ident: int, now: int, tries: int, reason: str, status: int | None,
+            error: str | None) -> bool:
+    """Move a delivery to the dead letters (``reason``: tries, expired, gone, disabled)."""
+    moved = conn.execute(_TO_DEAD, (now, tries, reason, status, error, ident)).rowcount == 1
+    conn.execute("DELETE FROM pircan_webhook_deliveries WHERE id = ?", (ident,))
+    return moved
+
+
+def given_up(conn: sqlite3.Connection, ident: int, endpoint_id: int, now: int, tries: int, reason: str,
+             status: int | None, error: str) -> bool:
+    """A delivery's last try failed: a dead letter (reason ``tries``)."""
+    conn.execute("UPDATE pircan_webhook_endpoints SET last_failure_at = ?, last_error = ? WHERE id = ?",
+                 (now, error, endpoint_id))
+    return to_dead(conn, ident, now, tries, reason, status, error)
+
+
+def disable(conn: sqlite3.Connection, endpoint_id: int, gone_id: int, tries: int, now: int, reason: str) -> int:
+    """Disable the endpoint (it answered ``reason``, e.g. HTTP 410, to delivery ``gone_id``): that
+    delivery and every other pending one become dead letters; how many in all."""
+    conn.execute(
+        "UPDATE pircan_webhook_endpoints SET enabled = 0, disabled_at = ?, disabled_reason = ?, "
+        "last_failure_at = ?, last_error = ? WHERE id = ?",
+        (now, reason, now, reason, endpoint_id),
+    )
+    moved = int(to_dead(conn, gone_id, now, tries, "gone", 410, reason))
+    others = conn.execute("SELECT id, tries, last_status, last_error FROM pircan_webhook_deliveries "
+                          "WHERE endpoint_id = ? ORDER BY id", (endpoint_id,)).fetchall()
+    for ident, other_tries, status, error in others:
+        moved += int(to_dead(conn, ident, now, other_tries, "disabled", status, error))
+    return moved
+
+
+_DEAD = ("d.id, d.account, d.event_id, COALESCE(e.type, '?'), COALESCE(e.created_at, d.queued_at), d.url, "
+         "d.queued_at, d.died_at, d.tries, d.reason, d.last_status, d.last_error")
+
+
+def dead_letters(conn: sqlite3.Connection, account: str, limit: int) -> list[DeadLetter]:
+    """The account's newest ``limit`` dead letters, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_DEAD} FROM pircan_webhook_dead d LEFT JOIN pircan_events e ON e.id = d.event_id "
+        "WHERE d.account = ? ORDER BY d.id DESC LIMIT ?",
+        (account, limit),
+    ).fetchall()
+    rows.reverse()
+    return [DeadLetter(*r) for r in rows]
+
+
+def dead_ids(conn: sqlite3.Connection, account: str, ids: list[int]) -> set[int]:
+    """Which of ``ids`` are dead letters of the account."""
+    marks = ",".join("?" * len(ids))
+    return {r[0] for r in conn.execute(
+        f"SELECT id FROM pircan_webhook_dead WHERE account = ? AND id IN ({marks})", (account, *ids))}
+
+
+def replay(conn: sqlite3.Connection, account: str, endpoint_id: int, ids: list[int] | None, now: int) -> int:
+    """Queue the account's dead letters (``ids``, or all) again to its endpoint, with their delivery
+    ids and payloads, due now, with 12 tries and 3 days of their own; how many were queued."""
+    where = "account = ?"
+    args: list[object] = [account]
+    if ids is not None:
+        where += f" AND id IN ({','.join('?' * len(ids))})"
+        args.extend(ids)
+    queued = conn.execute(
+        "INSERT OR IGNORE INTO pircan_webhook_deliveries (id, endpoint_id, event_id, queued_at, next_at, tries, payload) "
+        f"SELECT id, ?, event_id, ?, ?, 0, payload FROM pircan_webhook_dead WHERE {where} ORDER BY id",
+        (endpoint_id, now, now, *args),
+    ).rowcount
+    conn.execute(f"DELETE FROM pircan_webhook_dead WHERE {where}", args)
+    return queued
+
+
+def entry_task(conn: sqlite3.Connection, entry_id: int) -> int | None:
+    """The task a task entry belongs to."""
+    row = conn.execute("SELECT task_id FROM pircan_task_entries WHERE id = ?", (entry_id,)).fetchone()
+    return None if row is None else row[0]
+
+
+def get_audit(conn: sqlite3.Connection, ident: int) -> AuditEntry | None:
+    row = conn.execute("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id = ?",
+                       (ident,)).fetchone()
+    return None if row is None else AuditEntry(*row)

@@ -1,0 +1,350 @@
+"""The delivery worker: sends queued webhook deliveries from the server's event loop.
+
+The database is the queue (``pircan_webhook_deliveries``); memory holds one small record per
+enabled endpoint: when its next delivery is due, whether a runner is sending to it, and how long
+it is paused. So memory grows with the number of endpoints, never with the backlog.
+
+* **Concurrency.** An endpoint has at most one request in flight (its runner), so an endpoint
+  gets its deliveries in the order they were created while it answers; all endpoints together
+  have at most ``pircan.webhook_max_in_flight``. A runner sends one batch, then gives its slot
+  back and queues up again behind the other endpoints that are due.
+* **Schedule.** Each delivery has its own schedule (``rules.next_try_at``); a delivery that failed
+  does not hold the newer ones of its endpoint back. When a try gets no HTTP answer at all
+  (timeout, connection refused), the endpoint itself pauses until that delivery's next try, so a
+  dead receiver costs one request per pause, not one per pending delivery.
+* **Durability.** A delivery's payload is stored before its first try; a delivery is deleted only
+  once its 2xx is recorded. After a crash every pending row is due again (at-least-once, same
+  delivery id, same bytes). At start-up, and every ``pircan.sweep_interval_ms``, the worker reads
+  the endpoints and their next due times from the database (changes made by ``pircd webhook``).
+* **Time.** Timers go through ``api.call_later`` and times through the server's clock, so the
+  socket-free harness drives the whole schedule with its fake clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from ext.pircan import store as db
+from ext.pircan.ids import hexid
+from ext.pircan.state import Pircan
+from ext.pircan.webhooks import payload as payloads
+from ext.pircan.webhooks import rules, store
+from ext.pircan.webhooks.sender import Outcome, Policy, Sender, signed_headers
+from ext.pircan.webhooks.store import Due, Endpoint
+
+__all__ = ["BATCH", "Webhooks"]
+
+log = logging.getLogger("pircd.pircan.webhooks")
+
+BATCH = 8  # deliveries a runner reads at once (their payloads are in memory while it sends them)
+_RETRY_READ_MS = 60_000  # after a failed database read, look again this much later
+
+
+@dataclass(slots=True, eq=False)
+class _Endpoint:
+    id: int
+    account: str
+    due: int | None = None  # when it is queued to run (its key in the heap), None: not queued
+    running: bool = False
+    more: bool = False  # an event came while its runner ran
+    paused_until: int = 0
+
+
+class Webhooks:
+    def __init__(self, state: Pircan) -> None:
+        self.state = state
+        self.api = state.api
+        self.by_id: dict[int, _Endpoint] = {}
+        self.by_account: dict[str, _Endpoint] = {}
+        self._heap: list[tuple[int, int, int]] = []  # (due, seq, endpoint id); stale entries are skipped
+        self._seq = itertools.count()
+        self.in_flight = 0
+        self._timer: Any = None
+        self._timer_at: int | None = None
+        self._tasks: set[Any] = set()
+        self.stopping = False
+        self.started = False
+        self._policy: tuple[Any, Policy] = (None, Policy(1.0, 1.0, 0, []))
+        self.sender = Sender(self.policy, max_connections=state.cfg.webhook_max_in_flight + 16)
+        self.testing: set[str] = set()  # accounts whose endpoint a TEST is sending to
+        self.sent = 0  # requests made (for tests and benchmarks)
+        self.delivered = 0
+
+    def policy(self) -> Policy:
+        cfg = self.state.cfg  # replaced whole by a REHASH
+        if self._policy[0] is not cfg:
+            self._policy = (cfg, Policy(cfg.webhook_connect_timeout_ms / 1000, cfg.webhook_timeout_ms / 1000,
+                                        cfg.webhook_max_response_bytes, rules.networks(cfg.webhook_allowed_networks)))
+        return self._policy[1]
+
+    # start, stop, reload ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.state.database.migrate(store.TRACK, store.MIGRATIONS)
+        self.started = True
+        await self.reload()
+
+    async def reload(self) -> None:
+        """Take the endpoints and their due times from the database (also what the CLI changed)."""
+        if self.stopping:
+            return
+        found = await self.state.database.read(store.enabled_endpoints)
+        seen = set()
+        for ident, account, due in found:
+            seen.add(ident)
+            ep = self.by_id.get(ident)
+            if ep is None:
+                self._forget_account(account)
+                ep = self._add(ident, account)
+            if due is not None and not ep.running:
+                self._schedule(ep, due)
+        for ident in [i for i in self.by_id if i not in seen]:
+            self.forget(self.by_id[ident].account)
+        self.pump()
+
+    def stop(self) -> list[Any]:
+        """Stop sending: cancel the timer and the runners (what they were sending stays pending)."""
+        self.stopping = True
+        if self._timer is not None:
+            self._timer.cancel()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        return tasks
+
+    async def close(self) -> None:
+        await self.sender.aclose()
+
+    # the endpoints in memory ---------------------------------------------------------------------
+
+    def _add(self, ident: int, account: str) -> _Endpoint:
+        ep = _Endpoint(ident, account)
+        self.by_id[ident] = ep
+        self.by_account[account] = ep
+        return ep
+
+    def _forget_account(self, account: str) -> None:
+        old = self.by_account.pop(account, None)
+        if old is not None:
+            self.by_id.pop(old.id, None)
+
+    def endpoint_set(self, endpoint: Endpoint) -> None:
+        """An endpoint was set or enabled again (its pending deliveries are due as they were)."""
+        ep = self.by_id.get(endpoint.id)
+        if ep is None:
+            self._forget_account(endpoint.account)
+            ep = self._add(endpoint.id, endpoint.account)
+        ep.paused_until = 0
+        self.state.api.spawn(self._refresh(ep))
+
+    def forget(self, account: str) -> None:
+        """The account's endpoint was cleared or disabled: nothing more is sent to it."""
+        self._forget_account(account)
+
+    def event_queued(self, recipient: str, kind: str, event_id: int, at: int) -> None:
+        """An event was committed (``Pircan.event_hooks``): its delivery row was made with it."""
+        ep = self.by_account.get(recipient)
+        if ep is not None and not self.stopping:
+            self.wake(ep, at)
+
+    def wake(self, ep: _Endpoint, at: int) -> None:
+        if ep.running:
+            ep.more = True
+            return
+        self._schedule(ep, at)
+        self.pump()
+
+    def replayed(self, account: str) -> None:
+        ep = self.by_account.get(account)
+        if ep is not None:
+            ep.paused_until = 0
+            self.wake(ep, self.state.now_ms())
+
+    async def _refresh(self, ep: _Endpoint) -> None:
+        due = await self.state.database.read(store.next_due, ep.id)
+        if due is not None and self.by_id.get(ep.id) is ep:
+            self.wake(ep, due)
+
+    # scheduling ---------------------------------------------------------------------------
+
+    def _schedule(self, ep: _Endpoint, at: int) -> None:
+        at = max(at, ep.paused_until)
+        if ep.due is not None and ep.due <= at:
+            return
+        ep.due = at
+        heapq.heappush(self._heap, (at, next(self._seq), ep.id))
+
+    def pump(self) -> None:
+        """Start a runner for each endpoint that is due, while slots are free; set the timer for
+        the next one."""
+        if self.stopping or not self.started:
+            return
+        now = self.state.now_ms()
+        cap = self.state.cfg.webhook_max_in_flight
+        heap = self._heap
+        while heap:
+            at, _, ident = heap[0]
+            ep = self.by_id.get(ident)
+            if ep is None or ep.due != at or ep.running:
+                heapq.heappop(heap)  # stale
+                continue
+            if at > now or self.in_flight >= cap:
+                break
+            heapq.heappop(heap)
+            ep.due = None
+            ep.running = True
+            ep.more = False
+            self.in_flight += 1
+            task = self.api.spawn(self._run(ep))
+            if task is not None and not task.done():
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        self._set_timer(now)
+
+    def _set_timer(self, now: int) -> None:
+        at = self._heap[0][0] if self._heap else None
+        if at is None or at <= now:  # nothing waits, or only for a free slot (a runner's end pumps)
+            return
+        if self._timer_at is not None and self._timer_at <= at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.api.call_later((at - now) / 1000, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self.pump()
+
+    # a runner: one endpoint, one batch ---------------------------------------------------------
+
+    async def _run(self, ep: _Endpoint) -> None:
+        """Send the endpoint's due deliveries (one batch, or more while nobody else waits)."""
+        next_at: int | None = None
+        try:
+            while not self.stopping and self.by_id.get(ep.id) is ep:
+                ep.more = False
+                now = self.state.now_ms()
+                endpoint, batch = await self.state.database.read(store.due_batch, ep.id, now, BATCH)
+                if endpoint is None:
+                    self.forget(ep.account)
+                    return
+                if not batch or not await self._send_batch(ep, endpoint, batch):
+                    break
+                if len(batch) < BATCH and not ep.more:
+                    break
+                if self._others_wait():
+                    break  # give the slot to them; this endpoint queues up again (below)
+            next_at = await self.state.database.read(store.next_due, ep.id)
+        except Exception:
+            if self.stopping:
+                return
+            log.exception("webhook runner failed endpoint=%d account=%s", ep.id, ep.account)
+            next_at = self.state.now_ms() + _RETRY_READ_MS
+        finally:
+            self.in_flight -= 1
+            ep.running = False
+            if not self.stopping and self.by_id.get(ep.id) is ep:
+                if ep.more:
+                    next_at = self.state.now_ms() if next_at is None else min(next_at, self.state.now_ms())
+                if next_at is not None:
+                    self._schedule(ep, next_at)
+            self.pump()
+
+    def _others_wait(self) -> bool:
+        cap = self.state.cfg.webhook_max_in_flight
+        now = self.state.now_ms()
+        return self.in_flight >= cap and any(
+            at <= now and (ep := self.by_id.get(i)) is not None and ep.due == at and not ep.running
+            for at, _, i in self._heap[:64]
+        )
+
+    async def _send_batch(self, ep: _Endpoint, endpoint: Endpoint, batch: list[Due]) -> bool:
+        """Try each delivery of the batch in order; False when the runner must stop (the endpoint
+        was disabled or paused)."""
+        database = self.state.database
+        now = self.state.now_ms()
+        live = [d for d in batch if now < d.queued_at + rules.EXPIRY_MS]
+        if any(d.payload is None for d in live):
+            stored = await database.write(_snapshot, [d for d in live if d.payload is None], now)
+        else:
+            stored = {}
+        for due in batch:
+            if self.stopping or self.by_id.get(ep.id) is not ep:
+                return False
+            now = self.state.now_ms()
+            if now >= due.queued_at + rules.EXPIRY_MS:
+                await database.write(store.to_dead, due.id, now, due.tries, "expired", due.last_status, due.last_error)
+                continue
+            body = due.payload if due.payload is not None else stored.get(due.id)
+            if body is None:
+                continue  # cleared meanwhile
+            outcome = await self._post(endpoint, due.id, due.kind, body.encode())
+            now = self.state.now_ms()
+            if outcome.ok:
+                self.delivered += 1
+                await database.write(store.delivered, due.id, endpoint.id, now)
+                continue
+            if outcome.status == 410:
+                await self._disable(ep, endpoint, due, now)
+                return False
+            tries = due.tries + 1
+            retry_at = rules.next_try_at(tries, now, due.queued_at)
+            if retry_at is None:
+                await database.write(store.given_up, due.id, endpoint.id, now, tries, "tries", outcome.status,
+                                     outcome.error)
+            else:
+                await database.write(store.failed, due.id, endpoint.id, tries, retry_at, now, outcome.status,
+                                     outcome.error)
+            if outcome.status is None:  # no answer at all: the endpoint waits, not only this delivery
+                ep.paused_until = retry_at if retry_at is not None else now + rules.FIRST_RETRY_MS
+                return False
+        return True
+
+    async def _post(self, endpoint: Endpoint, delivery_id: int | str, kind: str, body: bytes) -> Outcome:
+        self.sent += 1
+        headers = signed_headers(endpoint, delivery_id, kind, body, self.api.now())
+        return await self.sender.post(endpoint.url, body, headers)
+
+    async def _disable(self, ep: _Endpoint, endpoint: Endpoint, due: Due, now: int) -> None:
+        """HTTP 410: the receiver is gone for good. The endpoint is disabled, its deliveries become
+        dead letters, and the account (and its owner) get a ``webhook`` event and an audit row."""
+        self.forget(ep.account)
+        account: Any = await self.api.get_account(endpoint.account)
+        owner = account.owner if account is not None else None
+        audit_id = self.state.new_id()
+        events = [(self.state.new_id(), endpoint.account)]
+        if owner is not None and owner != endpoint.account:
+            events.append((self.state.new_id(), owner))
+        written = await self.state.database.write(_disable_txn, endpoint, due, now, audit_id, events)
+        for event_id, recipient in written:
+            self.state.event_committed(recipient, "webhook", event_id, now)
+        log.info("webhook disabled account=%s url=%s (HTTP 410)", endpoint.account, endpoint.url)
+
+    # TEST -------------------------------------------------------------------------------------
+
+    async def test(self, endpoint: Endpoint) -> tuple[str, Outcome]:
+        """Send a signed ``test`` event to the endpoint now (not queued, not retried)."""
+        delivery = f"test-{hexid(self.state.new_id())}"
+        body = payloads.test_body(delivery, endpoint, self.state.now_ms())
+        return delivery, await self._post(endpoint, delivery, "test", body)
+
+
+def _snapshot(conn: sqlite3.Connection, rows: list[Due], now: int) -> dict[int, str]:
+    """Build and store the payloads of deliveries about to be tried for the first time."""
+    return store.set_payloads(conn, [(due.id, payloads.build(conn, due, now)) for due in rows])
+
+
+def _disable_txn(conn: sqlite3.Connection, endpoint: Endpoint, due: Due, now: int, audit_id: int,
+                 events: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    moved = store.disable(conn, endpoint.id, due.id, due.tries + 1, now, "HTTP 410")
+    db.audit(conn, audit_id, now, "server", endpoint.account, "webhook.disable",
+             f"HTTP 410 from {endpoint.url}; {moved} dead letter{'s' if moved != 1 else ''}")
+    return [(event_id, recipient) for event_id, recipient in events
+            if db.queue_event(conn, event_id, recipient, "webhook", audit_id, now)]
