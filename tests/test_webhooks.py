@@ -402,6 +402,23 @@ def test_task_events_carry_the_task_with_its_entries(p, receiver):
     assert [e["text"] for e in updated["task"]["entries"]] == ["Hallo Welt", "on it"]
 
 
+def test_every_change_of_a_task_is_an_event_and_a_delivery(p, receiver):
+    """HELP TASK: "Every change notifies the other party". A task-update event names the change
+    (its entry), so a second change of the same task is queued too, and so reaches the webhook."""
+    set_hook(p, "alice", receiver.url)
+    agree(p, "alice", "bob", scopes="message,task:translate")
+    before = len(receiver.requests)
+    tid = word(p.cmd("alice", "TASK CREATE bob translate :Hallo Welt")[0], 4)
+    p.cmd("bob", f"TASK UPDATE {tid} working :on it")
+    p.cmd("bob", f"TASK UPDATE {tid} completed :Hello world")
+    got = [json.loads(r.body) for r in receiver.wait_for(before + 2)[before:]]
+    assert [(d["type"], d["task"]["state"], d["task"]["entries"][-1]["text"]) for d in got] == [
+        ("task-update", "working", "on it"), ("task-update", "completed", "Hello world")]
+    assert p.rows("SELECT COUNT(*) FROM pircan_events WHERE recipient = 'alice' AND type = 'task-update'") == [(2,)]
+    p.notifies()
+    assert p.lines("alice")[-1] == f"{S} NOTICE alice :NOTIFY task-update 2".replace(S, ":PIRCAN!pircan@services.pircd")
+
+
 def test_clear_drops_what_is_pending(p, receiver):
     _, before = one_message(p, receiver, default=500)
     assert len(pending(p)) == 1

@@ -156,9 +156,9 @@ async def _change(state: Pircan, actor: str, task: Task, side: str, new_state: s
     _budget(state, subject, task.agreement_id, now, task_id, other)
     entry = TaskEntry(state.new_id(), task.id, subject, kind, new_state, now, text)
     events = Events(state)
-    events.add(other, "task-update", task.id)
+    events.add(other, "task-update", entry.id)  # the change (events are unique per object): every one counts
     if actor != subject:
-        events.add(subject, "task-update", task.id)
+        events.add(subject, "task-update", entry.id)
     detail = f"{hexid(task.id)} {task.state}->{new_state}" + by_whom(actor, subject, via)
     try:
         written = await state.database.write(_change_txn, task, new_state, entry, events, state.new_id(), actor,
@@ -259,8 +259,8 @@ def _end_txn(conn: sqlite3.Connection, agreement_id: int, now: int, made: list[t
                  f"{hexid(task.id)} agreement={hexid(agreement_id)}", peer=task.target)
         written = []
         for event_id, recipient in ((ev1, task.requester), (ev2, task.target)):
-            if db.queue_event(conn, event_id, recipient, "task-update", task.id, now):
-                written.append((event_id, recipient, "task-update", task.id))
+            if db.queue_event(conn, event_id, recipient, "task-update", entry_id, now):
+                written.append((event_id, recipient, "task-update", entry_id))
         ended.append((task, entry, written))
     return ended
 
