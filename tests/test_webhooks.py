@@ -34,7 +34,7 @@ def make(tmp_path, **pircan) -> P:
     p.account("olive", kind="person")
     for name in ("alice", "bob", "carol"):
         p.account(name)
-    for conn in ("olive", "alice", "bob"):
+    for conn in ("olive", "alice", "bob", "carol"):
         p.login(conn)
     return p
 
@@ -320,6 +320,49 @@ def test_the_address_is_checked_again_at_every_connection(p, receiver):
     assert len(receiver.requests) == 1  # nothing reached the receiver
     assert pending(p) == [(1, 60_000, None, ("localhost resolves to 127.0.0.1, a loopback address "
                                            "(pircan.webhook_allowed_networks)"))]
+
+
+def test_the_request_names_the_url_host_and_tls_checks_it(p, receiver, tmp_path):
+    """The socket goes to the checked address; the request still names the URL's host (Host) and
+    TLS asks for it (SNI) and checks the certificate against it."""
+    import socket
+    import ssl
+    import threading
+
+    from ircd.tlsgen import write_self_signed
+
+    set_hook(p, "bob", f"http://localhost:{receiver.port}/hook")
+    agree(p, "alice", "bob")
+    assert receiver.requests[0].headers["host"] == f"localhost:{receiver.port}"
+    # a TLS receiver whose certificate nobody trusts: the handshake names the host, then fails
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    write_self_signed(cert, key, "localhost")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    context.sni_callback = lambda sock, name, ctx: names.append(name)  # type: ignore[assignment,misc,func-returns-value]
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        try:
+            context.wrap_socket(conn, server_side=True).close()
+        except (ssl.SSLError, OSError):
+            pass
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    set_hook(p, "carol", f"https://localhost:{port}/hook")
+    agree(p, "alice", "carol")
+    thread.join(10)
+    listener.close()
+    assert names == ["localhost"]
+    [(tries, error)] = p.rows("SELECT d.tries, d.last_error FROM pircan_webhook_deliveries d "
+                              "JOIN pircan_webhook_endpoints e ON e.id = d.endpoint_id WHERE e.account = 'carol'")
+    assert tries == 1 and error.startswith("connection failed: ") and "CERTIFICATE_VERIFY_FAILED" in error
 
 
 def test_an_owner_manages_its_agents_webhook(p, receiver):

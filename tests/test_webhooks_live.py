@@ -191,3 +191,25 @@ def test_deliveries_pending_at_kill9_are_all_made_after_the_restart(tmp_path, re
             assert order == [f"message {i}" for i in range(4)]
     finally:
         server.terminate()
+
+
+def test_shutdown_does_not_wait_for_a_hanging_receiver(srv, clients, receivers, tmp_path):
+    """A request in flight at shutdown is cancelled; its delivery stays pending for the next start."""
+    import sqlite3
+
+    hook = receivers()
+    alice, bob = login(srv, clients, "alice"), login(srv, clients, "bob")
+    assert irc(bob, f"WEBHOOK SET {hook.url}")[0][1] == "SET"
+    agree(alice, "alice", bob, "bob")
+    hook.wait_for(1)
+    hook.hang()
+    assert irc(alice, "SEND bob :held")[0][1] == "OK"
+    hook.wait_for(2)
+    srv.stop()  # joins the server's thread for at most 10 s; the receiver holds the request for 60
+    assert not srv._thread.is_alive()
+    conn = sqlite3.connect(tmp_path / "pircd.db")
+    try:
+        assert conn.execute("SELECT tries, last_error FROM pircan_webhook_deliveries").fetchall() == [(0, None)]
+    finally:
+        conn.close()
+    hook.release()

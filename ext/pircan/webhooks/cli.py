@@ -175,7 +175,7 @@ def test(account: str, config_path: str | None, db: str | None) -> None:
                     cfg.webhook_max_response_bytes, rules.networks(cfg.webhook_allowed_networks))
 
     async def send() -> Any:
-        sender = Sender(lambda: policy, max_connections=1)
+        sender = Sender(lambda: policy, max_idle=1)
         delivery = f"test-{hexid(_new_id())}"
         body = payload.test_body(delivery, endpoint, _now())
         try:

@@ -230,14 +230,18 @@ _DUE = ("d.id, d.event_id, e.type, e.recipient, e.ref_id, e.created_at, d.queued
 
 
 def due_batch(conn: sqlite3.Connection, endpoint_id: int, now: int, limit: int) -> tuple[Endpoint | None, list[Due]]:
-    """The endpoint (None: gone or disabled) and its oldest deliveries that are due, by creation."""
+    """The endpoint (None: gone or disabled) and its deliveries that are due, oldest event first."""
     endpoint = _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE id = ? AND enabled = 1",
                                       (endpoint_id,)).fetchone())
     if endpoint is None:
         return None, []
+    # in the order the events were made, walking the (endpoint, event) index: the first due rows end
+    # the scan (sorting every due row by id, through the due-time index, made each batch cost as much
+    # as the whole backlog)
     rows = conn.execute(
-        f"SELECT {_DUE} FROM pircan_webhook_deliveries d JOIN pircan_events e ON e.id = d.event_id "
-        "WHERE d.endpoint_id = ? AND d.next_at <= ? ORDER BY d.id LIMIT ?",
+        f"SELECT {_DUE} FROM pircan_webhook_deliveries d INDEXED BY pircan_webhook_deliveries_event "
+        "JOIN pircan_events e ON e.id = d.event_id "
+        "WHERE d.endpoint_id = ? AND d.next_at <= ? ORDER BY d.event_id LIMIT ?",
         (endpoint_id, now, limit),
     ).fetchall()
     return endpoint, [Due(*r) for r in rows]

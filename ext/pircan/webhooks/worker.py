@@ -41,7 +41,7 @@ __all__ = ["BATCH", "Webhooks"]
 
 log = logging.getLogger("pircd.pircan.webhooks")
 
-BATCH = 8  # deliveries a runner reads at once (their payloads are in memory while it sends them)
+BATCH = 16  # deliveries a runner reads at once (their payloads are in memory while it sends them)
 _RETRY_READ_MS = 60_000  # after a failed database read, look again this much later
 
 
@@ -70,7 +70,7 @@ class Webhooks:
         self.stopping = False
         self.started = False
         self._policy: tuple[Any, Policy] = (None, Policy(1.0, 1.0, 0, []))
-        self.sender = Sender(self.policy, max_connections=state.cfg.webhook_max_in_flight + 16)
+        self.sender = Sender(self.policy, max_idle=min(state.cfg.webhook_max_in_flight, 256))
         self.testing: set[str] = set()  # accounts whose endpoint a TEST is sending to
         self.sent = 0  # requests made (for tests and benchmarks)
         self.delivered = 0
@@ -106,6 +106,7 @@ class Webhooks:
         for ident in [i for i in self.by_id if i not in seen]:
             self.forget(self.by_id[ident].account)
         self.pump()
+        await self.sender.prune()
 
     def stop(self) -> list[Any]:
         """Stop sending: cancel the timer and the runners (what they were sending stays pending)."""
@@ -267,7 +268,8 @@ class Webhooks:
 
     async def _send_batch(self, ep: _Endpoint, endpoint: Endpoint, batch: list[Due]) -> bool:
         """Try each delivery of the batch in order; False when the runner must stop (the endpoint
-        was disabled or paused)."""
+        was disabled or paused). The outcomes are recorded together at the end, in one transaction
+        (one commit per batch, not per delivery); the next batch is read only after that."""
         database = self.state.database
         now = self.state.now_ms()
         live = [d for d in batch if now < d.queued_at + rules.EXPIRY_MS]
@@ -275,12 +277,24 @@ class Webhooks:
             stored = await database.write(_snapshot, [d for d in live if d.payload is None], now)
         else:
             stored = {}
+        outcomes: list[tuple[Any, tuple]] = []
+        try:
+            return await self._send_each(ep, endpoint, batch, stored, outcomes)
+        finally:
+            if outcomes:
+                try:
+                    await database.write(_record, outcomes)
+                except Exception:  # the deliveries stay as they were: sent again, at least once
+                    log.exception("webhook outcomes not recorded endpoint=%d", endpoint.id)
+
+    async def _send_each(self, ep: _Endpoint, endpoint: Endpoint, batch: list[Due], stored: dict[int, str],
+                         outcomes: list[tuple[Any, tuple]]) -> bool:
         for due in batch:
             if self.stopping or self.by_id.get(ep.id) is not ep:
                 return False
             now = self.state.now_ms()
             if now >= due.queued_at + rules.EXPIRY_MS:
-                await database.write(store.to_dead, due.id, now, due.tries, "expired", due.last_status, due.last_error)
+                outcomes.append((store.to_dead, (due.id, now, due.tries, "expired", due.last_status, due.last_error)))
                 continue
             body = due.payload if due.payload is not None else stored.get(due.id)
             if body is None:
@@ -289,19 +303,22 @@ class Webhooks:
             now = self.state.now_ms()
             if outcome.ok:
                 self.delivered += 1
-                await database.write(store.delivered, due.id, endpoint.id, now)
+                outcomes.append((store.delivered, (due.id, endpoint.id, now)))
                 continue
             if outcome.status == 410:
+                if outcomes:  # what this batch delivered is recorded before the rest turns dead
+                    await self.state.database.write(_record, list(outcomes))
+                    outcomes.clear()
                 await self._disable(ep, endpoint, due, now)
                 return False
             tries = due.tries + 1
             retry_at = rules.next_try_at(tries, now, due.queued_at)
             if retry_at is None:
-                await database.write(store.given_up, due.id, endpoint.id, now, tries, "tries", outcome.status,
-                                     outcome.error)
+                outcomes.append((store.given_up, (due.id, endpoint.id, now, tries, "tries", outcome.status,
+                                                  outcome.error)))
             else:
-                await database.write(store.failed, due.id, endpoint.id, tries, retry_at, now, outcome.status,
-                                     outcome.error)
+                outcomes.append((store.failed, (due.id, endpoint.id, tries, retry_at, now, outcome.status,
+                                                outcome.error)))
             if outcome.status is None:  # no answer at all: the endpoint waits, not only this delivery
                 ep.paused_until = retry_at if retry_at is not None else now + rules.FIRST_RETRY_MS
                 return False
@@ -339,6 +356,12 @@ class Webhooks:
 def _snapshot(conn: sqlite3.Connection, rows: list[Due], now: int) -> dict[int, str]:
     """Build and store the payloads of deliveries about to be tried for the first time."""
     return store.set_payloads(conn, [(due.id, payloads.build(conn, due, now)) for due in rows])
+
+
+def _record(conn: sqlite3.Connection, outcomes: list[tuple[Any, tuple]]) -> None:
+    """The outcomes of a batch's tries, in the order they came (store functions and their arguments)."""
+    for fn, args in outcomes:
+        fn(conn, *args)
 
 
 def _disable_txn(conn: sqlite3.Connection, endpoint: Endpoint, due: Due, now: int, audit_id: int,
