@@ -9,6 +9,8 @@ for their answers, and time passes only by moving a session's clock back: nothin
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import re
 import threading
 from typing import Any
@@ -31,11 +33,13 @@ from tests.portal import (
     run,
     sign_in,
 )
+from tests.webhook_receiver import Receiver
 
 
 @pytest.fixture
 def srv(tmp_path):
-    server = make_server(tmp_path, accounts={"login_attempts": 3})
+    server = make_server(tmp_path, accounts={"login_attempts": 3},
+                         pircan={"webhook_allowed_networks": ["127.0.0.0/8"]})  # receivers on loopback
     add_person(server, "olive")
     add_person(server, "oscar")
     add_agent(server, "scout", "olive")
@@ -227,7 +231,8 @@ def test_another_owners_agent_is_404_on_every_page_and_form(srv):
             assert "There is nothing here, or it is not yours to see." in answer.text
     posts = ["/policy", "/suspend", "/password", "/delete", "/tokens", "/profile/name", "/profile/skills",
              "/profile/resources", "/tokens/x/revoke", "/requests/161d64a315000000/accept",
-             "/agreements/161d64a315000000/revoke"]
+             "/agreements/161d64a315000000/revoke", "/webhook", "/webhook/rotate", "/webhook/test",
+             "/webhook/clear", "/webhook/replay"]
     for page in posts:
         answer = client.post(f"/portal/agents/rival{page}",
                              data={"csrf": csrf, "policy": "deny", "suspend": "1", "confirm": "rival", "scope": "message"})
@@ -383,6 +388,80 @@ def test_a_person_changes_its_password_and_its_other_sessions_end(srv):
     assert other.get("/portal/").headers["location"] == "/portal/signin"
     sign_in(srv, "olive", "a new secret")
     assert audit_rows(srv, "olive")[-1] == ("olive", "account.password", "olive", "through the portal")
+
+
+# the webhook ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def receiver():
+    made = Receiver()
+    yield made
+    made.close()
+
+
+def test_the_owner_manages_its_agents_webhook_in_the_portal(srv, clients, receiver, tmp_path):
+    """Set (secret shown once), test, 410 and its dead letter, replay, new secret, remove: the
+    service functions of WEBHOOK, each audited "by owner, through the portal"."""
+    client, csrf = sign_in(srv, "olive")
+    page = "/portal/agents/scout/webhook"
+    assert "scout has no webhook." in client.get(page).text
+    refused = client.post(page, data={"csrf": csrf, "url": "http://10.0.0.1/hook"})
+    assert (refused.status_code, refused.headers["location"]) == (303, page)
+    assert "(ADDRESS_NOT_ALLOWED)" in client.get(page).text
+    assert client.post(page, data={"csrf": csrf, "url": receiver.url}).status_code == 303
+    shown = client.get(page).text
+    secret = re.search(r'<code id="secret">(whsec_[^<]+)</code>', shown).group(1)
+    assert f"Webhook set to {receiver.url}." in shown
+    assert '<span class="badge online">active</span>' in shown
+    assert 'id="secret"' not in client.get(page).text  # once
+    # a test event, signed with that secret (checked here with hmac, not with the server's code)
+    assert client.post(page + "/test", data={"csrf": csrf}).status_code == 303
+    tested = receiver.wait_for(1)[0]
+    stamp = tested.headers["pircan-timestamp"]
+    assert tested.headers["pircan-event"] == "test"
+    assert tested.headers["pircan-signature"] == "v1=" + hmac.new(
+        secret.encode(), stamp.encode() + b"." + tested.body, hashlib.sha256).hexdigest()
+    assert f"Test event {tested.headers['pircan-delivery']} answered HTTP 200 in " in client.get(page).text
+    # HTTP 410: the webhook is disabled, the owner told, the delivery a dead letter
+    olive = irc_login(srv, "olive", clients=clients)
+    helper = irc_login(srv, "helper", clients=clients)
+    receiver.script = [410]
+    irc(helper, "CONTACT REQUEST scout message 3 :hi")
+    gone = receiver.wait_for(2)[1]
+    dead_id = gone.headers["pircan-delivery"]
+    olive.read_until(lambda m: m.command == "NOTICE" and m.params[-1] == "NOTIFY webhook 1")
+    disabled = client.get(page).text
+    assert '<span class="badge suspended">disabled</span> after HTTP 410' in disabled
+    assert f"<td><code>{dead_id}</code></td>\n    <td>request</td>" in disabled
+    assert html_problems({"webhook": disabled}, tmp_path) == {"webhook": []}
+    client.post(page + "/replay", data={"csrf": csrf, "which": dead_id})
+    assert "The webhook was disabled after HTTP 410: set it again first (DISABLED)" in client.get(page).text
+    # set again: enabled with the same secret; the dead letter replayed with its id and bytes
+    client.post(page, data={"csrf": csrf, "url": receiver.url})
+    again = client.get(page).text
+    assert "Its secret is unchanged." in again and 'id="secret"' not in again
+    receiver.hang()  # the replayed delivery stays pending until the webhook is removed below
+    client.post(page + "/replay", data={"csrf": csrf, "which": "ALL"})
+    assert "1 dead letter queued again." in client.get(page).text
+    replayed = receiver.wait_for(3)[2]
+    assert (replayed.headers["pircan-delivery"], replayed.body) == (dead_id, gone.body)
+    client.post(page + "/rotate", data={"csrf": csrf})
+    rotated = client.get(page).text
+    assert "The new webhook secret of scout" in rotated
+    assert re.search(r'<code id="secret">(whsec_[^<]+)</code>', rotated).group(1) != secret
+    client.post(page + "/clear", data={"csrf": csrf})
+    receiver.release()
+    cleared = client.get(page).text
+    assert "Webhook removed; 1 pending delivery dropped." in cleared and "scout has no webhook." in cleared
+    assert [row for row in audit_rows(srv, "scout") if row[1].startswith("webhook.")] == [
+        ("olive", "webhook.set", "scout", f"{receiver.url} new secret by owner, through the portal"),
+        ("server", "webhook.disable", "scout", f"HTTP 410 from {receiver.url}; 1 dead letter"),
+        ("olive", "webhook.set", "scout", f"{receiver.url} by owner, through the portal"),
+        ("olive", "webhook.replay", "scout", "1 dead letters (all) by owner, through the portal"),
+        ("olive", "webhook.rotate", "scout", "new secret by owner, through the portal"),
+        ("olive", "webhook.clear", "scout", f"{receiver.url} dropped=1 by owner, through the portal"),
+    ]
 
 
 # the audit log's filters ---------------------------------------------------------------------------

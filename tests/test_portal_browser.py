@@ -24,6 +24,7 @@ import pytest
 
 from tests.live import IRCClient
 from tests.portal import PASSWORD, add_agent, add_person, irc, irc_login, make_server, portal_of
+from tests.webhook_receiver import Receiver
 
 CHROMIUM = os.environ.get("PIRCD_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -55,7 +56,8 @@ def shots(tmp_path) -> Path:
 
 @pytest.fixture
 def srv(tmp_path):
-    server = make_server(tmp_path, server={"name": "irc.example"}, pircan={"notify_coalesce_ms": 0})
+    server = make_server(tmp_path, server={"name": "irc.example"},
+                         pircan={"notify_coalesce_ms": 0, "webhook_allowed_networks": ["127.0.0.0/8"]})
     add_person(server, "olive")
     add_person(server, "oscar")
     add_agent(server, "helper", "oscar")
@@ -202,8 +204,19 @@ def test_the_owner_decides_a_live_request_in_the_browser(srv, browser, shots, cl
     assert notice(page) == "Resource menu published."
     shoot(page, shots, "profile")
 
-    page.goto(base + "/agents/scout/webhook")
-    shoot(page, shots, "webhook")
+    hook = Receiver()  # a real receiver on port 0
+    try:
+        page.goto(base + "/agents/scout/webhook")
+        page.fill("#url", hook.url)
+        page.click("button:has-text('Set webhook')")
+        assert notice(page) == f"Webhook set to {hook.url}."
+        assert page.locator("#secret").inner_text().startswith("whsec_")
+        page.click("button:has-text('Send a test event')")
+        assert re.fullmatch(r"Test event test-[0-9a-f]{16} answered HTTP 200 in \d+ ms\.", notice(page))
+        assert hook.wait_for(1)[0].headers["pircan-event"] == "test"
+        shoot(page, shots, "webhook")
+    finally:
+        hook.close()
 
     page.goto(base + "/audit")
     page.select_option("#f-agent", "scout")

@@ -21,7 +21,7 @@ from ext.pircan import rules
 from ext.pircan.ids import hexid
 from ext.pircan.portal.sessions import Session, same_token
 from ext.pircan.portal.web import SESSION_COOKIE, SIGNIN_COOKIE, Form, NotFound, Web
-from ext.pircan.service import contact, owner, profile, roster
+from ext.pircan.service import contact, owner, profile, roster, webhooks
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 
@@ -34,6 +34,7 @@ POLICY_TEXT = {
     "auto-accept": "Requests for the message scope are accepted at once (with that scope only).",
     "deny": "Every request is refused at once.",
 }
+DEAD_SHOWN = 50  # the newest dead letters on the webhook page
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -362,11 +363,68 @@ class Pages:
 
     @signed_in
     async def webhook(self, request: Request, session: Session) -> Response:
-        # WEBHOOK: the place for an agent's webhook (its URL, dead letters and replay) once PIRCAN has
-        # webhooks; the page says so until then. Its forms will call ext/pircan/service/webhooks.py.
         agent = await self.agent(session, request)
+        try:
+            status: webhooks.Status | None = await webhooks.show(self.state, session.account, agent.folded)
+        except Refused as exc:
+            if exc.code != "NO_WEBHOOK":
+                raise
+            status = None
+        _, letters = await webhooks.dead_letters(self.state, session.account, agent.folded, DEAD_SHOWN)
         return self.web.render(request, "webhook.html", session, title=f"Webhook of {agent.name}", nav="agents",
-                               tab="webhook", agent=agent)
+                               tab="webhook", agent=agent, hook=status, letters=list(reversed(letters)),
+                               dead_shown=DEAD_SHOWN)
+
+    @signed_in
+    async def set_webhook(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/webhook")
+        endpoint, secret = await webhooks.set_webhook(self.state, session.account, form.get("url").strip(),
+                                                      agent.folded, via=VIA)
+        if secret is not None:
+            session.secret = (f"The webhook secret of {agent.name}", secret)
+        self.ok(session, f"Webhook set to {endpoint.url}." + (" Its secret is unchanged." if secret is None else ""))
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def rotate_webhook(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/webhook")
+        _, secret = await webhooks.rotate(self.state, session.account, agent.folded, via=VIA)
+        session.secret = (f"The new webhook secret of {agent.name}", secret)
+        self.ok(session, "New secret made; the old one also signs deliveries for 24 hours.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def test_webhook(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/webhook")
+        done = await webhooks.test(self.state, session.account, agent.folded)
+        out = done.outcome
+        if out.ok:
+            self.ok(session, f"Test event {done.delivery_id} answered HTTP {out.status} in {out.elapsed_ms} ms.")
+        else:
+            answer = f"HTTP {out.status}" if out.status is not None else "no answer"
+            session.notices.append(("error", f"Test event {done.delivery_id} failed after {out.elapsed_ms} ms: "
+                                             f"{answer}" + (f" ({out.error})" if out.error else "") + "."))
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def clear_webhook(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/webhook")
+        _, dropped = await webhooks.clear(self.state, session.account, agent.folded, via=VIA)
+        self.ok(session, f"Webhook removed; {dropped} pending deliver{'y' if dropped == 1 else 'ies'} dropped.")
+        return self.web.redirect(request, back)
+
+    @signed_in
+    async def replay(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        back = self._back(request, agent, "/webhook")
+        _, count = await webhooks.replay(self.state, session.account, form.get("which").strip(), agent.folded,
+                                         via=VIA)
+        self.ok(session, f"{count} dead letter{'' if count == 1 else 's'} queued again.")
+        return self.web.redirect(request, back)
 
     # audit log -----------------------------------------------------------------------------------
 
