@@ -103,12 +103,14 @@ class Receiver(asyncio.Protocol):
 
 def fill(directory: Path, endpoints: int, per_endpoint: int, url: str) -> None:
     """Accounts h0.. with a webhook to ``url`` each, and ``per_endpoint`` message events for each,
-    written through the store functions (the trigger queues the deliveries)."""
+    written through the store functions (the trigger queues the deliveries). The accounts exist
+    (without a password): the server drops the webhooks of accounts that do not."""
     from ext.pircan import store as pstore
     from ext.pircan.store import StoredMessage
     from ext.pircan.webhooks import rules
     from ext.pircan.webhooks import store as wstore
     from ircd.proto.msgid import IdGenerator
+    from ircd.store.accounts import insert_account
     from ircd.store.db import connect_sync, migrate, transaction
     from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
@@ -121,6 +123,7 @@ def fill(directory: Path, endpoints: int, per_endpoint: int, url: str) -> None:
         now = int(time.time() * 1000)
         with transaction(conn):
             for e in range(endpoints):
+                insert_account(conn, f"h{e}", f"h{e}", "person", None, now, None, None)
                 wstore.save_endpoint(conn, f"h{e}", url, rules.new_secret(), now)
             for i in range(per_endpoint):
                 messages: list[tuple[StoredMessage, str | None]] = []

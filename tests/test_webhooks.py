@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import sqlite3
 
 import pytest
 
 from ext.pircan.ids import ts
 from tests.test_pircan import DAY, T0_MS, P, agree, sent_id, word
+from tests.test_pircan_deleted_accounts import delete_from_another_process
 from tests.webhook_receiver import Receiver
 
 S = ":irc.test"
@@ -469,6 +471,49 @@ def test_clear_drops_what_is_pending(p, receiver):
         f"{S} WEBHOOK bob CLEARED bob 1 :Webhook removed; 1 pending delivery dropped"]
     p.advance(MINUTE)
     assert len(receiver.requests) == before + 1 and pending(p) == []
+
+
+@pytest.mark.parametrize("how", ["cli", "server"])
+def test_a_deleted_accounts_webhook_goes_with_it(p, receiver, how):
+    """Nothing of a deleted account's webhook passes to a new account of the same name: not its URL
+    (the new account's events would go to a receiver the old one chose), not what was pending, not
+    its dead letters."""
+    one_message(p, receiver, [410])  # bob's webhook: disabled, one dead letter
+    assert word(p.cmd("bob", f"WEBHOOK SET {receiver.url}")[0], 6) == "*"
+    receiver.script = [500]
+    p.cmd("alice", "SEND bob :pending")
+    sent = len(receiver.wait_for(3))
+    assert len(pending(p)) == 1  # retried in a minute
+    if how == "cli":
+        delete_from_another_process(p, "bob")
+    else:
+        assert p.h.run(p.h.server_api("pircan").delete_account("bob")) is True
+        p.h.settle()
+    assert p.rows("SELECT COUNT(*) FROM pircan_webhook_endpoints") == [(0,)]
+    assert pending(p) == []
+    assert p.rows("SELECT COUNT(*) FROM pircan_webhook_dead") == [(0,)]
+    p.account("bob")
+    p.login("bob2", "bob")
+    assert p.cmd("bob2", "WEBHOOK SHOW") == [f"{S} FAIL WEBHOOK NO_WEBHOOK bob :No webhook is set for this account"]
+    assert p.cmd("bob2", "WEBHOOK DEAD") == [f"{S} WEBHOOK bob END bob 0"]
+    assert word(p.cmd("alice", "CONTACT REQUEST bob message 3 :the new bob")[0], 3) == "REQUESTED"
+    p.advance(10 * MINUTE)
+    assert len(receiver.requests) == sent and pending(p) == []
+
+
+def test_a_webhook_of_an_account_deleted_while_the_server_was_down_goes_at_start_up(tmp_path, receiver):
+    first = make(tmp_path)
+    set_hook(first, "bob", receiver.url)
+    first.close()
+    conn = sqlite3.connect(tmp_path / "p.db")
+    with conn:
+        conn.execute("DELETE FROM accounts WHERE folded = 'bob'")
+    conn.close()
+    again = P(tmp_path, pircan=LOOPBACK)
+    try:
+        assert again.rows("SELECT account FROM pircan_webhook_endpoints") == []
+    finally:
+        again.close()
 
 
 def test_redirects_are_not_followed(p, receiver):

@@ -29,6 +29,7 @@ def install(state: Pircan) -> Webhooks:
     state.webhooks = worker
     state.event_hooks.append(worker.event_queued)
     state.sweep_hooks.append(lambda: api.spawn(worker.reload()))
+    api.on_accounts_changed(worker.accounts_changed)
 
     async def verb(ctx, msg):  # type: ignore[no-untyped-def]
         await handle_webhook(state, ctx, msg)

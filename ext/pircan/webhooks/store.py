@@ -27,6 +27,7 @@ __all__ = [
     "delete_endpoint",
     "delivered",
     "disable",
+    "drop_deleted",
     "due_batch",
     "enabled_endpoints",
     "endpoint_counts",
@@ -212,6 +213,29 @@ def delete_endpoint(conn: sqlite3.Connection, account: str) -> tuple[Endpoint, i
     dropped = conn.execute("DELETE FROM pircan_webhook_deliveries WHERE endpoint_id = ?", (endpoint.id,)).rowcount
     conn.execute("DELETE FROM pircan_webhook_endpoints WHERE id = ?", (endpoint.id,))
     return endpoint, dropped
+
+
+def drop_deleted(conn: sqlite3.Connection, current: dict[str, int]) -> list[tuple[str, int, int]]:
+    """Remove what webhooks keep of accounts that no longer exist, or exist again under a newer
+    creation time (a new account of the same name): endpoints with their pending deliveries, and
+    dead letters queued before the account was made. ``current``: creation time (ms) by account.
+    (account, deliveries dropped, dead letters dropped) of each."""
+    gone: dict[str, list[int]] = {}
+    for ident, account, created in conn.execute(
+            "SELECT id, account, created_at FROM pircan_webhook_endpoints").fetchall():
+        made = current.get(account)
+        if made is None or made > created:
+            dropped = conn.execute("DELETE FROM pircan_webhook_deliveries WHERE endpoint_id = ?", (ident,)).rowcount
+            conn.execute("DELETE FROM pircan_webhook_endpoints WHERE id = ?", (ident,))
+            gone[account] = [dropped, 0]
+    for account, oldest in conn.execute(
+            "SELECT account, MIN(queued_at) FROM pircan_webhook_dead GROUP BY account").fetchall():
+        made = current.get(account)
+        if made is None or made > oldest:
+            dead = conn.execute("DELETE FROM pircan_webhook_dead WHERE account = ? AND queued_at < ?",
+                                (account, (1 << 63) - 1 if made is None else made)).rowcount
+            gone.setdefault(account, [0, 0])[1] = dead
+    return [(account, dropped, dead) for account, (dropped, dead) in sorted(gone.items())]
 
 
 def rotate_secret(conn: sqlite3.Connection, account: str, secret: str, now: int, grace_ms: int) -> bool:

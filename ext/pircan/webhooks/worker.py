@@ -87,7 +87,18 @@ class Webhooks:
     async def start(self) -> None:
         await self.state.database.migrate(store.TRACK, store.MIGRATIONS)
         self.started = True
+        await self.accounts_changed()  # accounts deleted while the server was down
         await self.reload()
+
+    async def accounts_changed(self) -> None:
+        """Accounts were deleted (or deleted and made again): their webhooks go with them, so that a
+        new account of the same name neither sends to the old one's URL nor sees its dead letters."""
+        if not self.started or self.stopping:
+            return
+        current = {row.folded: row.created_at for row in await self.api.list_accounts()}
+        for account, dropped, dead in await self.state.database.write(store.drop_deleted, current):
+            self.forget(account)
+            log.info("webhook of deleted account %s removed (%d pending, %d dead letters)", account, dropped, dead)
 
     async def reload(self) -> None:
         """Take the endpoints and their due times from the database (also what the CLI changed)."""
