@@ -108,3 +108,25 @@ def test_deletion_while_the_server_is_down_is_found_at_start_up(tmp_path):
         assert again.rows("SELECT requester, target FROM pircan_agreements")[0][1].startswith("carl~")
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("how", ["cli", "server"])
+def test_a_deleted_accounts_open_tasks_end_with_an_event_naming_the_change(p, how):
+    """Like every other change of a task, the cancel at deletion is an event naming its entry (the change)."""
+    for name in ("alice", "carl"):
+        p.login(name)
+    agree(p, "alice", "carl", scopes="message,task:translate")
+    out = p.cmd("alice", "TASK CREATE carl translate :Hallo Welt")
+    assert word(out[0], 3) == "CREATED", out
+    tid = word(out[0], 4)
+    assert word(p.cmd("carl", f"TASK UPDATE {tid} working :on it")[0], 3) == "UPDATED"
+    if how == "cli":
+        delete_from_another_process(p, "carl")
+    else:
+        assert p.h.run(p.h.server_api("pircan").delete_account("carl")) is True
+        p.h.settle()
+    events = p.rows(
+        "SELECT e.state, e.text FROM pircan_events v JOIN pircan_task_entries e ON e.id = v.ref_id"
+        " WHERE v.recipient = 'alice' AND v.type = 'task-update' ORDER BY v.id")
+    assert events == [("working", "on it"), ("canceled", "carl was deleted")]
+    assert p.rows("SELECT state FROM pircan_tasks WHERE printf('%016x', id) = ?", tid) == [("canceled",)]

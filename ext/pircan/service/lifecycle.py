@@ -113,9 +113,9 @@ def _end_txn(conn: sqlite3.Connection, account: str, created_at: int, now: int, 
         if task.state in tdb.TERMINAL or not tdb.set_task_state(conn, task.id, task.state, "canceled", now,
                                                                 "server", None):
             continue
-        tdb.insert_entry(conn, tdb.TaskEntry(take(), task.id, "server", "error", "canceled", now,
-                                             f"{account} was deleted"))
-        event(task.other(account), "task-update", task.id)
+        entry = tdb.TaskEntry(take(), task.id, "server", "error", "canceled", now, f"{account} was deleted")
+        tdb.insert_entry(conn, entry)
+        event(task.other(account), "task-update", entry.id)  # names the change, as every task-update does
     for table, columns in _RENAMES:
         for column in columns:
             conn.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = ?", (tomb, account))
