@@ -97,7 +97,7 @@ class LimitsSection(_Section):
     list_entries: int = Field(default=100, ge=1, description="entries per ban/exception/invite list")
     monitor: int = Field(default=100, ge=0)
     read_markers: int = Field(default=1000, ge=1, description="MARKREAD targets one account (or guest) keeps")
-    targets: int = Field(default=4, ge=1, description="targets per PRIVMSG/NOTICE/TAGMSG")
+    targets: int = Field(default=4, ge=1, description="targets per PRIVMSG/NOTICE/TAGMSG, KICK nicks, NAMES channels")
     modes_per_line: int = Field(default=6, ge=1)
     whowas: int = Field(default=100, ge=0)
     sendq: int = Field(

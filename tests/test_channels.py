@@ -229,14 +229,36 @@ def test_names(ab):
     in_channel(h, "#a", "alice", "bob")
     h.send("alice", "MODE #a +v bob")
     h.take("bob")
-    h.send("bob", "NAMES #a,#nope")
+    h.send("bob", "NAMES #A")
     assert h.lines("bob") == [
         ":irc.test 353 bob = #a :@alice +bob",
         ":irc.test 366 bob #a :End of /NAMES list",
-        ":irc.test 366 bob #nope :End of /NAMES list",
     ]
+    h.send("bob", "NAMES #nope")
+    assert h.lines("bob") == [":irc.test 366 bob #nope :End of /NAMES list"]
     h.send("bob", "NAMES")
     assert h.lines("bob") == [":irc.test 366 bob * :End of /NAMES list"]
+
+
+def test_names_several_channels_share_one_end(ab):
+    """RFC 2812 3.2.5: "NAMES #twilight_zone,#42 ; Command to list visible users on #twilight_zone
+    and #42"; Modern IRC: the server sends "a RPL_ENDOFNAMES numeric containing the list of channels
+    (which MAY be the same as the client sent)" after the RPL_NAMREPLY lines. A channel that does not
+    exist (or is hidden) has no 353 line; TARGMAX says how many channels one NAMES takes."""
+    h = ab
+    in_channel(h, "#a", "alice", "bob")
+    in_channel(h, "#b", "bob")
+    h.send("bob", "NAMES #a,#nope,#b")
+    assert h.lines("bob") == [
+        ":irc.test 353 bob = #a :@alice bob",
+        ":irc.test 353 bob = #b @bob",
+        ":irc.test 366 bob #a,#nope,#b :End of /NAMES list",
+    ]
+    h.send("bob", "NAMES #a,#b,#c,#d,#e")
+    assert h.lines("bob") == [
+        ":irc.test 407 bob #a,#b,#c,#d,#e :Too many targets (at most 4)",
+    ]
+    assert "NAMES:4" in next(t for t in h.server.isupport_tokens() if t.startswith("TARGMAX="))
 
 
 def test_names_secret_channel_and_invisible_users(ab):

@@ -26,7 +26,7 @@ def test_welcome_burst(h):
         ":irc.test 001 alice :Welcome to the TestNet IRC Network alice!al@127.0.0.1",
         ":irc.test 002 alice :Your host is irc.test, running version pircd-0.1.0",
         ":irc.test 003 alice :This server was created 2027-01-15 08:00:00 UTC",
-        ":irc.test 004 alice irc.test pircd-0.1.0 BiowZ beIiklmnoqstv beIkloqv",
+        ":irc.test 004 alice irc.test pircd-0.1.0 BiowZ CbeIiklmnoqstv beIkloqv",
     ]
     assert lines[-10:] == [
         ":irc.test 251 alice :There are 1 users and 0 invisible on 1 servers",
@@ -61,12 +61,12 @@ def test_isupport_tokens(h):
 
 CORE_ISUPPORT = {
         "AWAYLEN": "390", "BOT": "B", "CASEMAPPING": "rfc1459", "CHANLIMIT": "#:100",
-        "CHANMODES": "beI,k,l,imnst", "CHANNELLEN": "64", "CHANTYPES": "#", "ELIST": "CMNTU", "EXCEPTS": "e",
+        "CHANMODES": "beI,k,l,Cimnst", "CHANNELLEN": "64", "CHANTYPES": "#", "ELIST": "CMNTU", "EXCEPTS": "e",
         "HOSTLEN": "64", "INVEX": "I", "KICKLEN": "390", "MAXLIST": "b:100,e:100,I:100", "MAXTARGETS": "4", "EXTBAN": "$,a",
         "ACCOUNTEXTBAN": "a",
         "MODES": "6", "MONITOR": "100", "NETWORK": "TestNet", "NICKLEN": "32", "PREFIX": "(qov)~@+",
         "STATUSMSG": "~@+",
-        "TARGMAX": "PRIVMSG:4,NOTICE:4,TAGMSG:4,JOIN:,PART:,KICK:4,NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,"
+        "TARGMAX": "PRIVMSG:4,NOTICE:4,TAGMSG:4,JOIN:,PART:,KICK:4,NAMES:4,WHOIS:1,LIST:,MONITOR:,ISON:,"
                    "USERHOST:5",
         "TOPICLEN": "390", "USERLEN": "18", "UTF8ONLY": "", "WHOX": "",
 }

@@ -238,7 +238,9 @@ def handle_topic(ctx: CommandContext, msg: Message) -> None:
 # NAMES ---------------------------------------------------------------------
 
 
-def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: Channel) -> None:
+def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: Channel, end: str | None = None) -> None:
+    """The 353 lines of ``channel`` and the 366 that ends them (naming ``end``: several channels
+    of one NAMES share one 366); ``end=""`` sends no 366."""
     multi = bool(client.caps & C.MULTI_PREFIX)
     full = bool(client.caps & C.USERHOST_IN_NAMES)
     member = client in channel.members
@@ -260,7 +262,8 @@ def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: 
         size += len(name) + 1
     if chunk:
         reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, " ".join(chunk))
-    reply.numeric(N.RPL_ENDOFNAMES, channel.name, "End of /NAMES list")
+    if end != "":
+        reply.numeric(N.RPL_ENDOFNAMES, end or channel.name, "End of /NAMES list")
 
 
 @command(
@@ -273,12 +276,20 @@ def handle_names(ctx: CommandContext, msg: Message) -> None:
     if not msg.params or not msg.params[0]:
         reply.numeric(N.RPL_ENDOFNAMES, "*", "End of /NAMES list")
         return
-    for name in msg.params[0].split(","):
+    names = [name for name in msg.params[0].split(",") if name]
+    if len(names) > server.config.limits.targets:
+        reply.numeric(N.ERR_TOOMANYTARGETS, msg.params[0], f"Too many targets (at most {server.config.limits.targets})")
+        return
+    # RFC 2812 3.2.5 and Modern IRC: the 353 lines of each channel, then one 366 naming the
+    # whole <channel>{,<channel>} parameter
+    end = msg.params[0]
+    for name in names:
         channel = server.find_channel(name, client)
         if channel is not None and server.visibility.channel_listed_for(client, channel):
-            send_names(server, client, reply, channel)
-        else:
-            reply.numeric(N.RPL_ENDOFNAMES, name, "End of /NAMES list")
+            send_names(server, client, reply, channel, "")
+            if len(names) == 1:
+                end = channel.name
+    reply.numeric(N.RPL_ENDOFNAMES, end, "End of /NAMES list")
 
 
 # LIST ----------------------------------------------------------------------

@@ -57,6 +57,12 @@ def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
     return None
 
 
+def is_restricted_ctcp(text: str) -> bool:
+    """A CTCP other than ACTION (what ``+C`` keeps out of a channel). Modern IRC on +C: "When this
+    mode is set, should not send CTCP messages, except CTCP Action (also known as /me)"."""
+    return text[:1] == "\x01" and not text.startswith("\x01ACTION")
+
+
 def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, tags) -> None:
     server, client = ctx.server, ctx.client
     command = msg.command
@@ -77,6 +83,8 @@ def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, 
                 ctx.reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
         return
     why = cannot_send(channel, client, server.casefold)
+    if why is None and "C" in channel.modes and is_restricted_ctcp(text):
+        why = "Cannot send to channel (+C)"
     if why is not None:
         if not quiet:
             ctx.reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)

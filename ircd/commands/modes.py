@@ -1,4 +1,4 @@
-"""MODE for users (i w B, and -o) and channels (b e I i k l m n s t, q o v)."""
+"""MODE for users (i w B, and -o) and channels (b e I C i k l m n s t, q o v)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ CHANNEL_MODE_KINDS = {
     "n": FLAG,
     "s": FLAG,
     "t": FLAG,
+    "C": FLAG,  # no CTCP but ACTION (messaging.is_restricted_ctcp)
     "q": PREFIX,
     "o": PREFIX,
     "v": PREFIX,
@@ -44,8 +45,8 @@ _LIST_REPLIES = {
 def handle_mode(ctx: CommandContext, msg: Message) -> None:
     """MODE <target> [<modes> [<params>...]]
     Shows or changes user modes (your own: +i invisible, +w wallops, +B bot) or channel modes
-    (b e I lists, i invite-only, k key, l limit, m moderated, n no outside messages, s secret,
-    t topic lock, q/o/v member status)."""
+    (b e I lists, C no CTCP, i invite-only, k key, l limit, m moderated, n no outside messages,
+    s secret, t topic lock, q/o/v member status)."""
     target = msg.params[0]
     if target[:1] == "#":
         channel_mode(ctx, msg)

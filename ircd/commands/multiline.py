@@ -183,7 +183,7 @@ class MultilineRelay:
 
 
 def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
-    from ircd.commands.messaging import cannot_send
+    from ircd.commands.messaging import cannot_send, is_restricted_ctcp
 
     reply = batch.reply
     if not any(text for text, _ in batch.lines):
@@ -199,6 +199,9 @@ def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
             reply.numeric(N.ERR_NOSUCHCHANNEL, name, "No such channel")
         elif (why := cannot_send(channel, client, server.casefold)) is not None:
             reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, why)
+            channel = None
+        elif "C" in channel.modes and any(is_restricted_ctcp(line) for line, _ in batch.lines):
+            reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, "Cannot send to channel (+C)")
             channel = None
     else:
         target = server.registry.find_nick(name)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pircd")
 
 USER_MODES = "BiowZ"
-CHANNEL_MODES = "beIiklmnoqstv"
+CHANNEL_MODES = "CbeIiklmnoqstv"
 CHANNEL_MODES_WITH_PARAM = "beIkloqv"
 VERSION = f"pircd-{__version__}"
 
@@ -47,14 +47,14 @@ def build_isupport(server: "Server") -> list[str]:
     prefix = "(" + PREFIX_MODES + ")" + "".join(PREFIX_CHARS[m] for m in PREFIX_MODES)
     targmax = (
         f"PRIVMSG:{lim.targets},NOTICE:{lim.targets},TAGMSG:{lim.targets},JOIN:,PART:,"
-        f"KICK:{lim.targets},NAMES:1,WHOIS:1,LIST:,MONITOR:,ISON:,USERHOST:5"
+        f"KICK:{lim.targets},NAMES:{lim.targets},WHOIS:1,LIST:,MONITOR:,ISON:,USERHOST:5"
     )
     tokens: dict[str, str | int | None] = {
         "AWAYLEN": lim.awaylen,
         "BOT": "B",
         "CASEMAPPING": cfg.server.casemapping,
         "CHANLIMIT": f"#:{lim.channels_per_client}",
-        "CHANMODES": "beI,k,l,imnst" + "".join(sorted(server.channel_flags)),
+        "CHANMODES": "beI,k,l,Cimnst" + "".join(sorted(server.channel_flags)),
         "CHANNELLEN": lim.channellen,
         "CHANTYPES": CHANNEL_TYPES,
         "ELIST": "CMNTU",
