@@ -43,9 +43,10 @@ MULTILINE: Final = 1 << 20
 READ_MARKER: Final = 1 << 21
 ACCOUNT_REGISTRATION: Final = 1 << 22
 EXTENDED_MONITOR: Final = 1 << 23
+CHANNEL_RENAME: Final = 1 << 24
 # The first bit for capabilities added at run time (accounts, extensions): a bit
 # past every fixed one above, so no added capability shares a bit with a core one.
-_FIRST_FREE_BIT: Final = 1 << 24
+_FIRST_FREE_BIT: Final = 1 << 28
 
 # Bits that change how a relayed line is tagged; fan-out formats once per
 # distinct combination of these.
@@ -95,6 +96,7 @@ CORE_CAPS = [
     Capability("draft/read-marker", bit=READ_MARKER),
     Capability("draft/chathistory", bit=CHATHISTORY, available=_history_on),
     Capability("draft/event-playback", bit=EVENT_PLAYBACK, available=_history_on),
+    Capability("draft/channel-rename", bit=CHANNEL_RENAME),
 ]
 
 

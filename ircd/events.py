@@ -39,6 +39,7 @@ __all__ = [
     "LoggedOut",
     "AwayChanged",
     "ChannelDestroyed",
+    "ChannelRenamed",
     "Rehashed",
 ]
 
@@ -181,6 +182,17 @@ class ChannelModeChanged:
 @dataclass(frozen=True, slots=True)
 class ChannelDestroyed:
     channel: "Channel"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRenamed:
+    """RENAME (draft/channel-rename): ``channel`` already has its new name."""
+
+    client: "Client"
+    channel: "Channel"
+    old_name: str
+    old_folded: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ircd.events import ChannelMessage, DirectMessage, TopicChanged
+from ircd.events import ChannelMessage, ChannelRenamed, DirectMessage, TopicChanged
 from ircd.proto.timestamps import first_id_at
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ class History:
             server.events.subscribe(ChannelMessage, self._channel_message)
             server.events.subscribe(DirectMessage, self._direct_message)
             server.events.subscribe(TopicChanged, self._topic)
+            server.events.subscribe(ChannelRenamed, self._renamed)
         store.before_flush.append(self.flush)
 
     @property
@@ -181,6 +182,15 @@ class History:
         if relay is None or not relay.msgid:
             return
         self._add(self._row(event.channel.folded, relay, relay.params[-1], None))
+
+    def _renamed(self, event: ChannelRenamed) -> None:
+        """The channel's history goes with it (after the rows still buffered under the old name)."""
+        if event.old_folded == event.channel.folded:
+            return
+        from ircd.store import history as rows
+
+        self.flush()
+        self.store.write_nowait(rows.retarget, event.old_folded, event.channel.folded, event.channel.name)
 
     # reading ------------------------------------------------------------------
 

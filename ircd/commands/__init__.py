@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("registration", "cap", "channel", "modes", "messaging", "query", "oper", "monitor", "help", "account",
-           "multiline", "markread", "chathistory", "token")
+           "multiline", "markread", "chathistory", "token", "rename")
 
 _loaded = False
 

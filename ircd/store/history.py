@@ -31,6 +31,7 @@ __all__ = [
     "newest_id",
     "newest_in",
     "prune",
+    "retarget",
     "save_marker",
     "select",
 ]
@@ -173,6 +174,12 @@ def prune(conn: sqlite3.Connection, before_id: int, target: str | None = None, c
             "DELETE FROM history_conversations WHERE target = ? AND last_id < ?", (target, before_id)
         )
     return deleted
+
+
+def retarget(conn: sqlite3.Connection, old: str, new: str, name: str) -> int:
+    """Move a channel's rows from the folded name ``old`` to ``new`` (RENAME), their target
+    parameter becoming ``name``; returns how many moved."""
+    return conn.execute("UPDATE history SET target = ?, param = ? WHERE target = ?", (new, name, old)).rowcount
 
 
 def count(conn: sqlite3.Connection, target: str | None = None) -> int:
