@@ -44,6 +44,7 @@ READ_MARKER: Final = 1 << 21
 ACCOUNT_REGISTRATION: Final = 1 << 22
 EXTENDED_MONITOR: Final = 1 << 23
 CHANNEL_RENAME: Final = 1 << 24
+MESSAGE_REDACTION: Final = 1 << 25
 # The first bit for capabilities added at run time (accounts, extensions): a bit
 # past every fixed one above, so no added capability shares a bit with a core one.
 _FIRST_FREE_BIT: Final = 1 << 28
@@ -97,6 +98,7 @@ CORE_CAPS = [
     Capability("draft/chathistory", bit=CHATHISTORY, available=_history_on),
     Capability("draft/event-playback", bit=EVENT_PLAYBACK, available=_history_on),
     Capability("draft/channel-rename", bit=CHANNEL_RENAME),
+    Capability("draft/message-redaction", bit=MESSAGE_REDACTION),
 ]
 
 

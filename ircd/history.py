@@ -220,6 +220,28 @@ class History:
             peer = ("a:" if known else "n:") + folded
         return conversation_key(party(client), peer), name
 
+    def conversation_with(self, client: Client, name: str) -> str | None:
+        """The key of the direct-message conversation between ``client`` (logged in or not) and
+        the nick ``name`` (REDACT), or None when such messages are not stored."""
+        if not self.cfg.direct_messages:
+            return None
+        server = self.server
+        other = server.registry.find_nick(name)
+        if other is not None and other.registered:
+            peer = party(other)
+        else:
+            folded = server.casefold(name)
+            known = server.accounts is not None and folded in server.accounts.names
+            peer = ("a:" if known else "n:") + folded
+        return conversation_key(party(client), peer)
+
+    async def redact(self, target: str, ident: int) -> bool:
+        """Remove a stored message (after the rows still buffered); False when it is not stored."""
+        from ircd.store import history as rows
+
+        self.flush()
+        return await self.store.write(rows.redact, target, ident)
+
     # retention ------------------------------------------------------------------
 
     def _schedule_prune(self, delay: float) -> None:

@@ -25,12 +25,14 @@ __all__ = [
     "HistoryRow",
     "conversations",
     "count",
+    "find",
     "has_message",
     "insert",
     "load_markers",
     "newest_id",
     "newest_in",
     "prune",
+    "redact",
     "retarget",
     "save_marker",
     "select",
@@ -174,6 +176,29 @@ def prune(conn: sqlite3.Connection, before_id: int, target: str | None = None, c
             "DELETE FROM history_conversations WHERE target = ? AND last_id < ?", (target, before_id)
         )
     return deleted
+
+
+def find(conn: sqlite3.Connection, target: str, ident: int) -> HistoryRow | None:
+    """The row with id ``ident`` if it belongs to ``target``."""
+    row = conn.execute(_SELECT + " WHERE id = ? AND target = ?", (ident, target)).fetchone()
+    return _row(row) if row is not None else None
+
+
+def redact(conn: sqlite3.Connection, target: str, ident: int) -> bool:
+    """Delete a redacted message (draft/message-redaction: CHATHISTORY then excludes it); a
+    conversation whose newest message it was falls back to the message before it."""
+    if not conn.execute("DELETE FROM history WHERE id = ? AND target = ?", (ident, target)).rowcount:
+        return False
+    previous = conn.execute(
+        "SELECT MAX(id) FROM history WHERE target = ? AND id < ? AND command != 'TAGMSG'", (target, ident)
+    ).fetchone()[0]
+    if previous is None:
+        conn.execute("DELETE FROM history_conversations WHERE target = ? AND last_id = ?", (target, ident))
+    else:
+        conn.execute(
+            "UPDATE history_conversations SET last_id = ? WHERE target = ? AND last_id = ?", (previous, target, ident)
+        )
+    return True
 
 
 def retarget(conn: sqlite3.Connection, old: str, new: str, name: str) -> int:
