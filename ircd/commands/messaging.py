@@ -16,7 +16,7 @@ from ircd.commands import multiline
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
-from ircd.proto.lines import Message
+from ircd.proto.lines import MAX_LINE, Message
 from ircd.replies import Relay
 
 if TYPE_CHECKING:
@@ -63,6 +63,25 @@ def is_restricted_ctcp(text: str) -> bool:
     return text[:1] == "\x01" and not text.startswith("\x01ACTION")
 
 
+def relayable_text(ctx: CommandContext, command: str, target: str, text: str) -> str | None:
+    """``text`` as it can be relayed to ``target``: the relayed line (``:<prefix> <command>
+    <target> :<text>`` and CR LF) may not pass 512 bytes (RFC 1459 2.3, Modern IRC: lines "SHALL
+    NOT exceed 512 bytes in length"). A PRIVMSG too long for that is refused with 417 and None;
+    a NOTICE, which is never answered, is cut at a character boundary."""
+    room = MAX_LINE - 7 - len(ctx.client.prefix) - len(command) - len(target)
+    if len(text) * 4 <= room:  # no character takes more than 4 bytes in UTF-8
+        return text
+    colon = 1 if not text or text[0] == ":" or " " in text else 0  # as format_line writes it
+    room = MAX_LINE - 6 - colon - len(ctx.client.prefix.encode()) - len(command) - len(target.encode())
+    data = text.encode()
+    if len(data) <= room:
+        return text
+    if command == "NOTICE":
+        return data[: max(room, 0)].decode("utf-8", "ignore")
+    ctx.reply.numeric(N.ERR_INPUTTOOLONG, "Input line was too long")
+    return None
+
+
 def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, tags) -> None:
     server, client = ctx.server, ctx.client
     command = msg.command
@@ -92,10 +111,13 @@ def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, 
     for check in server.message_checks:
         if check(ctx, None, channel):
             return
-    params = [target_name if status else channel.name] if command == "TAGMSG" else [
-        target_name if status else channel.name,
-        text,
-    ]
+    shown = target_name if status else channel.name
+    if command != "TAGMSG":
+        fitted = relayable_text(ctx, command, shown, text)
+        if fitted is None:
+            return
+        text = fitted
+    params = [shown] if command == "TAGMSG" else [shown, text]
     msgid, time = server.message_stamp()
     relay = Relay(client.prefix, command, params, msgid=msgid, time=time, account=client.account, client_tags=tags)
     recipients: Iterable[Client]
@@ -124,6 +146,11 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     for check in server.message_checks:
         if check(ctx, target, None):
             return
+    if command != "TAGMSG":
+        fitted = relayable_text(ctx, command, target.nick, text)
+        if fitted is None:
+            return
+        text = fitted
     relay = Relay(  # the msgid and time are made when first needed (see Relay)
         client.prefix,
         command,
