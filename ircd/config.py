@@ -210,12 +210,21 @@ class HttpSection(_Section):
     allowed_origins: list[str] = []
     max_body_bytes: int = Field(default=1_048_576, ge=65_536, le=67_108_864, description="largest request body")
     max_connections: int = Field(default=1000, ge=1, description="HTTP connections at once")
+    # IRC over WebSocket (IRCv3): a WebSocket request for this path is an IRC connection; "" turns it off.
+    websocket_path: str = "/"
 
     @field_validator("listen", "tls_listen")
     @classmethod
     def _check_addresses(cls, value: list[str]) -> list[str]:
         for item in value:
             parse_hostport(item)
+        return value
+
+    @field_validator("websocket_path")
+    @classmethod
+    def _check_ws_path(cls, value: str) -> str:
+        if value and not value.startswith("/"):
+            raise ValueError('websocket_path must start with "/" (or be "" for no WebSocket)')
         return value
 
     @field_validator("public_url")

@@ -1,7 +1,8 @@
 """The HTTP listener: one ASGI application served by uvicorn inside the server's own event loop.
 
-Every HTTP transport of the network (MCP at /mcp, and what extensions add)
-is a route of one Starlette application, so HTTP handlers run on the same
+Every HTTP transport of the network (MCP at /mcp, IRC over WebSocket at
+``http.websocket_path``, and what extensions add) is a route of one
+Starlette application or the WebSocket endpoint beside it, so HTTP handlers run on the same
 loop as IRC and see the same in-memory state and store, with no locks and
 no second process. The core knows no extension: extensions register their
 ASGI apps and lifespans through ``ircd.api`` (``Server.http``), and this
@@ -21,6 +22,8 @@ from urllib.parse import urlsplit
 from typing import TYPE_CHECKING, Any
 
 from ircd.config import parse_hostport
+
+WS_MAX_MESSAGE = 65536  # the largest WebSocket message (ircd/net/websocket.py); past it, close 1009
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -138,6 +141,22 @@ async def _too_large(send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+class _WebSocketIrc:
+    """WebSocket requests for ``path`` are IRC connections (``ircd/net/websocket.py``); the rest
+    goes to the application."""
+
+    def __init__(self, app: Any, path: str, endpoint: Any) -> None:
+        self.app = app
+        self.path = path
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket" and scope.get("path") == self.path:
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 class HttpListener:
     """Binds ``[http] listen`` / ``tls_listen`` and serves the server's HTTP routes on them."""
 
@@ -176,8 +195,13 @@ class HttpListener:
             return PlainTextResponse("ok\n")
 
         routes.append(Route("/healthz", endpoint=health))
-        app = Starlette(routes=routes)
-        return _HostCheck(_BodyLimit(app, self.server.config.http.max_body_bytes), self)
+        app: Any = _BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
+        path = self.server.config.http.websocket_path
+        if path:
+            from ircd.net.websocket import irc_endpoint
+
+            app = _WebSocketIrc(app, path, irc_endpoint(self.server))
+        return _HostCheck(app, self)
 
     async def start(self) -> list[tuple[str, int]]:
         """Bind, start the lifespans, serve; raises OSError naming the address that failed."""
@@ -223,7 +247,8 @@ class HttpListener:
             config = uvicorn.Config(
                 app, log_config=None, access_log=False, lifespan="off", proxy_headers=False,
                 server_header=False, limit_concurrency=cfg.max_connections, timeout_graceful_shutdown=2,
-                timeout_keep_alive=_KEEP_ALIVE_SECONDS, ws="none",
+                timeout_keep_alive=_KEEP_ALIVE_SECONDS,
+                ws="websockets-sansio" if cfg.websocket_path else "none", ws_max_size=WS_MAX_MESSAGE,
             )
             config.load()
             config.ssl = ctx
