@@ -41,7 +41,7 @@ class WebClient:
         while True:
             data = self.recv()
             text = data.decode() if isinstance(data, bytes) else data
-            if text.endswith(f"PONG irc.test {token}") or text.endswith(f"PONG irc.test :{token}"):
+            if text.endswith((f"PONG irc.test {token}", f"PONG irc.test :{token}")):
                 return out
             out.append(data)
 
@@ -126,7 +126,7 @@ def test_websocket_text_is_always_utf8(ws_server, client_factory):
 def test_websocket_line_limits_and_quit(ws_server):
     """The connection's own limits apply unchanged: a message part past 510 bytes gets 417; QUIT
     ends with ERROR and a closed WebSocket."""
-    server, ws_client = ws_server
+    _server, ws_client = ws_server
     web = ws_client()
     web.register("web")
     web.send("PRIVMSG web :" + "x" * 600)
@@ -143,23 +143,23 @@ def test_websocket_path_and_origin(live):
     HTTP listener's check against cross-site use)."""
     server = live(http={"websocket_path": "/irc"})
     base = server.http_url.replace("http://", "ws://")
-    with pytest.raises(InvalidStatus):
-        with connect(base + "/", subprotocols=["text.ircv3.net"], open_timeout=10):
-            pass
+    with pytest.raises(InvalidStatus), connect(base + "/", subprotocols=["text.ircv3.net"], open_timeout=10):
+        pass
     with connect(base + "/irc", subprotocols=["text.ircv3.net"], open_timeout=10) as ws:
         ws.send("PING x")
         assert ws.recv(timeout=10) == ":irc.test PONG irc.test x"
-    with pytest.raises((InvalidStatus, ConnectionClosed)):
-        with connect(base + "/irc", origin="http://evil.example", open_timeout=10) as ws:
-            ws.send("PING x")
-            ws.recv(timeout=10)
+    with (
+        pytest.raises((InvalidStatus, ConnectionClosed)),
+        connect(base + "/irc", origin="http://evil.example", open_timeout=10) as ws,
+    ):
+        ws.send("PING x")
+        ws.recv(timeout=10)
 
 
 def test_websocket_off(live):
     server = live(http={"websocket_path": ""})
-    with pytest.raises(InvalidStatus):
-        with connect(server.http_url.replace("http://", "ws://") + "/", open_timeout=10):
-            pass
+    with pytest.raises(InvalidStatus), connect(server.http_url.replace("http://", "ws://") + "/", open_timeout=10):
+        pass
 
 
 def test_websocket_over_tls(live, tmp_path):

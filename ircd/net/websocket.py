@@ -179,7 +179,7 @@ class WebSocketTransport(asyncio.Transport):
             self._closed.set()
 
 
-def irc_endpoint(server: "Server") -> Any:
+def irc_endpoint(server: Server) -> Any:
     """The ASGI endpoint that makes each WebSocket an IRC connection."""
 
     async def endpoint(scope: dict, receive: Any, send: Any) -> None:
