@@ -182,6 +182,13 @@ class ExtensionAPI:
     def whois_hook(self, fn: Callable[[Client, Client, ReplyBuffer], None]) -> None:
         self._server.whois_hooks.append(fn)
 
+    def metadata_keys(self, fn: Callable[[Client], dict[str, str]]) -> None:
+        """Read-only METADATA keys of a user: ``fn(client)`` returns ``{key: value}`` (asked on each
+        METADATA GET/LIST/SYNC, JOIN sync, WHOIS and registration burst; keep it cheap). Keys are
+        ``a-z0-9_./-``; an extension's own keys carry its prefix (``pircan/kind``). Clients cannot
+        set or clear them. See docs/commands.md, METADATA."""
+        self._server.metadata_providers.append(fn)
+
     # HTTP ----------------------------------------------------------------
 
     def http_route(self, path: str, app: Any) -> None:

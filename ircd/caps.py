@@ -45,6 +45,9 @@ ACCOUNT_REGISTRATION: Final = 1 << 22
 EXTENDED_MONITOR: Final = 1 << 23
 CHANNEL_RENAME: Final = 1 << 24
 MESSAGE_REDACTION: Final = 1 << 25
+METADATA_2: Final = 1 << 26  # draft/metadata-2: changes arrive as METADATA lines
+METADATA_3: Final = 1 << 27  # draft/metadata-3: changes arrive as 761/766 numerics
+METADATA: Final = METADATA_2 | METADATA_3
 # The first bit for capabilities added at run time (accounts, extensions): a bit
 # past every fixed one above, so no added capability shares a bit with a core one.
 _FIRST_FREE_BIT: Final = 1 << 28
@@ -74,6 +77,15 @@ def _history_on(server: "Server") -> bool:
     return server.history is not None and server.config.history.enabled
 
 
+def _metadata_on(server: "Server") -> bool:
+    return server.config.metadata.enabled
+
+
+def _metadata_value(server: "Server") -> str:
+    cfg = server.config.metadata
+    return f"before-connect,max-subs={cfg.max_subs},max-keys={cfg.max_keys},max-value-bytes={cfg.max_value_bytes}"
+
+
 CORE_CAPS = [
     Capability("account-notify", bit=ACCOUNT_NOTIFY),
     Capability("account-tag", bit=ACCOUNT_TAG),
@@ -99,6 +111,8 @@ CORE_CAPS = [
     Capability("draft/event-playback", bit=EVENT_PLAYBACK, available=_history_on),
     Capability("draft/channel-rename", bit=CHANNEL_RENAME),
     Capability("draft/message-redaction", bit=MESSAGE_REDACTION),
+    Capability("draft/metadata-2", value=_metadata_value, bit=METADATA_2, available=_metadata_on),
+    Capability("draft/metadata-3", value=_metadata_value, bit=METADATA_3, available=_metadata_on),
 ]
 
 

@@ -194,6 +194,14 @@ class ChannelsSection(_Section):
     )
 
 
+class MetadataSection(_Section):
+    # IRCv3 draft/metadata-2 and draft/metadata-3: METADATA keys on users and channels, in memory.
+    enabled: bool = True
+    max_subs: int = Field(default=100, ge=1, le=1000, description="keys one client may subscribe to")
+    max_keys: int = Field(default=100, ge=1, le=1000, description="keys set on one user or channel")
+    max_value_bytes: int = Field(default=300, ge=1, le=300, description="bytes of one value")
+
+
 class HttpSection(_Section):
     # The one HTTP listener (MCP at /mcp, and the other HTTP transports), in the same
     # process and event loop as IRC. TLS uses server.tls_cert and server.tls_key.
@@ -256,7 +264,7 @@ class OperBlock(_Section):
 
 def _core_sections() -> set[str]:
     return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers", "storage",
-            "accounts", "channels", "history", "http"}
+            "accounts", "channels", "history", "http", "metadata"}
 
 
 class Config(BaseModel):
@@ -274,6 +282,7 @@ class Config(BaseModel):
     channels: ChannelsSection = ChannelsSection()
     history: HistorySection = HistorySection()
     http: HttpSection = HttpSection()
+    metadata: MetadataSection = MetadataSection()
     opers: list[OperBlock] = []
     extensions: dict[str, dict[str, Any]] = {}
 

@@ -158,6 +158,10 @@ class Server:
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
         # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
         self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []
+        # in the registration burst after ISUPPORT (the metadata batch)
+        self.welcome_hooks: list[Callable[[Client, ReplyBuffer], None]] = []
+        # read-only METADATA keys of a user, from extensions (api.metadata_keys)
+        self.metadata_providers: list[Callable[[Client], dict[str, str]]] = []
         self.history: "History | None" = None  # set by ircd.app.attach_store
         from ircd.readmarkers import ReadMarkers
 
@@ -168,10 +172,12 @@ class Server:
         self.message_checks: list[Callable[[CommandContext, Client | None, Channel | None], bool]] = []
         self._apply_config(config)
         from ircd import commands
+        from ircd.commands import metadata
 
         commands.load()
         for spec in CORE_COMMANDS:
             self.commands.add(spec)
+        metadata.install(self)
 
     # configuration -------------------------------------------------------
 

@@ -272,9 +272,14 @@ CORE_CAPS = ("account-notify account-tag away-notify batch cap-notify chghost ec
            "standard-replies draft/no-implicit-names")
 
 
-def ls_line(h, version: int = 302) -> str:
-    """The CAP LS reply for every capability offered (core ones and any an account module adds)."""
-    return ":irc.test CAP * LS :" + " ".join(h.server.caps.ls_tokens(h.server, version))
+def ls_lines(h, version: int = 302) -> list[str]:
+    """The CAP LS reply for every capability offered (core ones and any an account module adds),
+    split over lines as CAP LS 302 does (all but the last marked ``*``)."""
+    from ircd.caps import chunk_tokens
+
+    chunks = chunk_tokens(h.server.caps.ls_tokens(h.server, version))
+    more = "* :" if version >= 302 else ":"  # without 302, no continuation marker
+    return [":irc.test CAP * LS " + (more if i < len(chunks) - 1 else ":") + chunk for i, chunk in enumerate(chunks)]
 
 
 def test_cap_ls(h):
@@ -283,8 +288,8 @@ def test_cap_ls(h):
     h.connect("a")
     h.send("a", "CAP LS 302")
     lines = h.lines("a")
-    assert lines == [ls_line(h)]
-    assert set(CORE_CAPS.split()) <= set(lines[0].split(" :", 1)[1].split())
+    assert lines == ls_lines(h)
+    assert set(CORE_CAPS.split()) <= {tok for line in lines for tok in line.split(" :", 1)[1].split()}
 
 
 def test_registration_waits_for_cap_end(h):
@@ -294,7 +299,7 @@ def test_registration_waits_for_cap_end(h):
     h.send("a", "CAP LS 302")
     h.send("a", "NICK alice")
     h.send("a", "USER al 0 * :Alice")
-    assert h.lines("a") == [ls_line(h)]
+    assert h.lines("a") == ls_lines(h)
     assert not h.clients["a"].registered
     h.send("a", "CAP END")
     assert burst(h.numerics("a")) == WELCOME_NUMERICS
@@ -379,8 +384,8 @@ def test_cap_ls_without_302_has_no_values(h):
     h.server.caps.add(Capability("vendor.example/valued", value="x,y"))
     h.connect("a")
     h.send("a", "CAP LS")
-    assert h.lines("a") == [ls_line(h, 0)]
-    assert ls_line(h, 0).endswith(" vendor.example/valued")
+    assert h.lines("a") == ls_lines(h, 0)
+    assert ls_lines(h, 0)[-1].endswith(" vendor.example/valued")
     h.send("a", "CAP LS 302")
-    assert h.lines("a") == [ls_line(h, 302)]
-    assert ls_line(h, 302).endswith(" vendor.example/valued=x,y")
+    assert h.lines("a") == ls_lines(h, 302)
+    assert ls_lines(h, 302)[-1].endswith(" vendor.example/valued=x,y")

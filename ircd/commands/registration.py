@@ -180,6 +180,8 @@ def try_register(ctx: CommandContext) -> None:
     chan_modes = CHANNEL_MODES + "".join(sorted(server.channel_flags))
     reply.numeric(N.RPL_MYINFO, server.name, VERSION, USER_MODES, chan_modes, CHANNEL_MODES_WITH_PARAM)
     send_isupport(server, reply)
+    for hook in server.welcome_hooks:
+        hook(client, reply)
     send_lusers(server, reply)
     send_motd(server, reply)
     if client.modes:
