@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import socket
 import ssl
 
 import pytest
@@ -183,3 +184,33 @@ def test_websocket_over_tls(live, tmp_path):
     finally:
         web.close()
 
+
+
+def test_websocket_client_that_does_not_read_hits_the_sendq(live, client_factory):
+    """A WebSocket client that stops reading is closed at the SendQ like a TCP one (ERROR, then
+    gone), and the sender is not held up."""
+    server = live(limits={"sendq": 8192}, flood={"enabled": False})
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window fills sooner
+    sock.connect(server.server.http.addresses[0])
+    web = WebClient(server.http_url.replace("http://", "ws://") + "/", ["text.ircv3.net"], max_queue=1, sock=sock,
+                    close_timeout=1)
+    try:
+        web.register("sleepy")
+        web.send("JOIN #flood")
+        web.sync()
+        tcp = client_factory(server.port)
+        tcp.register("loud")
+        tcp.send("JOIN #flood")
+        tcp.sync()
+        line = "PRIVMSG #flood :" + "x" * 400
+        gone = False
+        for _ in range(200):  # bounded: at most 200 rounds of 100 lines (8 MB)
+            tcp.send("\r\n".join([line] * 100))
+            tcp.sync()
+            if not server.call(lambda: any(c.nick == "sleepy" for c in server.server.clients)):
+                gone = True
+                break
+        assert gone
+    finally:
+        web.close()
