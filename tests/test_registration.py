@@ -278,8 +278,9 @@ def ls_lines(h, version: int = 302) -> list[str]:
     from ircd.caps import chunk_tokens
 
     chunks = chunk_tokens(h.server.caps.ls_tokens(h.server, version))
-    more = "* :" if version >= 302 else ":"  # without 302, no continuation marker
-    return [":irc.test CAP * LS " + (more if i < len(chunks) - 1 else ":") + chunk for i, chunk in enumerate(chunks)]
+    if version < 302:  # one line, whatever its length (the tests' lists fit)
+        return [":irc.test CAP * LS :" + " ".join(h.server.caps.ls_tokens(h.server, version))]
+    return [":irc.test CAP * LS " + ("* :" if i < len(chunks) - 1 else ":") + chunk for i, chunk in enumerate(chunks)]
 
 
 def test_cap_ls(h):
@@ -375,6 +376,23 @@ def test_cap_ls_302_continuation(h):
     assert tokens[-30:] == [f"vendor.example/cap-{i:02d}={'v' * 20}" for i in range(30)]
     for m in msgs:
         assert len(m.format()) <= 512
+
+
+def test_cap_ls_without_302_is_one_line(h):
+    """Capability negotiation: "If the client supports CAP version 302, the server MAY send multiple
+    lines in response to CAP LS and CAP LIST" (so not to others). A list too long for one line loses
+    draft capabilities first, from the end; they can still be requested."""
+    for i in range(12):
+        h.server.caps.add(Capability(f"vendor.example/long-capability-{i:02d}"))
+    h.connect("a")
+    h.send("a", "CAP LS")
+    [line] = h.lines("a")
+    assert len(line) + 2 <= 512
+    shown = line.split(" :", 1)[1].split()
+    assert "draft/metadata-3" not in shown and "vendor.example/long-capability-00" in shown
+    assert "message-tags" in shown and "account-tag" in shown
+    h.send("a", "CAP REQ :draft/metadata-3")
+    assert h.lines("a") == [":irc.test CAP * ACK draft/metadata-3"]
 
 
 def test_cap_ls_without_302_has_no_values(h):

@@ -15,15 +15,33 @@ _STICKY_302 = C.CAP_NOTIFY
 
 def _send_list(ctx: CommandContext, sub: str, tokens: list[str]) -> None:
     """CAP LS / LIST in as few lines as fit 512 bytes; with CAP LS 302 every line but the
-    last has the ``*`` continuation marker (IRCv3 capability-negotiation)."""
+    last has the ``*`` continuation marker (IRCv3 capability-negotiation); without 302, one line."""
+    if ctx.client.cap_version < 302:
+        ctx.reply.send("CAP", ctx.client.nick, sub, " ".join(_one_line(ctx, sub, tokens)))
+        return
     nick = ctx.client.nick
-    continued = ctx.client.cap_version >= 302
-    chunks = line_chunks(tokens, f":{ctx.server.name} CAP {nick} {sub}", continued=continued)
+    chunks = line_chunks(tokens, f":{ctx.server.name} CAP {nick} {sub}", continued=True)
     for i, chunk in enumerate(chunks):
-        if i < len(chunks) - 1 and continued:
+        if i < len(chunks) - 1:
             ctx.reply.send("CAP", nick, sub, "*", chunk)
         else:
             ctx.reply.send("CAP", nick, sub, chunk)
+
+
+def _one_line(ctx: CommandContext, sub: str, tokens: list[str]) -> list[str]:
+    """Capability negotiation: "If the client supports CAP version 302, the server MAY send multiple
+    lines in response to CAP LS and CAP LIST", so a client without 302 gets one line. When the list
+    does not fit, drafts go first (from the end), then other names from the end: such a client can
+    still CAP REQ a capability it was not shown."""
+    room = 510 - len(f":{ctx.server.name} CAP {ctx.client.nick} {sub} :")
+    kept = list(tokens)
+    for drafts_only in (True, False):
+        for token in reversed(list(kept)):
+            if len(" ".join(kept)) <= room:
+                return kept
+            if not drafts_only or token.startswith("draft/"):
+                kept.remove(token)
+    return kept
 
 
 @command("CAP", min_params=1, pre_registration=True)
