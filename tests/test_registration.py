@@ -273,14 +273,22 @@ CORE_CAPS = ("account-notify account-tag away-notify batch cap-notify chghost ec
 
 
 def ls_lines(h, version: int = 302) -> list[str]:
-    """The CAP LS reply for every capability offered (core ones and any an account module adds),
-    split over lines as CAP LS 302 does (all but the last marked ``*``)."""
-    from ircd.caps import chunk_tokens
+    """The CAP LS reply for every capability offered (core ones and any an account module adds):
+    with 302 in as few lines of 512 bytes as it fits (all but the last marked ``*``), without it
+    one line."""
+    from ircd.caps import line_chunks
+    from ircd.proto.lines import format_line
 
-    chunks = chunk_tokens(h.server.caps.ls_tokens(h.server, version))
+    tokens = h.server.caps.ls_tokens(h.server, version)
     if version < 302:  # one line, whatever its length (the tests' lists fit)
-        return [":irc.test CAP * LS :" + " ".join(h.server.caps.ls_tokens(h.server, version))]
-    return [":irc.test CAP * LS " + ("* :" if i < len(chunks) - 1 else ":") + chunk for i, chunk in enumerate(chunks)]
+        chunks = [" ".join(tokens)]
+    else:
+        chunks = line_chunks(tokens, ":irc.test CAP * LS")
+    more = ["*"] if version >= 302 else []
+    return [
+        format_line("CAP", ["*", "LS", *(more if i < len(chunks) - 1 else []), chunk], "irc.test").decode().rstrip("\r\n")
+        for i, chunk in enumerate(chunks)
+    ]
 
 
 def test_cap_ls(h):
@@ -290,7 +298,8 @@ def test_cap_ls(h):
     h.send("a", "CAP LS 302")
     lines = h.lines("a")
     assert lines == ls_lines(h)
-    assert set(CORE_CAPS.split()) <= {tok for line in lines for tok in line.split(" :", 1)[1].split()}
+    offered = {tok for line in lines for tok in line.split(" LS ", 1)[1].lstrip("* ").lstrip(":").split()}
+    assert set(CORE_CAPS.split()) <= offered
 
 
 def test_registration_waits_for_cap_end(h):

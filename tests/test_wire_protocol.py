@@ -32,12 +32,19 @@ def _cap_ls(h: Harness, version: str = "302") -> list[str]:
     return h.lines("c")
 
 
+@pytest.fixture
+def small(make_harness):
+    """A server whose own list is short (no METADATA capabilities), for lists padded to a size."""
+    return make_harness(metadata={"enabled": False})
+
+
 @pytest.mark.parametrize("total", [401, 470, 512 - len(HEAD + ":\r\n")])
-def test_cap_ls_that_fits_one_line_is_one_line(h, total):
+def test_cap_ls_that_fits_one_line_is_one_line(small, total):
     """IRCv3 capability-negotiation: the server sends "CAP * LS * :<caps>" continuation lines only "if the
     list of capabilities is too long to fit in a single line"; the line limit is 512 bytes with CR LF.
     A list of 401 to 489 bytes was cut at 400, and pydle, which reads only the first line, missed every
     capability on the second."""
+    h = small
     _pad_to(h, total)
     lines = _cap_ls(h)
     assert lines == [HEAD + ":" + " ".join(_tokens(h))]
@@ -58,7 +65,8 @@ def _chunks(h: Harness, lines: list[str], continued: bool) -> list[list[str]]:
     return out
 
 
-def test_one_byte_more_takes_a_second_line(h):
+def test_one_byte_more_takes_a_second_line(small):
+    h = small
     total = 512 - len(HEAD + ":\r\n") + 1
     _pad_to(h, total)
     lines = _cap_ls(h)
@@ -67,15 +75,28 @@ def test_one_byte_more_takes_a_second_line(h):
     assert [t for chunk in chunks for t in chunk] == _tokens(h)
 
 
-@pytest.mark.parametrize("version", ["302", ""])
-def test_long_cap_list_lines_are_filled_and_within_the_limit(h, version):
+def test_long_cap_list_without_302_is_one_line(h):
+    """capability-negotiation: "If the client supports CAP version 302, the server MAY send multiple
+    lines in response to CAP LS and CAP LIST": a client without 302 gets one line of at most 512
+    bytes, the capabilities that do not fit left out (drafts first)."""
+    for i in range(60):
+        h.server.caps.add(Capability(f"vendor.example/cap-{i:02d}", value=f"v{i}"))
+    [line] = _cap_ls(h, "")
+    assert len(line.encode()) + 2 <= 512
+    shown = _chunks(h, [line], continued=False)[0]
+    names = [t.partition("=")[0] for t in _tokens(h)]
+    assert shown == [t for t in names if t in shown] and not [t for t in shown if t.startswith("draft/")]
+
+
+def test_long_cap_list_lines_are_filled_and_within_the_limit(h):
     """Many capabilities: every line within 512 bytes, every line but the last as full as it can be (the
     next capability would not have fitted), and together exactly the list (302: with ``*`` markers)."""
+    version = "302"
     for i in range(60):
         h.server.caps.add(Capability(f"vendor.example/cap-{i:02d}", value=f"v{i}"))
     lines = _cap_ls(h, version)
-    tokens = _tokens(h) if version else [t.partition("=")[0] for t in _tokens(h)]
-    chunks = _chunks(h, lines, continued=bool(version))
+    tokens = _tokens(h)
+    chunks = _chunks(h, lines, continued=True)
     assert len(chunks) > 2
     assert [t for chunk in chunks for t in chunk] == tokens
     for i, line in enumerate(lines):
