@@ -77,11 +77,11 @@ def _history_on(server: "Server") -> bool:
     return server.history is not None and server.config.history.enabled
 
 
-def _metadata_on(server: "Server") -> bool:
+def _metadata_on(server: Server) -> bool:
     return server.config.metadata.enabled
 
 
-def _metadata_value(server: "Server") -> str:
+def _metadata_value(server: Server) -> str:
     cfg = server.config.metadata
     return f"before-connect,max-subs={cfg.max_subs},max-keys={cfg.max_keys},max-value-bytes={cfg.max_value_bytes}"
 

@@ -188,8 +188,8 @@ class ChannelDestroyed:
 class ChannelRenamed:
     """RENAME (draft/channel-rename): ``channel`` already has its new name."""
 
-    client: "Client"
-    channel: "Channel"
+    client: Client
+    channel: Channel
     old_name: str
     old_folded: str
     reason: str

@@ -171,7 +171,7 @@ class WebSocketTransport(asyncio.Transport):
                 await self._wakeup.wait()
         except asyncio.CancelledError:
             raise
-        except Exception:  # the peer went away under us: nothing more can be sent
+        except Exception:  # noqa: BLE001 (the peer went away under us: nothing more can be sent)
             self._queue.clear()
             self._size = 0
         finally:
