@@ -1,6 +1,9 @@
 """Registered channels: a channel created by a logged-in account belongs to it.
 
-Its owner gets ``~`` (and ``@``) whenever it joins; its topic, modes, key,
+Its creator gets ``@``, as the creator of any channel does (RFC 1459 section
+1.3: "the creating user becomes a channel operator"); afterwards the owner gets ``~``
+(and ``@``) whenever it joins, and may give itself ``~`` with ``MODE +q``
+at any time. Its topic, modes, key,
 limit and b/e/I lists are written to the store on every change and loaded
 at start-up, so they survive a restart. A registered channel stays when
 its last member leaves. Writes go through the store's group commit without
@@ -84,13 +87,15 @@ class ChannelRegistry:
         return len(rows)
 
     def _created(self, client: Client, channel: Channel) -> None:
-        """A new channel is registered to its creator's account unless the account owns its limit."""
+        """A new channel is registered to its creator's account unless the account owns its limit.
+        Either way its creator is an operator (``@``) for now, not yet ``~``: the JOIN gave it
+        the prefixes of an owner joining its channel."""
         owner = channel.owner_account
         if owner is None:
             return
+        channel.set_prefix(client, "q", False)
         if self.owned.get(owner, 0) >= self.server.config.channels.registered_per_account:
             channel.owner_account = None
-            channel.set_prefix(client, "q", False)  # it was given as to an owner
             self._not_registered = channel
             return
         self.owned[owner] = self.owned.get(owner, 0) + 1

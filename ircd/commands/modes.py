@@ -143,7 +143,7 @@ def channel_mode(ctx: CommandContext, msg: Message) -> None:
                 listed.add(change.mode)
                 send_list(ctx, channel, change.mode)
             continue
-        if not channel.is_op(client) and not client.is_oper:
+        if not channel.is_op(client) and not client.is_oper and not _is_owner(channel, client):
             if not denied:
                 reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
                 denied = True
@@ -241,12 +241,19 @@ def _apply_prefix(ctx: CommandContext, channel: Channel, change: ModeChange) -> 
     if target not in channel.members:
         reply.numeric(N.ERR_USERNOTINCHANNEL, target.nick, channel.name, "They aren't on that channel")
         return None
-    if change.mode == "q" and "q" not in (channel.members.get(client) or "") and not client.is_oper:
+    if change.mode == "q" and "q" not in (channel.members.get(client) or "") and not client.is_oper \
+            and not _is_owner(channel, client):
         reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You must be the channel owner")
         return None
     if not channel.set_prefix(target, change.mode, change.adding):
         return None
     return ModeChange(change.adding, change.mode, target.nick)
+
+
+def _is_owner(channel: Channel, client: "Client") -> bool:
+    """The account a registered channel belongs to: it may always change the channel's modes and
+    give ``~`` (its own included), like a member with ``~``."""
+    return channel.owner_account is not None and channel.owner_account == client.account_folded
 
 
 def client_mode_string(client: "Client") -> str:
