@@ -15,7 +15,7 @@ from ircd.proto.glob import Glob
 if TYPE_CHECKING:
     from ircd.client import Client
 
-__all__ = ["Channel", "ListEntry", "PREFIX_MODES", "PREFIX_CHARS", "prefix_of"]
+__all__ = ["Channel", "ListEntry", "PREFIX_MODES", "PREFIX_CHARS", "normalize_mask", "prefix_of", "split_extban"]
 
 # Prefix modes in rank order and their NAMES/WHO symbols.
 PREFIX_MODES = "qov"
@@ -36,19 +36,66 @@ def sort_prefix_modes(modes: str) -> str:
     return "".join(m for m in PREFIX_MODES if m in modes)
 
 
+# Extended masks (ISUPPORT EXTBAN=,am; no prefix character): ``a:<account mask>`` matches the
+# account a client is logged in to, ``m:<mask>`` in the ban list is a mute (the mask, a hostmask or
+# an ``a:`` one, may join and read but not speak). ``$a:`` is the account form of older versions.
+EXTBAN_ACCOUNT = "a:"
+EXTBAN_MUTE = "m:"
+
+
+def split_extban(mask: str) -> tuple[bool, bool, str]:
+    """``(mute, account, pattern)`` of a list mask as stored."""
+    mute = mask[:2] == EXTBAN_MUTE
+    if mute:
+        mask = mask[2:]
+    if mask[:3] == "$a:":
+        return mute, True, mask[3:]
+    if mask[:2] == EXTBAN_ACCOUNT:
+        return mute, True, mask[2:]
+    return mute, False, mask
+
+
+def normalize_mask(mask: str) -> str:
+    """A list mask as stored: ``nick`` -> ``nick!*@*``, ``user@host`` -> ``*!user@host``; ``a:<account
+    mask>`` as it is (``$a:`` becomes ``a:``); ``m:<mask>`` with its mask normalized the same way."""
+    if mask[:2] == EXTBAN_MUTE:
+        return EXTBAN_MUTE + _normalize_plain(mask[2:])
+    return _normalize_plain(mask)
+
+
+def _normalize_plain(mask: str) -> str:
+    if mask[:3] == "$a:":
+        return EXTBAN_ACCOUNT + mask[3:]
+    if mask[:2] == EXTBAN_ACCOUNT or mask[:1] == "$":
+        return mask
+    if "!" not in mask and "@" not in mask:
+        return mask + "!*@*"
+    if "!" not in mask:
+        return "*!" + mask
+    if "@" not in mask:
+        return mask + "@*"
+    return mask
+
+
 @dataclass(slots=True)
 class ListEntry:
-    """A ban, exception or invite mask: ``nick!user@host``, or ``$a:<account mask>``."""
+    """A ban, exception or invite mask: ``nick!user@host``, ``a:<account mask>``, or in the ban list
+    a mute, ``m:`` before either."""
 
     mask: str
     set_by: str
     set_at: int
     _glob: Glob | None = field(default=None, repr=False)  # compiled at the first check
+    mute: bool = field(default=False, init=False)
+    account: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.mute, self.account, _ = split_extban(self.mask)
 
     def glob(self, casefold: Callable[[str], str]) -> Glob:
         glob = self._glob
         if glob is None:
-            glob = self._glob = Glob(self.mask.removeprefix("$a:"), casefold)
+            glob = self._glob = Glob(split_extban(self.mask)[2], casefold)
         return glob
 
 
@@ -126,24 +173,40 @@ class Channel:
 
     # access --------------------------------------------------------------
 
-    def _matches_list(self, which: str, client: "Client", casefold: Callable[[str], str]) -> bool:
+    def _matches_list(
+        self, which: str, client: Client, casefold: Callable[[str], str], mutes: bool = False
+    ) -> bool:
+        """Whether an entry of the list matches ``client``; mutes count only with ``mutes``."""
         entries = self.lists[which]
         if not entries:
             return False
-        shown = casefold(client.prefix)
-        real = casefold(f"{client.nick}!{client.user}@{client.ip}")
+        shown = real = ""
         account = client.account_folded
         for entry in entries:
+            if entry.mute and not mutes:
+                continue
             glob = entry.glob(casefold)
-            if entry.mask.startswith("$a:"):
+            if entry.account:
                 if account and glob.matches(account):
                     return True
-            elif glob.matches(shown) or glob.matches(real):
+                continue
+            if not shown:
+                shown = casefold(client.prefix)
+                real = casefold(f"{client.nick}!{client.user}@{client.ip}")
+            if glob.matches(shown) or glob.matches(real):
                 return True
         return False
 
     def is_banned(self, client: "Client", casefold: Callable[[str], str]) -> bool:
+        """Banned from joining: a ban (not a mute) matches and no exception does."""
         return self._matches_list("b", client, casefold) and not self._matches_list(
+            "e", client, casefold
+        )
+
+    def is_silenced(self, client: Client, casefold: Callable[[str], str]) -> bool:
+        """May not speak for a ban or a mute (``m:``) that matches, unless an exception matches.
+        Voice or a higher prefix speaks through both (the caller checks)."""
+        return self._matches_list("b", client, casefold, mutes=True) and not self._matches_list(
             "e", client, casefold
         )
 

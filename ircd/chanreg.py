@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.channel import Channel, ListEntry
+from ircd.channel import Channel, ListEntry, normalize_mask
 from ircd.events import ChannelModeChanged, Joined, TopicChanged
 from ircd.store import ChannelRow
 
@@ -62,7 +62,7 @@ def restore(server: "Server", row: ChannelRow) -> Channel:
     channel.key, channel.limit = row.key, row.limit
     channel.lists = {"b": [], "e": [], "I": []}
     for which, mask, set_by, set_at in row.lists:
-        channel.lists[which].append(ListEntry(mask, set_by, set_at))
+        channel.lists[which].append(ListEntry(normalize_mask(mask), set_by, set_at))  # $a: of old versions
     return channel
 
 

@@ -486,7 +486,7 @@ def test_register_before_connect_with_a_reserved_nick_is_account_exists(ah):
     ]
 
 
-# account extban ($a:<account>) ------------------------------------------------------------
+# account extban (a:<account>, $a:<account>) ------------------------------------------------------------
 
 
 def _login(h: Harness, name: str, nick: str, account: str) -> None:
@@ -498,7 +498,8 @@ def _login(h: Harness, name: str, nick: str, account: str) -> None:
 
 def test_account_extban_matches_the_account_not_the_nick(ah):
     """account-extban: 'Servers publishing the ACCOUNTEXTBAN token allow clients to construct ban masks
-    matching account names.' pircd's is $a:<account> (EXTBAN=$,a); it matches accounts, not nicks."""
+    matching account names.' pircd's is a:<account> (EXTBAN=,am; $a: of earlier versions is still
+    accepted); it matches accounts, not nicks."""
     create(ah, "bob")
     ah.register("op", "chanop")
     ah.send("op", "JOIN #c")
@@ -517,15 +518,15 @@ def test_account_extban_matches_the_account_not_the_nick(ah):
 
 
 def test_account_extban_in_exception_and_invite_lists(ah):
-    """$a:<account> works in +e (ban exception) and +I (invite exception) too."""
+    """a:<account> works in +e (ban exception) and +I (invite exception) too."""
     create(ah, "bob")
     ah.register("op", "chanop")
     ah.send("op", "JOIN #e")
     ah.send("op", "MODE #e +b *!*@*")
-    ah.send("op", "MODE #e +e $a:bob")
+    ah.send("op", "MODE #e +e a:bob")
     ah.send("op", "JOIN #i")
     ah.send("op", "MODE #i +i")
-    ah.send("op", "MODE #i +I $a:bob")
+    ah.send("op", "MODE #i +I a:bob")
     _login(ah, "b", "robert", "bob")
     ah.send("b", "JOIN #e")
     assert ah.lines("b")[0] == ":robert!b@127.0.0.1 JOIN #e"

@@ -62,7 +62,7 @@ def test_isupport_tokens(h):
 CORE_ISUPPORT = {
         "AWAYLEN": "390", "BOT": "B", "CASEMAPPING": "rfc1459", "CHANLIMIT": "#:100",
         "CHANMODES": "beI,k,l,Cimnst", "CHANNELLEN": "64", "CHANTYPES": "#", "ELIST": "CMNTU", "EXCEPTS": "e",
-        "HOSTLEN": "64", "INVEX": "I", "KICKLEN": "390", "MAXLIST": "b:100,e:100,I:100", "MAXTARGETS": "4", "EXTBAN": "$,a",
+        "HOSTLEN": "64", "INVEX": "I", "KICKLEN": "390", "MAXLIST": "b:100,e:100,I:100", "MAXTARGETS": "4", "EXTBAN": ",am",
         "ACCOUNTEXTBAN": "a",
         "MODES": "6", "MONITOR": "100", "NETWORK": "TestNet", "NICKLEN": "32", "PREFIX": "(qov)~@+",
         "STATUSMSG": "~@+",

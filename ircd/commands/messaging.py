@@ -45,14 +45,14 @@ def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
             return "Cannot send to channel (+n)"
         if "m" in channel.modes:
             return "Cannot send to channel (+m)"
-        if channel.is_banned(client, casefold):
+        if channel.is_silenced(client, casefold):
             return "Cannot send to channel (+b)"
         return None
     if modes:  # voice or better speaks through +m and bans
         return None
     if "m" in channel.modes:
         return "Cannot send to channel (+m)"
-    if channel.lists["b"] and channel.is_banned(client, casefold):
+    if channel.lists["b"] and channel.is_silenced(client, casefold):
         return "Cannot send to channel (+b)"
     return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ircd.channel import Channel
+from ircd.channel import EXTBAN_MUTE, Channel, normalize_mask
 from ircd.commands.channel import no_such_channel
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelModeChanged
@@ -95,19 +95,6 @@ def user_mode(ctx: CommandContext, msg: Message) -> None:
     if applied:
         modestr, _ = format_changes(applied)
         reply.send("MODE", client.nick, modestr, source=client.prefix)
-
-
-def normalize_mask(mask: str) -> str:
-    """``nick`` -> ``nick!*@*``, ``user@host`` -> ``*!user@host``; extbans stay as they are."""
-    if mask.startswith("$"):
-        return mask
-    if "!" not in mask and "@" not in mask:
-        return mask + "!*@*"
-    if "!" not in mask:
-        return "*!" + mask
-    if "@" not in mask:
-        return mask + "@*"
-    return mask
 
 
 def send_list(ctx: CommandContext, channel: Channel, which: str) -> None:
@@ -221,6 +208,9 @@ def apply_change(ctx: CommandContext, channel: Channel, change: ModeChange) -> M
         return ModeChange(True, "l", str(limit))
     # list modes with a mask
     mask = normalize_mask(arg or "")
+    if adding and mode != "b" and mask[:2] == EXTBAN_MUTE:
+        reply.numeric(N.ERR_INVALIDMODEPARAM, channel.name, mode, mask, "Mutes (m:) belong in the ban list")
+        return None
     if adding:
         if len(channel.lists[mode]) >= server.config.limits.list_entries:
             reply.numeric(N.ERR_BANLISTFULL, channel.name, mask, "Channel list is full")
@@ -250,7 +240,7 @@ def _apply_prefix(ctx: CommandContext, channel: Channel, change: ModeChange) -> 
     return ModeChange(change.adding, change.mode, target.nick)
 
 
-def _is_owner(channel: Channel, client: "Client") -> bool:
+def _is_owner(channel: Channel, client: Client) -> bool:
     """The account a registered channel belongs to: it may always change the channel's modes and
     give ``~`` (its own included), like a member with ``~``."""
     return channel.owner_account is not None and channel.owner_account == client.account_folded

@@ -63,7 +63,8 @@ def build_isupport(server: "Server") -> list[str]:
         "INVEX": "I",
         "KICKLEN": lim.kicklen,
         "MAXLIST": f"b:{lim.list_entries},e:{lim.list_entries},I:{lim.list_entries}",  # each list its own
-        "EXTBAN": "$,a",  # $a:<account> matches a logged-in account in b/e/I lists
+        # no prefix: a:<account> matches a logged-in account in b/e/I lists, m:<mask> in b mutes
+        "EXTBAN": ",am",
         "ACCOUNTEXTBAN": "a",  # IRCv3 account-extban: the EXTBAN name that matches accounts
         "MAXTARGETS": lim.targets,
         "MODES": lim.modes_per_line,
