@@ -57,6 +57,9 @@ class ServerSection(_Section):
     extensions: list[str] = ["pircan"]
     default_user_modes: str = ""
     utf8only: bool = True
+    # The name the built-in services (accounts, NickServ) go by in LINKS and in WHOIS NickServ,
+    # as if they were a server linked to this one; unset: "services." before ``name``.
+    services_name: str | None = None
 
     @field_validator("listen", "tls_listen")
     @classmethod
@@ -65,10 +68,10 @@ class ServerSection(_Section):
             parse_hostport(item)
         return value
 
-    @field_validator("name")
+    @field_validator("name", "services_name")
     @classmethod
-    def _check_name(cls, value: str) -> str:
-        if not value or " " in value or "." not in value:
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or " " in value or "." not in value):
             raise ValueError("server name must contain a dot and no spaces")
         return value
 
@@ -76,7 +79,14 @@ class ServerSection(_Section):
     def _check_tls(self) -> ServerSection:
         if self.tls_listen and not (self.tls_cert and self.tls_key):
             raise ValueError("tls_listen needs tls_cert and tls_key")
+        if self.services_name is not None and self.services_name.lower() == self.name.lower():
+            raise ValueError("services_name must differ from name")
         return self
+
+    @property
+    def services(self) -> str:
+        """The services' server name: ``services_name``, or ``services.<name>``."""
+        return self.services_name or "services." + self.name
 
 
 class AdminSection(_Section):

@@ -139,6 +139,8 @@ def handle_whois(ctx: CommandContext, msg: Message) -> None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
     nick = msg.params[-1]
     target = server.registry.find_nick(nick)
+    if target is None and whois_service(ctx, nick):
+        return
     if target is None or not target.registered:
         reply.numeric(N.ERR_NOSUCHNICK, nick, "No such nick/channel")
         reply.numeric(N.RPL_ENDOFWHOIS, nick, "End of /WHOIS list")
@@ -302,15 +304,39 @@ def handle_version(ctx: CommandContext, msg: Message) -> None:
     send_isupport(ctx.server, ctx.reply)
 
 
+SERVICES_DESCRIPTION = "Accounts and NickServ, built into this server"
+
+
 @command("LINKS")
 def handle_links(ctx: CommandContext, msg: Message) -> None:
     """LINKS
-    Lists the servers of the network; pircd is a network of one server."""
+    Lists the servers of the network: this one, and its built-in services as a server linked to it."""
     server = ctx.server
-    # RFC 2812 RPL_LINKS "<mask> <server> :<hopcount> <server info>": the one server
-    # links to itself, as deployed servers answer (and irctest expects).
-    ctx.reply.numeric(N.RPL_LINKS, server.name, server.name, f"0 {server.config.server.description}")
+    cfg = server.config.server
+    # RFC 2812 RPL_LINKS "<mask> <server> :<hopcount> <server info>": the server links to itself
+    # (hop count 0), as deployed servers answer. The services (NickServ) are part of this process,
+    # but clients know services as a server of their own linked to the IRC server (as on networks
+    # with Atheme or Anope, and as irctest expects): listed one hop away under server.services_name.
+    ctx.reply.numeric(N.RPL_LINKS, server.name, server.name, f"0 {cfg.description}")
+    if server.services:
+        ctx.reply.numeric(N.RPL_LINKS, cfg.services, server.name, f"1 {SERVICES_DESCRIPTION}")
     ctx.reply.numeric(N.RPL_ENDOFLINKS, "*", "End of /LINKS list")
+
+
+def whois_service(ctx: CommandContext, nick: str) -> bool:
+    """WHOIS of a service (NickServ): a pseudo-client on the services' server. False when ``nick``
+    names no service."""
+    server = ctx.server
+    if server.casefold(nick) not in server.services:
+        return False
+    from ircd.commands.account import NICKSERV, NICKSERV_PREFIX
+
+    user, _, host = NICKSERV_PREFIX.partition("!")[2].partition("@")
+    reply = ctx.reply
+    reply.numeric(N.RPL_WHOISUSER, NICKSERV, user, host, "*", "Account services")
+    reply.numeric(N.RPL_WHOISSERVER, NICKSERV, server.config.server.services, SERVICES_DESCRIPTION)
+    reply.numeric(N.RPL_ENDOFWHOIS, NICKSERV, "End of /WHOIS list")
+    return True
 
 
 @command("TIME")
