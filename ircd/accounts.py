@@ -108,6 +108,10 @@ class AccountService:
         self._dummy_hash: str | None = None
         server.registration_checks.append(self.registration_check)
         server.nick_checks.append(self.nick_check)
+        from ircd.verification import Verifications
+
+        self.verifications = Verifications()  # REGISTER waiting for its email code
+        server.sweep_hooks.append(self.verifications.sweep)
 
     @property
     def cfg(self):
@@ -335,14 +339,60 @@ class AccountService:
         problem = account_name_problem(name, self.server.config.limits.nicklen)
         if problem is not None:
             raise InvalidAccountName(f"{name!r} is {problem}")
-        folded = self.server.casefold(name)
         hashed, keys = await self.make_credentials(password)
+        return await self.create_hashed(name, hashed, keys, kind=kind, owner=owner, email=email)
+
+    async def create_hashed(self, name: str, hashed: str, keys: ScramKeys, *, kind: str = "person",
+                            owner: str | None = None, email: str | None = None) -> Account:
+        """Create an account from a password's hashes (made earlier by ``make_credentials``: a
+        registration that waited for its email code); raises AccountExists."""
+        folded = self.server.casefold(name)
         account = await self.store.create_account(
             name, folded, kind, owner, int(self.server.clock() * 1000), hashed, keys, email
         )
         self.names[folded] = kind
         log.info("account created name=%s kind=%s owner=%s", name, kind, owner)
         return account
+
+    async def start_verification(self, client: Client, name: str, email: str, password: str) -> tuple[str, str]:
+        """REGISTER with ``accounts.email_required``: send a code to ``email`` and keep the
+        registration until VERIFY. Returns ("", <address>) when the code went out, else a FAIL
+        code of account-registration and its text."""
+        from ircd.net.mail import MailError, build_message, send_message
+        from ircd.verification import Pending, new_code, valid_email
+
+        server, cfg = self.server, self.cfg
+        if not valid_email(email):
+            return "INVALID_EMAIL", "A valid email address is needed to register on this server"
+        source = source_of(client.ip)
+        if not self.verifications.may_send(source, server.clock(), cfg.email_codes_per_hour):
+            log.warning("verification code refused (too many) account=%s ip=%s", name, client.ip)
+            return "TEMPORARILY_UNAVAILABLE", "Too many verification codes sent lately; try again later"
+        hashed, keys = await self.make_credentials(password)
+        folded = server.casefold(name)
+        if folded in self.names:
+            return "ACCOUNT_EXISTS", "That account already exists"
+        code = new_code()
+        minutes = int(cfg.email_code_lifetime // 60)
+        network = server.config.server.network
+        body = (
+            f"To finish creating the account {name} on the IRC network {network}, send this "
+            f"command from the client you registered with:\n\n    VERIFY {name} {code}\n\n"
+            f"(in most clients: /quote VERIFY {name} {code}, or /msg NickServ VERIFY {name} {code}).\n"
+            f"The code is valid for {minutes} minutes. If you did not ask for this account, "
+            "ignore this message.\n"
+        )
+        msg = build_message(cfg, email, f"Your code for the account {name} on {network}", body)
+        try:
+            await send_message(cfg, msg)
+        except MailError as exc:
+            log.warning("verification code not sent account=%s: %s", name, exc)
+            return "TEMPORARILY_UNAVAILABLE", "The verification code could not be sent; try again later"
+        now = server.clock()
+        pending = Pending(name, folded, email, hashed, keys, code, now + cfg.email_code_lifetime)
+        self.verifications.sent(source, pending, now)
+        log.info("verification code sent account=%s ip=%s", name, client.ip)
+        return "", email
 
 
 def login_limits(cfg: AccountsSection) -> LoginLimits:

@@ -170,9 +170,31 @@ class AccountsSection(_Section):
     argon2_memory_kib: int = Field(default=19456, ge=8192, le=4194304)
     argon2_parallelism: int = Field(default=1, ge=1, le=16)
     scram_iterations: int = Field(default=4096, ge=4096)
+    # REGISTER with a verified email address (IRCv3 account-registration: REGISTER, then VERIFY
+    # with a code sent by mail); the code goes out through email_command or email_smtp.
+    email_required: bool = False
+    email_code_lifetime: float = Field(default=3600.0, ge=60, le=604800, description="seconds a code stays valid")
+    email_codes_per_hour: int = Field(default=5, ge=1, description="codes sent for one source address per hour")
+    email_from: str = "pircd@localhost"
+    email_command: list[str] = []
+    email_smtp: str | None = None
+    email_smtp_tls: Literal["starttls", "tls", "none"] = "starttls"
+    email_smtp_username: str | None = None
+    email_smtp_password: str | None = None
+
+    @field_validator("email_smtp")
+    @classmethod
+    def _check_smtp(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_hostport(value)
+        return value
 
     @model_validator(mode="after")
     def _check_consistent(self) -> "AccountsSection":
+        if self.email_required and not (self.email_command or self.email_smtp):
+            raise ValueError("email_required needs email_command or email_smtp to send the codes")
+        if self.email_command and self.email_smtp:
+            raise ValueError("set email_command or email_smtp, not both")
         if self.require_sasl and not self.enabled:
             raise ValueError("require_sasl needs enabled = true (nobody could log in)")
         if self.login_account_attempts < self.login_attempts:

@@ -878,6 +878,7 @@ def _redact(raw: bytes) -> bytes:
         b"AUTHENTICATE",
         b"REGISTER",
         b"IDENTIFY",
+        b"VERIFY",
         b"NICKSERV",
         b"NS",
     ):

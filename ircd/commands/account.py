@@ -37,7 +37,11 @@ def _mechanisms(server: "Server") -> list[str]:
 
 
 def _register_cap_value(server: "Server") -> str | None:
-    return "before-connect" if server.config.accounts.registration_before_connect else None
+    cfg = server.config.accounts
+    keys = (["before-connect"] if cfg.registration_before_connect else []) + (
+        ["email-required"] if cfg.email_required else []
+    )
+    return ",".join(keys) or None
 
 
 SASL_CAP = Capability("sasl", value=lambda s: ",".join(_mechanisms(s)), available=_accounts_on)
@@ -275,6 +279,16 @@ async def handle_register(ctx: CommandContext, msg: Message) -> None:
     if server.casefold(name) in accounts.names:
         reply.fail("REGISTER", "ACCOUNT_EXISTS", name, "That account already exists")
         return
+    if cfg.email_required:
+        code, text = await accounts.start_verification(client, name, _email, password)
+        if client.closing:
+            return
+        if code:
+            reply.fail("REGISTER", code, name, text)
+        else:
+            reply.send("REGISTER", "VERIFICATION_REQUIRED", name,
+                       f"A code was sent to {text}: send VERIFY {name} <code> to finish")
+        return
     try:
         account = await accounts.create(name, password, email=None if _email == "*" else _email)
     except AccountExists:
@@ -291,10 +305,42 @@ async def handle_register(ctx: CommandContext, msg: Message) -> None:
 
 
 @command("VERIFY", min_params=2, pre_registration=True)
-def handle_verify(ctx: CommandContext, msg: Message) -> None:
+async def handle_verify(ctx: CommandContext, msg: Message) -> None:
     """VERIFY <account> <code>
-    Completes an account registration that needed a code. pircd registrations need none."""
-    ctx.reply.fail("VERIFY", "INVALID_CODE", msg.params[0], "There is no registration waiting for a code")
+    Completes an account registration that needed a code sent by mail (when the server requires
+    an email address), and logs you in."""
+    server, client, reply = ctx.server, ctx.client, ctx.reply
+    name, code = msg.params[0], msg.params[1]
+    cfg = server.config.accounts
+    if not client.registered and not cfg.registration_before_connect:
+        reply.fail("VERIFY", "COMPLETE_CONNECTION_REQUIRED", name, "Finish connecting before you verify an account")
+        return
+    if client.account is not None:
+        reply.fail("VERIFY", "ALREADY_AUTHENTICATED", client.account, "You are already logged in")
+        return
+    result = await verify_registration(ctx, name, code)
+    if isinstance(result, tuple):
+        reply.fail("VERIFY", result[0], name, result[1])
+        return
+    reply.send("VERIFY", "SUCCESS", result.name, "Account created")
+    if client.account is None:
+        assert server.accounts is not None
+        server.accounts.login(client, result, reply)
+
+
+async def verify_registration(ctx: CommandContext, name: str, code: str) -> Account | tuple[str, str]:
+    """The account a right code creates, or a FAIL code and its text (VERIFY and NickServ VERIFY)."""
+    server = ctx.server
+    accounts = server.accounts
+    if accounts is None or not server.config.accounts.enabled or not server.config.accounts.registration:
+        return "INVALID_CODE", "There is no registration waiting for a code"
+    pending = accounts.verifications.take(server.casefold(name), code, server.clock())
+    if pending is None:
+        return "INVALID_CODE", "That code is not valid for this account, or no longer"
+    try:
+        return await accounts.create_hashed(pending.name, pending.password_hash, pending.keys, email=pending.email)
+    except AccountExists:
+        return "ACCOUNT_EXISTS", "That account already exists"
 
 
 # NickServ -------------------------------------------------------------------------
@@ -308,6 +354,7 @@ NICKSERV_HELP = [
     "NickServ lets clients without SASL log in and register.",
     "IDENTIFY [<account>] <password>   log in (SASL is better: your client may support it)",
     "REGISTER <password> [<email>]     create an account named after your nick (if enabled)",
+    "VERIFY <account> <code>           finish a registration with the code sent to your email",
     "LOGOUT                            log out",
     "INFO [<account>]                  show an account's kind and owner",
 ]
@@ -355,6 +402,18 @@ async def nickserv(ctx: CommandContext, text: str) -> None:
         if client.nick_folded in accounts.names:
             nickserv_notice(ctx, f"The account {client.nick} already exists.")
             return
+        if server.config.accounts.email_required:
+            if len(args) < 2:
+                nickserv_notice(ctx, "This server needs an email address: REGISTER <password> <email>")
+                return
+            code, text = await accounts.start_verification(client, client.nick, args[1], args[0])
+            if client.closing:
+                return
+            if code:
+                nickserv_notice(ctx, f"Not registered: {text}.")
+            else:
+                nickserv_notice(ctx, f"A code was sent to {text}: send VERIFY {client.nick} <code> to finish.")
+            return
         try:
             account = await accounts.create(client.nick, args[0])
         except AccountExists:
@@ -367,6 +426,21 @@ async def nickserv(ctx: CommandContext, text: str) -> None:
             return
         accounts.login(client, account, ctx.reply)
         nickserv_notice(ctx, f"Account {account.name} created; you are logged in.")
+    elif verb == "VERIFY":
+        if len(args) < 2:
+            nickserv_notice(ctx, "Syntax: VERIFY <account> <code>")
+            return
+        if client.account is not None:
+            nickserv_notice(ctx, f"You are already logged in as {client.account}.")
+            return
+        verified = await verify_registration(ctx, args[0], args[1])
+        if client.closing:
+            return
+        if isinstance(verified, tuple):
+            nickserv_notice(ctx, f"Not verified: {verified[1]}.")
+            return
+        accounts.login(client, verified, ctx.reply)
+        nickserv_notice(ctx, f"Account {verified.name} created; you are logged in.")
     elif verb == "LOGOUT":
         if client.account is None:
             nickserv_notice(ctx, "You are not logged in.")
