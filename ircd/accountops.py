@@ -102,7 +102,7 @@ def visible_channels(server: "Server", account: str) -> list[ChannelInfo]:
             continue
         if not any(server.visibility.channel_exists_for(v, channel) for v in viewers):
             continue
-        found.append(ChannelInfo(channel.name, channel.topic, len(channel.members), member,
+        found.append(ChannelInfo(channel.name, channel.topic, channel.user_count(), member,
                                  "".join(sorted(channel.modes))))
     return sorted(found, key=lambda c: c.name.lower())
 

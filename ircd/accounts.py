@@ -129,11 +129,15 @@ class AccountService:
             for account, source in await self.store.load_login_sources():
                 self.server.logins.remember("a:" + account, source)
         suspended = {a.folded for a in accounts if a.suspended}
+        for ghost_account in list(self.server.sessions.ghosts):
+            if ghost_account not in self.names or ghost_account in suspended:
+                self.server.sessions.drop_account(ghost_account, "Account suspended" if ghost_account in suspended
+                                                  else "Account deleted")
         for client in list(self.server.clients):
             folded = client.account_folded
             if folded is not None and (folded not in self.names or folded in suspended):
                 reason = "Account suspended" if folded in suspended else "Account deleted"
-                self.server.disconnect(client, reason)
+                self.server.sessions.end(client, reason)  # not left always-on
         for hook in self.changed_hooks:
             await hook()
 
@@ -256,7 +260,16 @@ class AccountService:
             return
         holder = self.server.registry.nicks.get(folded)
         if holder is not None and holder is not client:
+            sessions = self.server.sessions
+            if sessions.may_share(client, holder):  # another connection of the account
+                sessions.share_nick(client, holder)
+                return
             self.take_nick(client, holder)
+            if holder.detached:  # an always-on agent's older connection: its identity stays
+                if sessions.may_share(client, holder):
+                    sessions.share_nick(client, holder)  # the new connection takes its place
+                    return
+                sessions.drop(holder, "Nick taken over by a new connection of its account")
         own = reply if reply is not None else ReplyBuffer(self.server, client)
         set_nick_from_server(self.server, client, client.account, own, folded)
         if reply is None:

@@ -478,7 +478,7 @@ class ExtensionAPI:
         targets = self.clients_for_account(folded)
         if not targets:
             client = self._server.registry.nicks.get(folded)
-            targets = [client] if client is not None and client.registered else []
+            targets = [client] if client is not None and client.registered and not client.closing else []
         for client in targets:
             self.send(client, command, *params, source=source)
         return len(targets)

@@ -115,6 +115,7 @@ class Channel:
         "invited",
         "owner_account",
         "ext",
+        "shadows",
     )
 
     def __init__(self, name: str, folded: str, created: int) -> None:
@@ -132,6 +133,8 @@ class Channel:
         self.invited: set[str] = set()  # folded nicks invited while +i
         self.owner_account: str | None = None
         self.ext: dict[str, object] | None = None
+        # members that are further connections of a member's nick (ircd.sessions): not users
+        self.shadows = 0
 
     def __repr__(self) -> str:
         return f"<Channel {self.name} {len(self.members)}>"
@@ -139,12 +142,31 @@ class Channel:
     # membership ----------------------------------------------------------
 
     def add_member(self, client: "Client", modes: str = "") -> None:
+        """Add a member, with every connection that shares its nick (ircd.sessions)."""
         self.members[client] = modes
         client.channels[self.folded] = self
+        group = client.group
+        if group is not None:
+            for other in group.members:
+                if other is not client:
+                    self.members[other] = modes
+                    other.channels[self.folded] = self
+                    self.shadows += 1
 
     def remove_member(self, client: "Client") -> None:
+        """Remove a member, with every connection that shares its nick."""
         self.members.pop(client, None)
         client.channels.pop(self.folded, None)
+        group = client.group
+        if group is not None:
+            for other in group.members:
+                if other is not client and self.members.pop(other, None) is not None:
+                    other.channels.pop(self.folded, None)
+                    self.shadows -= 1
+
+    def user_count(self) -> int:
+        """Members, counting the connections that share a nick once."""
+        return len(self.members) - self.shadows
 
     def member_modes(self, client: "Client") -> str | None:
         return self.members.get(client)
@@ -161,11 +183,17 @@ class Channel:
         if adding:
             if mode in current:
                 return False
-            self.members[client] = sort_prefix_modes(current + mode)
+            modes = sort_prefix_modes(current + mode)
         else:
             if mode not in current:
                 return False
-            self.members[client] = current.replace(mode, "")
+            modes = current.replace(mode, "")
+        self.members[client] = modes
+        group = client.group
+        if group is not None:
+            for other in group.members:
+                if other in self.members:
+                    self.members[other] = modes
         return True
 
     def iter_members(self) -> Iterator["Client"]:

@@ -1,8 +1,8 @@
 """One connected client: its identity, its capabilities and its outbox.
 
-pircd keeps one object per connection (no bouncer-style sharing of one nick
-by several connections); several connections may be logged in to the same
-account, which is what PIRCAN's "visible" means.
+pircd keeps one object per connection; several connections may be logged in to
+the same account, which is what PIRCAN's "visible" means, and may share one nick
+(``ircd.sessions``: each stays a Client of its own, with its own capabilities).
 
 Output is appended to ``outbuf`` and written by the network layer once per
 event-loop pass (write coalescing): a channel message to 1,000 members is 1,000
@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ircd.caps import TAG_PROFILE
+from ircd.sessions import Sessions
 
 if TYPE_CHECKING:
     from ircd.channel import Channel
@@ -79,6 +80,10 @@ class Client:
         "sasl",
         "port",
         "refused_nick",
+        "group",
+        "shadow",
+        "detached",
+        "auto_away",
     )
 
     def __init__(self, server: "Server", conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> None:
@@ -126,6 +131,13 @@ class Client:
         # before registration: the last nick a NICK asked for and was refused (taken or
         # reserved), so REGISTER can say that name is not available rather than "no nick"
         self.refused_nick: str | None = None
+        # several connections sharing one nick (ircd.sessions): the group, and whether this one
+        # is not the one the registry holds (NAMES, WHO and counts leave shadows out)
+        self.group: Sessions | None = None
+        self.shadow = False
+        # an always-on identity whose last connection went: in its channels, with no connection
+        self.detached = False
+        self.auto_away = False  # away because it was detached (cleared when a connection comes back)
 
     def __repr__(self) -> str:
         return f"<Client {self.id} {self.nick}>"

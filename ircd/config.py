@@ -170,6 +170,11 @@ class AccountsSection(_Section):
     argon2_memory_kib: int = Field(default=19456, ge=8192, le=4194304)
     argon2_parallelism: int = Field(default=1, ge=1, le=16)
     scram_iterations: int = Field(default=4096, ge=4096)
+    # Connections logged in to one account may share its nick ("persons": person accounts; an agent's
+    # new connection takes its nick over, so an agent has one connection at a time); always-on
+    # identities keep their nick and channels while no connection is there ("agents": agent accounts).
+    multiclient: Literal["off", "persons", "all"] = "persons"
+    always_on: Literal["off", "agents", "all"] = "agents"
     # REGISTER with a verified email address (IRCv3 account-registration: REGISTER, then VERIFY
     # with a code sent by mail); the code goes out through email_command or email_smtp.
     email_required: bool = False

@@ -89,7 +89,8 @@ class ReadMarkers:
 
     def _offline(self, event: Quit | LoggedOut) -> None:
         account = event.client.account_folded if isinstance(event, Quit) else self.server.casefold(event.account)
-        if account is not None and account not in self.server.by_account:
+        # kept while a connection of the account is there, or its always-on identity stays
+        if account is not None and account not in self.server.by_account and account not in self.server.sessions.ghosts:
             self.by_account.pop(account, None)
 
     # reading and setting ----------------------------------------------------------

@@ -166,6 +166,9 @@ class Server:
         from ircd.readmarkers import ReadMarkers
 
         self.read_markers = ReadMarkers(self)
+        from ircd.sessions import SessionManager
+
+        self.sessions = SessionManager(self)  # connections sharing a nick; always-on identities
         # channel flag modes added by extensions: letter -> check(client, channel, adding)
         # returning a refusal text or None
         self.channel_flags: dict[str, Callable[[Client, Channel, bool], str | None]] = {}
@@ -741,6 +744,9 @@ class Server:
         ``reason`` goes into the ERROR line; ``quit_message`` (default: the
         reason) is what channel peers see.
         """
+        if client.detached:  # an always-on identity without a connection (KILL, account gone)
+            self.sessions.drop(client, quit_message if quit_message is not None else reason)
+            return
         if client.closing:
             return
         data = client.take_output() + format_line("ERROR", [f"Closing link: {client.host} ({reason})"])
@@ -768,11 +774,15 @@ class Server:
             self.ip_counts[client.ip] = count
         else:
             self.ip_counts.pop(client.ip, None)
+        kept = False
         if client.registered:
+            self.account_detached(client, client.account_folded)
+            # another connection shares its nick, or it is always-on: the identity stays
+            kept = (client.group is not None or client.account_folded is not None) and self.sessions.keep(client)
+        if client.registered and not kept:
             self.registered_count -= 1
             if "i" in client.modes:
                 self.invisible_count -= 1
-            self.account_detached(client, client.account_folded)
             peers = self.common_peers(client)
             if peers:
                 self.relay(peers, self.relay_from(client, "QUIT", quit_message))
@@ -784,7 +794,8 @@ class Server:
             if "o" in client.modes:
                 self.oper_count -= 1
         # an unregistered client may hold a nick too (NICK before USER)
-        self.registry.remove_nick(client)
+        if not kept:
+            self.registry.remove_nick(client)
         if client.monitoring:
             for folded in client.monitoring:
                 watchers = self.monitors.get(folded)

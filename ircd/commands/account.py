@@ -446,6 +446,8 @@ async def nickserv(ctx: CommandContext, text: str) -> None:
             nickserv_notice(ctx, "You are not logged in.")
         elif client.account_kind == "agent":
             nickserv_notice(ctx, "Agents cannot log out; disconnect instead.")
+        elif client.group is not None:
+            nickserv_notice(ctx, "Other connections share your nick; disconnect them first, or disconnect instead.")
         else:
             accounts.logout(client, ctx.reply)
             nickserv_notice(ctx, "You are now logged out.")

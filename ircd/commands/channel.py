@@ -77,7 +77,7 @@ def join_refusal(server: "Server", client: "Client", channel: Channel, key: str 
         return None  # a registered channel's owner is never locked out of it
     cf = server.casefold
     invited = client.nick_folded in channel.invited
-    if channel.limit is not None and len(channel.members) >= channel.limit and not invited:
+    if channel.limit is not None and channel.user_count() >= channel.limit and not invited:
         return N.ERR_CHANNELISFULL, "Cannot join channel (+l)"
     if "i" in channel.modes and not invited and not channel.is_invex(client, cf):
         return N.ERR_INVITEONLYCHAN, "Cannot join channel (+i)"
@@ -247,7 +247,7 @@ def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: 
     symbol = "@" if "s" in channel.modes else "*" if "p" in channel.modes else "="
     names = []
     for other, modes in channel.members.items():
-        if not member and "i" in other.modes:
+        if other.shadow or (not member and "i" in other.modes):  # a nick's further connections once
             continue
         names.append(prefix_of(modes, multi) + (other.prefix if full else other.nick))
     # keep each 353 within the line limit
@@ -313,12 +313,13 @@ def handle_list(ctx: CommandContext, msg: Message) -> None:
         now = server.clock()
         channels = [
             ch for ch in server.registry.channels.values()
-            if query.matches(ch.folded, len(ch.members), ch.created, ch.topic_time if ch.topic else 0, now)
+            if query.matches(ch.folded, ch.user_count(), ch.created, ch.topic_time if ch.topic else 0, now)
         ]
     for channel in channels:
         if not server.visibility.channel_listed_for(client, channel):
             continue
-        count = sum(1 for m in channel.members if "i" not in m.modes or client in channel.members or m is client)
+        count = sum(1 for m in channel.members
+                    if not m.shadow and ("i" not in m.modes or client in channel.members or m is client))
         reply.numeric(N.RPL_LIST, channel.name, str(count), channel.topic)
     reply.numeric(N.RPL_LISTEND, "End of /LIST")
 

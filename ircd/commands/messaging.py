@@ -162,7 +162,9 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     # A message to oneself is delivered like any other, straight to the outbox:
     # the delivery is a side effect, so only the echo-message copy (through the
     # reply buffer) carries the label (IRCv3 labeled-response).
-    if command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
+    if target.group is not None or client.group is not None:  # nicks shared by several connections
+        server.relay(server.sessions.direct_recipients(client, target, command == "TAGMSG"), relay)
+    elif command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
         server.relay((target,), relay)
     if client.caps & C.ECHO_MESSAGE:
         ctx.reply.relay(relay)

@@ -222,7 +222,8 @@ def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
             if member is not client:
                 member.send(multi.for_client(member))
     elif target is not None:
-        target.send(multi.for_client(target))
+        for each in server.sessions.direct_recipients(client, target, False):  # every connection of the nick
+            each.send(multi.for_client(each))
     if client.caps & C.ECHO_MESSAGE:
         label = reply.label if client.caps & C.LABELED_RESPONSE else None
         client.send(multi.for_client(client, label))

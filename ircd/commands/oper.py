@@ -78,7 +78,7 @@ def handle_kill(ctx: CommandContext, msg: Message) -> None:
     log.info("kill by=%s target=%s reason=%r", client.nick, target.nick, reason)
     text = f"Killed ({client.nick} ({reason}))"
     reply.flush()
-    server.disconnect(target, text)
+    server.sessions.end(target, text)  # every connection sharing the nick; an always-on identity ends too
 
 
 @command("REHASH", oper=True)

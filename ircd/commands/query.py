@@ -94,7 +94,7 @@ def handle_who(ctx: CommandContext, msg: Message) -> None:
         if channel is not None and server.visibility.channel_listed_for(client, channel):
             member = client in channel.members
             for target in list(channel.members):
-                if not member and "i" in target.modes:
+                if target.shadow or (not member and "i" in target.modes):
                     continue
                 if only_opers and not target.is_oper:
                     continue
@@ -108,8 +108,8 @@ def handle_who(ctx: CommandContext, msg: Message) -> None:
             targets = [exact] if exact.registered else []
         else:
             glob = Glob(mask, cf)
-            targets = [
-                c for c in server.clients
+            targets = [  # one per nick: connections sharing a nick are listed once
+                c for c in server.registry.nicks.values()
                 if c.registered and server.visibility.user_listed_for(client, c) and (
                     glob.matches(c.nick_folded) or glob.matches(cf(c.host))
                     or glob.matches(cf(c.user)) or glob.matches(cf(c.realname))
@@ -247,6 +247,8 @@ def handle_away(ctx: CommandContext, msg: Message) -> None:
         client.away = None
         reply.numeric(N.RPL_UNAWAY, "You are no longer marked as being away")
         relay = server.relay_from(client, "AWAY")
+    client.auto_away = False
+    server.sessions.sync(client)
     server.relay(server.peers_with_cap(client, C.AWAY_NOTIFY), relay)
     server.events.publish(AwayChanged(client))
 
@@ -261,6 +263,7 @@ def handle_setname(ctx: CommandContext, msg: Message) -> None:
         reply.fail("SETNAME", "INVALID_REALNAME", "Realname is not valid")
         return
     client.realname = realname
+    server.sessions.sync(client)
     relay = server.relay_from(client, "SETNAME", realname)
     if client.caps & C.SETNAME:
         reply.relay(relay)
@@ -276,6 +279,7 @@ def change_host(server: "Server", client: "Client", user: str, host: str) -> Non
     if not client.registered:
         return
     client.update_prefix()
+    server.sessions.sync(client)
     relay = server.relay_from_prefix(old_prefix, client, "CHGHOST", user, host)
     if client.caps & C.CHGHOST:
         client.send(relay.for_client(client))

@@ -93,7 +93,10 @@ def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
     # running counts: LUSERS is part of every registration, so it must not walk all clients
     total = server.registered_count
     invisible = server.invisible_count
-    unknown = len(server.clients) - total
+    # registered connections: the users, less always-on ones without a connection, plus the
+    # connections that share a user's nick (ircd.sessions)
+    sessions = server.sessions
+    unknown = len(server.clients) - (total - len(sessions.ghosts) + sessions.shadows)
     server.max_clients_seen = max(server.max_clients_seen, total)
     viewer = reply.client
     exists = server.visibility.channel_exists_for
@@ -162,6 +165,19 @@ def try_register(ctx: CommandContext) -> None:
         if refusal.disconnect:
             server.disconnect(client, refusal.text)
         return
+    holder = server.registry.nicks.get(client.nick_folded)
+    if holder is not client:
+        if holder is None:  # the connection whose nick it was to share has gone meanwhile
+            server.registry.add_nick(client)
+        elif server.sessions.may_share(client, holder):
+            _attach(server, client, holder, reply)
+            return
+        else:
+            server.registry.remove_nick(client)
+            client.nick, client.nick_folded = "*", ""
+            client.refused_nick = holder.nick
+            reply.numeric(N.ERR_NICKNAMEINUSE, holder.nick, "Nickname is already in use")
+            return
     client.registered = True
     client.update_prefix()
     server.account_attached(client)
@@ -174,6 +190,25 @@ def try_register(ctx: CommandContext) -> None:
     if "i" in client.modes:
         server.invisible_count += 1
     log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
+    _welcome(server, client, reply)
+    server.notify_monitors(client, online=True)
+    server.events.publish(Registered(client))
+
+
+def _attach(server: Server, client: Client, holder: Client, reply: ReplyBuffer) -> None:
+    """Registration of a connection that shares the nick of its account's identity (ircd.sessions):
+    the welcome, then the identity's channels."""
+    server.sessions.attach(client, holder)
+    client.registered = True
+    server.account_attached(client)
+    log.info("registered id=%d nick=%s user=%s ip=%s (shares the nick)", client.id, client.nick, client.user,
+             client.ip)
+    _welcome(server, client, reply)
+    server.sessions.rejoin_burst(client, reply)
+    server.events.publish(Registered(client))
+
+
+def _welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
     cfg = server.config
     reply.numeric(N.RPL_WELCOME, f"Welcome to the {cfg.server.network} IRC Network {client.prefix}")
     reply.numeric(N.RPL_YOURHOST, f"Your host is {server.name}, running version {VERSION}")
@@ -187,8 +222,6 @@ def try_register(ctx: CommandContext) -> None:
     send_motd(server, reply)
     if client.modes:
         reply.send("MODE", client.nick, "+" + "".join(sorted(client.modes)), source=client.nick)
-    server.notify_monitors(client, online=True)
-    server.events.publish(Registered(client))
 
 
 @command(
@@ -227,6 +260,10 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
     folded = server.casefold(nick)
     holder = server.registry.nicks.get(folded)
     if holder is not None and holder is not client:
+        if server.sessions.may_share(client, holder):  # a connection of the same account: share it
+            server.sessions.share_nick(client, holder)
+            try_register(ctx)
+            return
         accounts = server.accounts
         if accounts is None or folded != client.account_folded:
             reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
@@ -258,6 +295,8 @@ def set_nick_from_server(
     """Change a client's nick and tell everyone who should know (the client through ``reply``)."""
     folded = folded if folded is not None else server.casefold(nick)
     old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
+    if client.group is not None:
+        server.sessions.become_face(client)
     server.registry.remove_nick(client)
     client.nick = nick
     client.nick_folded = folded
@@ -267,7 +306,12 @@ def set_nick_from_server(
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
     reply.relay(relay)
-    server.relay(server.common_peers(client), relay)
+    peers = server.common_peers(client)
+    if client.group is not None:  # the connections sharing the nick change with it
+        server.sessions.sync(client)
+        peers.update(client.group.members)
+        peers.discard(client)
+    server.relay(peers, relay)
     if old_folded != folded:
         server.registry.remember_nick(old_nick, client, int(server.clock()))
         server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
