@@ -41,6 +41,10 @@ def sort_prefix_modes(modes: str) -> str:
 # an ``a:`` one, may join and read but not speak). ``$a:`` is the account form of older versions.
 EXTBAN_ACCOUNT = "a:"
 EXTBAN_MUTE = "m:"
+# which entries of a list Channel._matches_list looks at
+PLAIN = 0  # not the mutes
+MUTES = 1  # only the mutes (m:)
+ANY = 2
 
 
 def split_extban(mask: str) -> tuple[bool, bool, str]:
@@ -202,16 +206,17 @@ class Channel:
     # access --------------------------------------------------------------
 
     def _matches_list(
-        self, which: str, client: Client, casefold: Callable[[str], str], mutes: bool = False
+        self, which: str, client: Client, casefold: Callable[[str], str], kind: int = PLAIN
     ) -> bool:
-        """Whether an entry of the list matches ``client``; mutes count only with ``mutes``."""
+        """Whether an entry of the list matches ``client``: among its plain entries (``PLAIN``),
+        its mutes (``MUTES``, the ``m:`` ones) or both (``ANY``)."""
         entries = self.lists[which]
         if not entries:
             return False
         shown = real = ""
         account = client.account_folded
         for entry in entries:
-            if entry.mute and not mutes:
+            if (kind == PLAIN and entry.mute) or (kind == MUTES and not entry.mute):
                 continue
             glob = entry.glob(casefold)
             if entry.account:
@@ -232,10 +237,13 @@ class Channel:
         )
 
     def is_silenced(self, client: Client, casefold: Callable[[str], str]) -> bool:
-        """May not speak for a ban or a mute (``m:``) that matches, unless an exception matches.
-        Voice or a higher prefix speaks through both (the caller checks)."""
-        return self._matches_list("b", client, casefold, mutes=True) and not self._matches_list(
-            "e", client, casefold
+        """May not speak: a ban matches and no exception does, or a mute (``m:``) matches and no
+        exception does, a mute exception (``e m:<mask>``) included. Voice or a higher prefix
+        speaks through both (the caller checks)."""
+        if self._matches_list("b", client, casefold) and not self._matches_list("e", client, casefold):
+            return True
+        return self._matches_list("b", client, casefold, MUTES) and not self._matches_list(
+            "e", client, casefold, ANY
         )
 
     def is_invex(self, client: "Client", casefold: Callable[[str], str]) -> bool:

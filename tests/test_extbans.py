@@ -88,14 +88,36 @@ def test_a_mute_is_not_a_ban_and_a_ban_still_is(h):
     ]
 
 
-def test_mutes_belong_in_the_ban_list(h):
+def test_mutes_belong_in_the_ban_and_exception_lists(h):
     h.register("op")
     h.send("op", "JOIN #c")
     h.take("op")
     h.send("op", "MODE #c +eI m:x m:y")
     assert h.lines("op") == [
-        ":irc.test 696 op #c e m:x!*@* :Mutes (m:) belong in the ban list",
-        ":irc.test 696 op #c I m:y!*@* :Mutes (m:) belong in the ban list",
+        ":irc.test 696 op #c I m:y!*@* :Mutes (m:) belong in the b and e lists",
+        ":op!op@127.0.0.1 MODE #c +e m:x!*@*",
+    ]
+
+
+def test_mute_exception_lifts_a_mute_but_not_a_ban(h):
+    """irctest testMuteExtbanExempt: ``+e m:<mask>`` lets a muted member speak (as Ergo's mute
+    exceptions do); it is no exception to an ordinary ban, which still keeps out and silences."""
+    mute_setup(h)
+    h.send("op", "MODE #chan +e m:*!*bar@*")
+    h.take("bar")
+    h.take("op")
+    h.send("bar", "PRIVMSG #chan :mute-excepted")
+    assert h.lines("bar") == [":bar!bar@127.0.0.1 PRIVMSG #chan mute-excepted"]
+    assert h.lines("op") == [":bar!bar@127.0.0.1 PRIVMSG #chan mute-excepted"]
+    h.send("op", "MODE #chan +b bar")
+    h.take("bar")
+    h.send("bar", "PRIVMSG #chan :x")
+    h.send("bar", "PART #chan")
+    h.send("bar", "JOIN #chan")
+    assert h.lines("bar") == [
+        ":irc.test 404 bar #chan :Cannot send to channel (+b)",
+        ":bar!bar@127.0.0.1 PART #chan",
+        ":irc.test 474 bar #chan :Cannot join channel (+b)",
     ]
 
 

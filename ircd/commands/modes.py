@@ -208,8 +208,8 @@ def apply_change(ctx: CommandContext, channel: Channel, change: ModeChange) -> M
         return ModeChange(True, "l", str(limit))
     # list modes with a mask
     mask = normalize_mask(arg or "")
-    if adding and mode != "b" and mask[:2] == EXTBAN_MUTE:
-        reply.numeric(N.ERR_INVALIDMODEPARAM, channel.name, mode, mask, "Mutes (m:) belong in the ban list")
+    if adding and mode == "I" and mask[:2] == EXTBAN_MUTE:
+        reply.numeric(N.ERR_INVALIDMODEPARAM, channel.name, mode, mask, "Mutes (m:) belong in the b and e lists")
         return None
     if adding:
         if len(channel.lists[mode]) >= server.config.limits.list_entries:
