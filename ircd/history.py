@@ -210,30 +210,25 @@ class History:
         (``name`` as the client wrote it, as clients match the batch to the buffer they asked for)."""
         if client.account_folded is None or not self.cfg.direct_messages:
             return None
-        server = self.server
-        other = server.registry.find_nick(name)
-        if other is not None and other.registered:
-            peer = party(other)
-        else:
-            folded = server.casefold(name)
-            known = server.accounts is not None and folded in server.accounts.names
-            peer = ("a:" if known else "n:") + folded
-        return conversation_key(party(client), peer), name
+        return conversation_key(party(client), self._peer(name)), name
 
     def conversation_with(self, client: Client, name: str) -> str | None:
         """The key of the direct-message conversation between ``client`` (logged in or not) and
         the nick ``name`` (REDACT), or None when such messages are not stored."""
         if not self.cfg.direct_messages:
             return None
+        return conversation_key(party(client), self._peer(name))
+
+    def _peer(self, name: str) -> str:
+        """The party a direct message to the nick ``name`` is stored under: its holder's, or the
+        account (``a:``) or nick (``n:``) of that name when no one registered holds it."""
         server = self.server
         other = server.registry.find_nick(name)
         if other is not None and other.registered:
-            peer = party(other)
-        else:
-            folded = server.casefold(name)
-            known = server.accounts is not None and folded in server.accounts.names
-            peer = ("a:" if known else "n:") + folded
-        return conversation_key(party(client), peer)
+            return party(other)
+        folded = server.casefold(name)
+        known = server.accounts is not None and folded in server.accounts.names
+        return ("a:" if known else "n:") + folded
 
     async def redact(self, target: str, ident: int) -> bool:
         """Remove a stored message (after the rows still buffered); False when it is not stored."""
