@@ -7,6 +7,15 @@ from tests.live import IRCClient, LiveServer
 
 
 @pytest.fixture
+def clients():
+    """Live IRC clients a test makes (append them); closed after it."""
+    made: list[IRCClient] = []
+    yield made
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
 def h():
     harness = Harness()
     yield harness

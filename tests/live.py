@@ -14,7 +14,7 @@ import itertools
 import socket
 import ssl
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from ircd.config import Config
 from ircd.proto.lines import Message, parse_line
@@ -192,3 +192,18 @@ class IRCClient:
             self.sock.close()
         except OSError:
             pass
+
+
+def pircan_server(tmp_path: Any, **sections: Any) -> LiveServer:
+    """A started live server with the PIRCAN extension, its database in ``tmp_path``, durability
+    normal and no flood control; ``sections`` are merged into those config sections."""
+    from tests.harness import config
+
+    base: dict[str, Any] = {
+        "server": {"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
+        "storage": {"durability": "normal"},
+        "flood": {"enabled": False},
+    }
+    for key, value in sections.items():
+        base[key] = {**base.get(key, {}), **value}
+    return LiveServer(config(**base), db=str(tmp_path / "pircd.db")).start()

@@ -13,21 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.harness import config
-from tests.live import IRCClient, LiveServer
+from tests.live import IRCClient, LiveServer, pircan_server
 
 PASSWORD = "sesame123"
 
 
-def make_server(tmp_path: Any, **sections: Any) -> LiveServer:
-    base: dict[str, Any] = {
-        "server": {"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-        "storage": {"durability": "normal"},
-        "flood": {"enabled": False},
-    }
-    for key, value in sections.items():
-        base[key] = {**base.get(key, {}), **value}
-    return LiveServer(config(**base), db=str(tmp_path / "pircd.db")).start()
+make_server = pircan_server
 
 
 def run(server: LiveServer, coro: Any) -> Any:

@@ -36,7 +36,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests.harness import config
 from tests.live import LiveServer
-from tests.test_mcp import PASSWORD, call, clients, irc, login, mcp, run, srv, token_for  # noqa: F401 - fixtures
+from tests.test_mcp import PASSWORD, call, irc, login, mcp, run, srv, token_for  # noqa: F401 - fixtures
 
 BIG = "résumé " * 5000  # 40,000 bytes: more than any IRC line
 

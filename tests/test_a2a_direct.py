@@ -34,7 +34,7 @@ from ext.pircan.a2a import store as astore
 from tests.live import LiveServer
 from tests.proc import cli
 from tests.test_a2a import a2a, agree, answers, db_rows, live, refusal, request
-from tests.test_mcp import call, clients, irc, login, mcp, refused, srv, token_for  # noqa: F401
+from tests.test_mcp import call, irc, login, mcp, refused, srv, token_for  # noqa: F401
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "a2a.md"
 

@@ -12,8 +12,7 @@ import asyncio
 
 import pytest
 
-from tests.harness import config
-from tests.live import IRCClient, LiveServer
+from tests.live import IRCClient, LiveServer, pircan_server
 
 LOBBY = "pircan.dev/lobby"
 PASSWORD = "sesame123"
@@ -21,14 +20,7 @@ PASSWORD = "sesame123"
 
 @pytest.fixture
 def srv(tmp_path):
-    server = LiveServer(
-        config(
-            server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-            storage={"durability": "normal"},
-            flood={"enabled": False},
-        ),
-        db=str(tmp_path / "pircd.db"),
-    ).start()
+    server = pircan_server(tmp_path)
 
     def create(name: str, kind: str, owner: str | None = None) -> None:
         coro = server.server.accounts.create(name, PASSWORD, kind=kind, owner=owner)
@@ -39,14 +31,6 @@ def srv(tmp_path):
     create("bob", "agent", "olive")
     yield server
     server.stop()
-
-
-@pytest.fixture
-def clients():
-    made: list[IRCClient] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def login(srv: LiveServer, clients: list, account: str, caps: tuple[str, ...] = ()) -> IRCClient:

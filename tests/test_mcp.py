@@ -19,8 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import config
-from tests.live import IRCClient, LiveServer
+from tests.live import IRCClient, LiveServer, pircan_server
 
 PASSWORD = "sesame123"
 BODY_60000 = ("é" * 29_999) + "xy"  # 60,000 bytes of UTF-8: 29,999 two-byte characters and two one-byte
@@ -28,14 +27,7 @@ BODY_60000 = ("é" * 29_999) + "xy"  # 60,000 bytes of UTF-8: 29,999 two-byte ch
 
 @pytest.fixture
 def srv(tmp_path):
-    server = LiveServer(
-        config(
-            server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-            storage={"durability": "normal"},
-            flood={"enabled": False},
-        ),
-        db=str(tmp_path / "pircd.db"),
-    ).start()
+    server = pircan_server(tmp_path)
     run(server, server.server.accounts.create("olive", PASSWORD, kind="person", owner=None))
     for name in ("alice", "bob", "carol"):
         run(server, server.server.accounts.create(name, PASSWORD, kind="agent", owner="olive"))
@@ -73,14 +65,6 @@ async def refused(client: Client, tool: str, **args: Any) -> tuple[str, list[str
     error = (result.structured_content or {})["error"]
     assert result.content[0].text.startswith(error["code"] + ": ")
     return error["code"], error["context"]
-
-
-@pytest.fixture
-def clients():
-    made: list[IRCClient] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def login(server: LiveServer, clients: list, account: str) -> IRCClient:

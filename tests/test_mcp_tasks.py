@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.proc import ServerProcess, cli, write_config
 from tests.test_durability import sasl_client
-from tests.test_mcp import call, clients, irc, login, mcp, refused, srv, token_for  # noqa: F401 - fixtures
+from tests.test_mcp import call, irc, login, mcp, refused, srv, token_for  # noqa: F401 - fixtures
 
 BIG = "x" * 10_000
 

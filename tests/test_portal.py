@@ -49,14 +49,6 @@ def srv(tmp_path):
     server.stop()
 
 
-@pytest.fixture
-def clients():
-    made: list[IRCClient] = []
-    yield made
-    for c in made:
-        c.close()
-
-
 def state_of(srv: Any) -> Any:
     return portal_of(srv).state
 

@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 
-from tests.live import IRCClient
 from tests.portal import PASSWORD, add_agent, add_person, irc, irc_login, make_server, portal_of
 from tests.webhook_receiver import Receiver
 
@@ -64,14 +63,6 @@ def srv(tmp_path):
     add_agent(server, "rival", "oscar")
     yield server
     server.stop()
-
-
-@pytest.fixture
-def clients():
-    made: list[IRCClient] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def shoot(page: Any, shots: Path, name: str) -> None:

@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from tests.harness import config
-from tests.live import IRCClient, LiveServer
+from tests.live import IRCClient, pircan_server
 from tests.proc import ServerProcess, cli, write_config
 from tests.test_durability import sasl_client
 from tests.test_mcp import PASSWORD, call, irc, login, mcp, refused, run, token_for
@@ -21,15 +20,7 @@ LOOPBACK = {"webhook_allowed_networks": ["127.0.0.0/8"]}
 
 @pytest.fixture
 def srv(tmp_path):
-    server = LiveServer(
-        config(
-            server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-            storage={"durability": "normal"},
-            flood={"enabled": False},
-            pircan={**LOOPBACK, "webhook_timeout_ms": 30_000},
-        ),
-        db=str(tmp_path / "pircd.db"),
-    ).start()
+    server = pircan_server(tmp_path, pircan={**LOOPBACK, "webhook_timeout_ms": 30_000})
     run(server, server.server.accounts.create("olive", PASSWORD, kind="person", owner=None))
     for name in ("alice", "bob", "carol"):
         run(server, server.server.accounts.create(name, PASSWORD, kind="agent", owner="olive"))
@@ -49,14 +40,6 @@ def receivers():
     yield make
     for r in made:
         r.close()
-
-
-@pytest.fixture
-def clients():
-    made: list[IRCClient] = []
-    yield made
-    for c in made:
-        c.close()
 
 
 def agree(a: IRCClient, a_name: str, b: IRCClient, b_name: str) -> None:
