@@ -39,8 +39,8 @@ def sh(tmp_path):
     harness.close()
 
 
-def connect(h: Harness, name: str, account: str, nick: str, caps: str = "", password: str = PW) -> list[str]:
-    """SASL PLAIN before NICK and USER (as a bouncer-aware client does); returns what the server sent."""
+def sign_on(h: Harness, name: str, account: str, nick: str, caps: str = "", password: str = PW) -> None:
+    """A new connection ``name``: SASL PLAIN before NICK and USER (as a bouncer-aware client does)."""
     h.connect(name)
     h.send(name, "CAP LS 302")
     h.send(name, ("CAP REQ :sasl " + caps).strip())
@@ -49,6 +49,11 @@ def connect(h: Harness, name: str, account: str, nick: str, caps: str = "", pass
     h.send(name, f"NICK {nick}")
     h.send(name, f"USER {name} 0 * :{name}")
     h.send(name, "CAP END")
+
+
+def connect(h: Harness, name: str, account: str, nick: str, caps: str = "", password: str = PW) -> list[str]:
+    """``sign_on``; returns what the server sent but the welcome numerics, CAP and SASL lines."""
+    sign_on(h, name, account, nick, caps, password)
     return [ln for ln in h.lines(name) if " 00" not in ln[:16] and " 2" not in ln[:14] and " 3" not in ln[:14]
             and " 4" not in ln[:14] and "CAP" not in ln and "AUTHENTICATE" not in ln and " 90" not in ln]
 
@@ -61,14 +66,8 @@ def burst(h: Harness, name: str) -> list[str]:
 
 
 def welcome(h: Harness, name: str, account: str, nick: str, caps: str = "", password: str = PW) -> list[str]:
-    h.connect(name)
-    h.send(name, "CAP LS 302")
-    h.send(name, ("CAP REQ :sasl " + caps).strip())
-    h.send(name, "AUTHENTICATE PLAIN")
-    h.send(name, "AUTHENTICATE " + b64(f"\0{account}\0{password}"))
-    h.send(name, f"NICK {nick}")
-    h.send(name, f"USER {name} 0 * :{name}")
-    h.send(name, "CAP END")
+    """``sign_on``, which must register; returns what came after the welcome burst."""
+    sign_on(h, name, account, nick, caps, password)
     assert h.clients[name].registered
     return burst(h, name)
 
