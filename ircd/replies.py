@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ircd import caps as C
-from ircd.proto.lines import format_line, format_tags
+from ircd.proto.lines import format_line, format_tags, safe_param
 from ircd.proto.msgid import server_time
 
 if TYPE_CHECKING:
@@ -158,13 +158,23 @@ class ReplyBuffer:
 
     def fail(self, command: str, code: str, *context: str) -> None:
         """``FAIL <command> <code> [<context>...] :<description>``; the last arg is the description."""
-        self.send("FAIL", command, code, *context)
+        self._standard("FAIL", command, code, context)
 
     def warn(self, command: str, code: str, *context: str) -> None:
-        self.send("WARN", command, code, *context)
+        self._standard("WARN", command, code, context)
 
     def note(self, command: str, code: str, *context: str) -> None:
-        self.send("NOTE", command, code, *context)
+        self._standard("NOTE", command, code, context)
+
+    def _standard(self, kind: str, command: str, code: str, args: tuple[str, ...]) -> None:
+        """A standard reply. Its context parameters are middle parameters, made safe as such
+        (``safe_param``): a client's text quoted in them (an unknown subcommand, a name with a
+        space) cannot add parameters or become the description."""
+        params = [command, code]
+        if args:
+            params.extend([safe_param(arg) for arg in args[:-1]])
+            params.append(args[-1])
+        self.send(kind, *params)
 
     def start_batch(
         self, kind: str, *params: str, source: str | None = None, tags: dict[str, str] | None = None

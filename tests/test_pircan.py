@@ -227,6 +227,8 @@ def test_request_is_pending_stored_notified_and_audited(p):
          "Durations are 1 to 365 days; an acceptance may only shorten them"),
         ("CONTACT FROB", "UNKNOWN_SUBCOMMAND", "FROB", "Unknown subcommand; see HELP"),
         ("CONTACT", "UNKNOWN_SUBCOMMAND", "*", "Unknown subcommand; see HELP"),
+        ("CONTACT :", "UNKNOWN_SUBCOMMAND", "*", "Unknown subcommand; see HELP"),
+        ("CONTACT :no such", "UNKNOWN_SUBCOMMAND", "NO_SUCH", "Unknown subcommand; see HELP"),
     ],
 )
 def test_request_refusals(p, line, code, context, text):

@@ -249,6 +249,8 @@ REFUSALS = [
                 "(see HELP WEBHOOK)")),
     ("WEBHOOK PUT x", ("FAIL WEBHOOK UNKNOWN_SUBCOMMAND PUT :Syntax: WEBHOOK SET|SHOW|CLEAR|ROTATE|TEST|DEAD|REPLAY ... "
                       "(see HELP WEBHOOK)")),
+    ("WEBHOOK :put it", ("FAIL WEBHOOK UNKNOWN_SUBCOMMAND PUT_IT :Syntax: WEBHOOK SET|SHOW|CLEAR|ROTATE|TEST|DEAD|"
+                        "REPLAY ... (see HELP WEBHOOK)")),
     ("WEBHOOK SET", "FAIL WEBHOOK NEED_MORE_PARAMS SET :Syntax: WEBHOOK SET [<account>] <url>"),
     ("WEBHOOK REPLAY", ("FAIL WEBHOOK NEED_MORE_PARAMS REPLAY :Syntax: WEBHOOK REPLAY [<account>] "
                        "<delivery-id>[,...]|ALL")),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
 
 from ircd.api import CommandContext, Message
 
 from ext.pircan import rules
-from ext.pircan.irc.common import account_of, fail, refuse
+from ext.pircan.irc.common import Subcommand, fail, run_subcommand
 from ext.pircan.irc.wire import agreement_line, hexid, request_line, ts
 from ext.pircan.service import contact as service
 from ext.pircan.service.refusals import Refused
@@ -20,18 +19,7 @@ VERB = "CONTACT"
 
 async def handle_contact(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     """CONTACT <REQUEST|ACCEPT|DECLINE|REVOKE|LIST|POLICY> ..."""
-    account = account_of(ctx, VERB)
-    if account is None:
-        return
-    sub = msg.params[0].upper() if msg.params else ""
-    handler = _SUBCOMMANDS.get(sub)
-    if handler is None:
-        fail(ctx, VERB, "UNKNOWN_SUBCOMMAND", sub or "*")
-        return
-    try:
-        await handler(state, ctx, account, msg.params[1:])
-    except Refused as exc:
-        refuse(ctx, VERB, exc)
+    await run_subcommand(state, ctx, msg, VERB, _SUBCOMMANDS)
 
 
 async def _request(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
@@ -106,7 +94,7 @@ async def _policy(state: Pircan, ctx: CommandContext, account: str, args: list[s
     ctx.reply.send(VERB, ctx.client.nick, "POLICY", shown, now_policy)
 
 
-_SUBCOMMANDS: dict[str, Callable[[Pircan, CommandContext, str, list[str]], Awaitable[None]]] = {
+_SUBCOMMANDS: dict[str, Subcommand] = {
     "REQUEST": _request,
     "ACCEPT": _accept,
     "DECLINE": _decline,

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 
 from ext.pircan.ids import parse_count
-from ext.pircan.irc.common import account_of, fail, refuse
+from ext.pircan.irc.common import Subcommand, fail, run_subcommand
 from ext.pircan.irc.wire import hexid, ts
 from ext.pircan.service import webhooks as service
-from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ircd.api import CommandContext, Message
 
@@ -19,19 +17,8 @@ VERB = "WEBHOOK"
 
 async def handle_webhook(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     """WEBHOOK <SET|SHOW|CLEAR|ROTATE|TEST|DEAD|REPLAY> ..."""
-    account = account_of(ctx, VERB)
-    if account is None:
-        return
-    sub = msg.params[0].upper() if msg.params else ""
-    handler = _SUBCOMMANDS.get(sub)
-    if handler is None:
-        fail(ctx, VERB, "UNKNOWN_SUBCOMMAND", msg.params[0] if msg.params else "*",
-             text="Syntax: WEBHOOK SET|SHOW|CLEAR|ROTATE|TEST|DEAD|REPLAY ... (see HELP WEBHOOK)")
-        return
-    try:
-        await handler(state, ctx, account, msg.params[1:])
-    except Refused as exc:
-        refuse(ctx, VERB, exc)
+    await run_subcommand(state, ctx, msg, VERB, _SUBCOMMANDS,
+                         "Syntax: WEBHOOK SET|SHOW|CLEAR|ROTATE|TEST|DEAD|REPLAY ... (see HELP WEBHOOK)")
 
 
 def _one(args: list[str]) -> str | None:
@@ -111,7 +98,7 @@ async def _replay(state: Pircan, ctx: CommandContext, account: str, args: list[s
                    f"{count} dead letter{'' if count == 1 else 's'} queued again")
 
 
-_SUBCOMMANDS: dict[str, Callable[[Pircan, CommandContext, str, list[str]], Awaitable[None]]] = {
+_SUBCOMMANDS: dict[str, Subcommand] = {
     "SET": _set,
     "SHOW": _show,
     "CLEAR": _clear,
