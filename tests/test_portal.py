@@ -195,6 +195,11 @@ def test_a_form_without_the_sessions_csrf_token_is_refused_with_403(srv):
     assert portal_of(srv).state.policies.get("scout") is None
     assert audit_rows(srv, "scout") == before
     assert run(srv, srv.server.store.get_account("sneaky")) is None
+    crowded = {"policy": "deny", "csrf": csrf, **{f"f{i}": "x" for i in range(200)}}  # more fields than any form
+    assert client.post("/portal/agents/scout/policy", data=crowded).status_code == 403
+    anon = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+    anon.get("/portal/signin")
+    assert anon.post("/portal/signin", data={f"f{i}": "x" for i in range(201)}).status_code == 403
     ok = client.post("/portal/agents/scout/policy", data={"policy": "deny", "csrf": csrf})
     assert (ok.status_code, ok.headers["location"]) == (303, "/portal/agents/scout")
     assert portal_of(srv).state.policies["scout"] == "deny"
@@ -480,6 +485,9 @@ def test_the_audit_log_filters_by_agent_kind_and_date(srv, clients):
     assert actions("?from=2000-01-01") == ["contact.denied", "agent.create", "policy.set"]
     assert "Dates are written YYYY-MM-DD." in client.get("/portal/audit?from=yesterday").text
     assert "Kinds of entry:" in client.get("/portal/audit?kind=everything").text
+    for before in ("ffffffffffffffff", "8000000000000000", "0x00000000000001", "-000000000000001", "zz"):
+        page = client.get("/portal/audit?before=" + before)  # ids as PIRCAN parses them everywhere
+        assert (page.status_code, "That is not an entry id." in page.text) == (200, True), before
 
 
 # live updates ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ext.pircan import rules
-from ext.pircan.ids import hexid
+from ext.pircan.ids import hexid, parse_id
 from ext.pircan.portal.sessions import Session, same_token
 from ext.pircan.portal.web import SESSION_COOKIE, SIGNIN_COOKIE, Form, NotFound, Web
 from ext.pircan.service import contact, owner, profile, roster, webhooks
@@ -441,18 +441,18 @@ class Pages:
         if since is None or until is None:
             problems.append("Dates are written YYYY-MM-DD.")
         before = query.get("before", "")
+        before_id = parse_id(before) if before else None
+        if before and before_id is None:
+            problems.append("That is not an entry id.")
         entries: list[Any] = []
         if not problems:
             try:
                 entries = await owner.audit_search(state, me, agent_name, family, since or 0,
-                                                   until or (1 << 63) - 1, 100,
-                                                   int(before, 16) if len(before) == 16 else None)
+                                                   until or (1 << 63) - 1, 100, before_id)
             except Refused as exc:
                 if exc.code == "NO_SUCH_ACCOUNT":
                     raise NotFound() from None
                 problems.append(self.web.refusal_text(exc))
-            except ValueError:
-                problems.append("That is not an entry id.")
         more = dict(query)
         if len(entries) == 100:
             more["before"] = hexid(entries[-1].id)
