@@ -687,3 +687,30 @@ def test_the_receiver_of_the_docs_verifies_and_refuses_replays(tmp_path):
         p.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_webhook_set_while_the_server_rereads_them_is_kept(p, receiver):
+    """The sweep's reread of the webhooks may have read the table before a SET committed: the
+    endpoint the SET announced stays known, and its deliveries go at once, not at the next sweep."""
+    from ext.pircan.service import webhooks as service
+    from ext.pircan.webhooks import store
+
+    state = state_of(p)
+    worker = state.webhooks
+    read = state.database.read
+    setting = []
+
+    async def read_then_set(fn, *args):
+        result = await read(fn, *args)
+        if fn is store.enabled_endpoints and not setting:
+            setting.append(await service.set_webhook(state, "bob", receiver.url))
+        return result
+
+    state.database.read = read_then_set
+    try:
+        p.h.run(worker.reload())
+    finally:
+        state.database.read = read
+    assert setting and "bob" in worker.by_account
+    agree(p, "alice", "bob")
+    assert receiver.wait_for(1)[0].headers["pircan-event"] == "request"

@@ -104,17 +104,21 @@ class Webhooks:
         """Take the endpoints and their due times from the database (also what the CLI changed)."""
         if self.stopping:
             return
+        known = set(self.by_id)  # an endpoint set while the read runs is newer than what it finds
         found = await self.state.database.read(store.enabled_endpoints)
         seen = set()
         for ident, account, due in found:
             seen.add(ident)
             ep = self.by_id.get(ident)
             if ep is None:
+                newer = self.by_account.get(account)
+                if newer is not None and newer.id not in known:
+                    continue  # the account's endpoint was set again while the read ran
                 self._forget_account(account)
                 ep = self._add(ident, account)
             if due is not None and not ep.running:
                 self._schedule(ep, due)
-        for ident in [i for i in self.by_id if i not in seen]:
+        for ident in [i for i in self.by_id if i not in seen and i in known]:
             self.forget(self.by_id[ident].account)
         self.pump()
         await self.sender.prune()
