@@ -17,7 +17,7 @@ from a2a.types import a2a_pb2 as pb
 from ext.pircan.ids import hexid
 from ext.pircan.service import profile
 from ext.pircan.service.contact import acts_for
-from ext.pircan.service.intro import JWKS_PATH, usable_scopes
+from ext.pircan.service.intro import JWKS_PATH, agreement_for, usable_scopes
 from ext.pircan.state import Pircan
 
 __all__ = [
@@ -108,11 +108,9 @@ async def extended_card(state: Pircan, caller: str, account: str) -> pb.AgentCar
     if await acts_for(state, caller, account):
         params["acts_for"] = True
     else:
-        held = [a for a in state.agreements.values()
-                if {a.requester, a.target} == {caller, account} and a.active(now) and usable_scopes(a, caller)]
-        if not held:
+        best, _ = agreement_for(state, caller, account, now)
+        if best is None:
             return card  # nothing beyond the public card
-        best = max(held, key=lambda a: a.expires_at)
         params.update(agreement_id=hexid(best.id), scopes=list(usable_scopes(best, caller)))
     endpoint = await profile.endpoint_of(state, account)
     if endpoint is not None:

@@ -27,7 +27,7 @@ from ext.pircan.a2a import keys
 from ext.pircan.a2a import store as astore
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.rules import HOUR_MS, allows
-from ext.pircan.service.contact import agreement_state, owns
+from ext.pircan.service.contact import agreement_state, owns, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.profile import endpoint_of
 from ext.pircan.service.refusals import Refused
@@ -37,6 +37,7 @@ from ext.pircan.store import Agreement
 __all__ = [
     "JWKS_PATH",
     "Intro",
+    "agreement_for",
     "check_agreement",
     "ensure_signing_key",
     "issue_intro",
@@ -67,7 +68,9 @@ def usable_scopes(agreement: Agreement, account: str) -> tuple[str, ...]:
                  if allows(agreement.scopes, agreement.requester, agreement.target, account, s))
 
 
-def _agreement_for(state: Pircan, requester: str, target: str, now: int) -> tuple[Agreement | None, str]:
+def agreement_for(state: Pircan, requester: str, target: str, now: int) -> tuple[Agreement | None, str]:
+    """The active agreement between the two whose scopes ``requester`` may use, the longest-lived;
+    or None and why (NO_AGREEMENT, SCOPE_MISSING)."""
     ids = state.pairs.get(state.pair(requester, target), set())
     live = [state.agreements[i] for i in ids if state.agreements[i].active(now)]
     if not live:
@@ -102,13 +105,9 @@ async def issue_intro(state: Pircan, requester: str, target_name: str, *, via: s
     NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT / SCOPE_MISSING (audited), NO_ENDPOINT, NOT_ALLOWED
     (the network serves no HTTP listener to publish its keys on), RATE_LIMITED (audited)."""
     api = state.api
-    target = api.casefold(target_name)
-    if api.account_kind(target) is None:
-        raise Refused("NO_SUCH_ACCOUNT", target_name)
-    if target == requester:
-        raise Refused("SELF_CONTACT", target_name)
+    target = peer_of(state, requester, target_name)
     now = state.now_ms()
-    agreement, why = _agreement_for(state, requester, target, now)
+    agreement, why = agreement_for(state, requester, target, now)
     if agreement is None:
         audit_refusal(state, requester, target, "INTRO", why)
         raise Refused(why, target_name, text="You need an active agreement with this account for an intro token")
