@@ -62,6 +62,21 @@ async def acts_for(state: Pircan, actor: str, account: str) -> bool:
     return actor == account or await owns(state, actor, account)
 
 
+async def managed_account(state: Pircan, actor: str, name: str | None, not_allowed: str) -> str:
+    """The folded account ``name`` that ``actor`` manages: itself (``name`` None, empty or ``*``),
+    or an agent it owns. NO_SUCH_ACCOUNT, or NOT_ALLOWED with ``not_allowed`` as its text."""
+    if name is None or name in ("", "*"):
+        return actor
+    account = state.api.casefold(name)
+    if account == actor:
+        return actor
+    if state.api.account_kind(account) is None:
+        raise Refused("NO_SUCH_ACCOUNT", name)
+    if not await acts_for(state, actor, account):
+        raise Refused("NOT_ALLOWED", name, text=not_allowed)
+    return account
+
+
 def peer_of(state: Pircan, actor: str, name: str) -> str:
     """The folded account ``name`` that ``actor`` addresses: NO_SUCH_ACCOUNT, or SELF_CONTACT for itself."""
     folded = state.api.casefold(name)
@@ -371,16 +386,12 @@ async def policy(state: Pircan, actor: str, target_name: str | None = None, new_
                  *, via: str = "irc") -> tuple[str, str]:
     """Show (``new_policy`` None) or set the contact policy of ``actor`` or of an agent it owns;
     (account, policy now)."""
-    target = actor if target_name is None else state.api.casefold(target_name)
     if new_policy is not None:
         if new_policy.lower() not in rules.POLICIES:
             raise Refused("INVALID_POLICY", new_policy)
         new_policy = new_policy.lower()
-    if target != actor:
-        if state.api.account_kind(target) is None:
-            raise Refused("NO_SUCH_ACCOUNT", target)
-        if not await acts_for(state, actor, target):
-            raise Refused("NOT_ALLOWED", target, text="Only an agent and its owner see or set its policy")
+    target = await managed_account(state, actor, target_name,
+                                   "Only an agent and its owner see or set its policy")
     if new_policy is not None:
         await state.database.write(_policy_txn, target, new_policy, actor, state.now_ms(), state.new_id(),
                                    by_whom(actor, target, via))

@@ -21,7 +21,7 @@ from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.a2a import store as astore
 from ext.pircan.rules import Limits
-from ext.pircan.service.contact import acts_for
+from ext.pircan.service.contact import acts_for, managed_account
 from ext.pircan.service.events import by_whom
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
@@ -52,12 +52,7 @@ class Profile:
 
 async def _owned(state: Pircan, actor: str, account_name: str | None) -> str:
     """The agent ``actor`` may change: itself, or one it owns (as it names it)."""
-    account = actor if account_name in (None, "", "*") else state.api.casefold(account_name)  # type: ignore[arg-type]
-    if state.api.account_kind(account) is None:
-        raise Refused("NO_SUCH_ACCOUNT", account)
-    if not await acts_for(state, actor, account):
-        raise Refused("NOT_ALLOWED", account, text="Only an account and its owner change its profile")
-    return account
+    return await managed_account(state, actor, account_name, "Only an account and its owner change its profile")
 
 
 def _audited(conn: sqlite3.Connection, audit_id: int, at: int, actor: str, account: str, action: str,

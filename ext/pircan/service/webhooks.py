@@ -11,7 +11,7 @@ from typing import Any
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid, parse_id, ts
-from ext.pircan.service.contact import acts_for
+from ext.pircan.service.contact import managed_account
 from ext.pircan.service.events import by_whom
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
@@ -73,16 +73,7 @@ def _refused(code: str, *context: str, text: str | None = None) -> Refused:
 
 async def _account(state: Pircan, actor: str, name: str | None) -> str:
     """The account whose webhook ``actor`` manages: itself, or an agent it owns."""
-    if name is None or name in ("", "*"):
-        return actor
-    account = state.api.casefold(name)
-    if account == actor:
-        return actor
-    if state.api.account_kind(account) is None:
-        raise Refused("NO_SUCH_ACCOUNT", name)
-    if not await acts_for(state, actor, account):
-        raise Refused("NOT_ALLOWED", name, text="An account manages its own webhook; an owner its agents'")
-    return account
+    return await managed_account(state, actor, name, "An account manages its own webhook; an owner its agents'")
 
 
 def _worker(state: Pircan) -> Any:
