@@ -90,6 +90,7 @@ __all__ = [
 caps = _caps
 log = logging.getLogger("pircd")
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class ExtensionAPI:
@@ -225,6 +226,12 @@ class ExtensionAPI:
         or None (the failure counts against ``ip``). Check ``token_retry_after(ip)`` first."""
         tokens = self._server.tokens
         return None if tokens is None else await tokens.verify(token, ip)
+
+    async def counted_check(self, ip: str, check: Callable[[], Awaitable[T | None]]) -> T | None:
+        """Run another credential check (an intro token, say) counted with the token checks of
+        ``ip``: None, without running it, while ``ip`` must wait; a None result is a failure."""
+        tokens = self._server.tokens
+        return None if tokens is None else await tokens.counted(ip, check)
 
     def token_retry_after(self, ip: str) -> float:
         """Seconds before ``ip`` may present a token again after too many failures (0: now)."""

@@ -18,11 +18,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ircd.accounts import login_limits
 from ircd.logins import source_of
 from ircd.store import tokens as rows
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -119,20 +122,32 @@ class TokenService:
     async def verify(self, text: str, ip: str) -> TokenIdentity | None:
         """The identity a token names, or None (counted against ``ip``). Callers check
         ``retry_after(ip)`` first and refuse without checking while it is not 0."""
-        server, logins = self.server, self.server.logins
-        attempt = logins.begin(source_of(ip), None, server.clock(), login_limits(server.config.accounts))
-        if isinstance(attempt, float):  # counted before the check: simultaneous ones too
-            return None
-        parsed = rows.split_token(text)
-        row = await self.store.read(rows.lookup, *parsed) if parsed is not None else None
+        row = await self.counted(ip, lambda: self._lookup(text))
         if row is None:
-            logins.failed(attempt)
             return None
-        logins.succeeded(attempt)
         accounts = self.server.accounts
         kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
         self.store.write_nowait(rows.touch, [row.id], int(self.server.clock() * 1000))
         return TokenIdentity(row.id, row.account, kind, row.name)
+
+    async def _lookup(self, text: str) -> Any:
+        parsed = rows.split_token(text)
+        return await self.store.read(rows.lookup, *parsed) if parsed is not None else None
+
+    async def counted(self, ip: str, check: Callable[[], Awaitable[T | None]]) -> T | None:
+        """Run a credential check counted like a token check from ``ip`` (the attempt is taken
+        before it, so simultaneous ones count too): None, without checking, when ``ip`` has no
+        attempt left; a None result is a failure."""
+        server, logins = self.server, self.server.logins
+        attempt = logins.begin(source_of(ip), None, server.clock(), login_limits(server.config.accounts))
+        if isinstance(attempt, float):
+            return None
+        result = await check()
+        if result is None:
+            logins.failed(attempt)
+        else:
+            logins.succeeded(attempt)
+        return result
 
     # sessions that use a token ---------------------------------------------------------
 

@@ -196,6 +196,22 @@ def test_forged_expired_wrong_audience_and_wrong_agreement_tokens_are_refused(sr
     asyncio.run(scenario())
 
 
+def test_failed_intro_tokens_at_the_check_are_throttled_like_bearer_tokens(srv, clients):  # noqa: F811
+    """The agreement check verifies intro tokens (JWTs) itself: each failure counts against the IP
+    with failed bearer tokens and SASL logins (accounts.login_ip_attempts), and past the limit the
+    IP gets 429 before any check, a good token too."""
+    aid = agree(srv, clients, "alice", "bob", "message")
+    alice_token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        for _ in range(20):
+            assert (await check(srv, aid, "e30.e30.c2ln")).status_code == 401
+        refused_now = await check(srv, aid, alice_token)
+        assert refused_now.status_code == 429 and int(refused_now.headers["retry-after"]) > 0
+
+    asyncio.run(scenario())
+
+
 def test_intro_tokens_over_irc_and_mcp(srv, clients):  # noqa: F811
     aid = agree(srv, clients, "alice", "bob", "message")
     alice, olive = login(srv, clients, "alice"), login(srv, clients, "olive")

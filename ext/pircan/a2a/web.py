@@ -101,10 +101,12 @@ class _IntroOrBearer:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         token = bearer_token(scope) if scope["type"] == "http" else None
-        if token is None or token.count(".") != 2:
-            await self.gate(scope, receive, send)
+        ip = (scope.get("client") or ("?", 0))[0]
+        api = self.state.api
+        if token is None or token.count(".") != 2 or api.token_retry_after(ip) > 0:
+            await self.gate(scope, receive, send)  # a bearer token, or the gate's 429
             return
-        claims = await intros.verify_intro(self.state, token)
+        claims = await api.counted_check(ip, lambda: intros.verify_intro(self.state, token))
         if claims is None:
             await _unauthorized()(scope, receive, send)
             return
