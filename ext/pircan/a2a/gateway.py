@@ -313,12 +313,8 @@ class GatewayHandler(RequestHandler):
 
     async def _intro(self, caller: str, target: str) -> pb.Message:
         intro = await intros.issue_intro(self.state, caller, target, via=VIA)
-        data = {"token": intro.token, "token_type": "Bearer", "agent": intro.target,
-                "agreement_id": hexid(intro.agreement_id), "scopes": list(intro.scopes),
-                "expires_at": ts(intro.expires_at), "endpoint": intro.endpoint, "issuer": intro.issuer,
-                "jwks_uri": intro.issuer + intros.JWKS_PATH}
         return data_message(self.state.new_id(), f"An intro token for {intro.target}, valid until "
-                                                 f"{ts(intro.expires_at)}", data)
+                                                 f"{ts(intro.expires_at)}", intros.intro_json(intro))
 
     async def _view(self, caller: str, task_id: str, config: Any = None) -> tuple[pb.Task, Task, list[TaskEntry]]:
         view = await tasks.get_task(self.state, caller, task_id)

@@ -9,7 +9,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.tools import caller, ok, tool_of
 from ext.pircan.service import intro
 from ext.pircan.state import Pircan
@@ -30,9 +29,6 @@ def register_intro_tool(mcp: MCPServer, state: Pircan) -> None:
         agent's endpoint as 'Authorization: Bearer <token>'. It is signed by the network, names you, the agent,
         your agreement and scopes, and is valid for a few minutes."""
         issued = await intro.issue_intro(state, caller(ctx).account, agent, via="mcp")
-        return ok({"token": issued.token, "token_type": "Bearer", "agent": issued.target,
-                   "agreement_id": hexid(issued.agreement_id), "scopes": list(issued.scopes),
-                   "expires_at": ts(issued.expires_at), "endpoint": issued.endpoint, "issuer": issued.issuer,
-                   "jwks_uri": issued.issuer + intro.JWKS_PATH})
+        return ok(intro.intro_json(issued))
 
     del request_intro_token

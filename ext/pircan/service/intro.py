@@ -40,6 +40,7 @@ __all__ = [
     "agreement_for",
     "check_agreement",
     "ensure_signing_key",
+    "intro_json",
     "issue_intro",
     "usable_scopes",
     "verify_intro",
@@ -98,6 +99,14 @@ def _issue_txn(conn: sqlite3.Connection, agreement: Agreement, claims: dict[str,
     astore.note_signed(conn, key.kid, claims["exp"] * 1000)
     db.audit(conn, audit_id, now, claims["sub"], claims["aud"], "intro.issue", detail)
     return token
+
+
+def intro_json(intro: Intro) -> dict[str, Any]:
+    """An issued intro token as MCP and A2A return it."""
+    return {"token": intro.token, "token_type": "Bearer", "agent": intro.target,
+            "agreement_id": hexid(intro.agreement_id), "scopes": list(intro.scopes),
+            "expires_at": ts(intro.expires_at), "endpoint": intro.endpoint, "issuer": intro.issuer,
+            "jwks_uri": intro.issuer + JWKS_PATH}
 
 
 async def issue_intro(state: Pircan, requester: str, target_name: str, *, via: str = "irc") -> Intro:

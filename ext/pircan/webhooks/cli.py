@@ -171,8 +171,7 @@ def test(account: str, config_path: str | None, db: str | None) -> None:
     endpoint = _run(conn, store.get_endpoint, folded)
     if endpoint is None:
         _fail(f"{folded} has no webhook")
-    policy = Policy(cfg.webhook_connect_timeout_ms / 1000, cfg.webhook_timeout_ms / 1000,
-                    cfg.webhook_max_response_bytes, rules.networks(cfg.webhook_allowed_networks))
+    policy = Policy.from_config(cfg)
 
     async def send() -> Any:
         sender = Sender(lambda: policy, max_idle=1)

@@ -24,7 +24,7 @@ import httpcore
 import httpx
 
 from ext.pircan.ids import hexid
-from ext.pircan.webhooks.rules import Network, Target, address_refusal, parse_url, signature_header
+from ext.pircan.webhooks.rules import Network, Target, address_refusal, networks, parse_url, signature_header
 from ext.pircan.webhooks.store import Endpoint
 
 __all__ = ["USER_AGENT", "DestinationError", "Outcome", "Policy", "Sender", "check_url", "resolve", "signed_headers"]
@@ -40,6 +40,12 @@ class Policy:
     timeout_s: float
     max_response_bytes: int
     allowed: list[Network]
+
+    @staticmethod
+    def from_config(cfg: Any) -> Policy:
+        """The policy of PIRCAN's configuration (``ext.pircan.config.PircanConfig``)."""
+        return Policy(cfg.webhook_connect_timeout_ms / 1000, cfg.webhook_timeout_ms / 1000,
+                      cfg.webhook_max_response_bytes, networks(cfg.webhook_allowed_networks))
 
 
 @dataclass(frozen=True, slots=True)

@@ -279,8 +279,9 @@ def next_due(conn: sqlite3.Connection, endpoint_id: int) -> int | None:
 
 def enabled_endpoints(conn: sqlite3.Connection) -> list[tuple[int, str, int | None]]:
     """(id, account, next due) of every enabled endpoint."""
-    found = conn.execute("SELECT id, account FROM pircan_webhook_endpoints WHERE enabled = 1 ORDER BY id").fetchall()
-    return [(ident, account, next_due(conn, ident)) for ident, account in found]
+    return conn.execute(
+        "SELECT e.id, e.account, (SELECT MIN(d.next_at) FROM pircan_webhook_deliveries d WHERE d.endpoint_id = e.id)"
+        " FROM pircan_webhook_endpoints e WHERE e.enabled = 1 ORDER BY e.id").fetchall()
 
 
 def set_payloads(conn: sqlite3.Connection, payloads: list[tuple[int, str]]) -> dict[int, str]:

@@ -78,8 +78,7 @@ class Webhooks:
     def policy(self) -> Policy:
         cfg = self.state.cfg  # replaced whole by a REHASH
         if self._policy[0] is not cfg:
-            self._policy = (cfg, Policy(cfg.webhook_connect_timeout_ms / 1000, cfg.webhook_timeout_ms / 1000,
-                                        cfg.webhook_max_response_bytes, rules.networks(cfg.webhook_allowed_networks)))
+            self._policy = (cfg, Policy.from_config(cfg))
         return self._policy[1]
 
     # start, stop, reload ---------------------------------------------------------------------
