@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, NoReturn, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -495,6 +495,22 @@ class ExtensionAPI:
 
     def format_line(self, command: str, *params: str, source: str | None = None) -> bytes:
         return format_line(command, params, source)
+
+
+def db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For an extension's CLI commands: the ``--config`` and ``--db`` options of pircd's own
+    database commands (passed as ``config_path`` and ``db``; see ``open_database_sync``)."""
+    from ircd.cli_accounts import with_db
+
+    return with_db(fn)  # type: ignore[no-any-return]
+
+
+def cli_fail(message: str) -> NoReturn:
+    """For an extension's CLI commands: ``error: <message>`` on standard error and exit 1, as every
+    pircd command fails."""
+    from ircd.cli_accounts import _fail
+
+    _fail(message)
 
 
 def open_database_sync(config_path: str | None, db: str | None) -> tuple[Any, Callable[[str], str]]:

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from ircd.api import open_database_sync
+from ircd.api import db_options, open_database_sync
 
 from ext.pircan import store
 from ext.pircan.ids import hexid, ts
@@ -16,9 +16,7 @@ from ext.pircan.ids import hexid, ts
 @click.command("audit", short_help="Print the PIRCAN audit trail.")
 @click.option("--account", help="Only entries where this account acted or was acted on.")
 @click.option("--limit", type=click.IntRange(1, 100000), default=100, show_default=True)
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="The configuration file (default: $PIRCD_CONFIG, else ./pircd.toml when present, else none).")
-@click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration).")
+@db_options
 @click.option("--prune-refusals", "prune_days", type=click.FloatRange(min=0, min_open=True), metavar="DAYS",
               help="Instead of printing: delete the rows of refusals by a limit older than DAYS days "
                    "(decisions, messages and every other row stay).")

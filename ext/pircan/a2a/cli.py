@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import sqlite3
-import sys
 import time
 
 import click
@@ -19,15 +18,9 @@ import click
 from ext.pircan.a2a import keys
 from ext.pircan.a2a import store as astore
 from ext.pircan.ids import ts
-from ircd.api import open_database_sync
+from ircd.api import cli_fail, db_options, open_database_sync
 
 __all__ = ["a2a"]
-
-_CONFIG = click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                       help="The configuration file (default: $PIRCD_CONFIG, else ./pircd.toml when present, "
-                            "else none).")
-_DB = click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration).")
-
 
 @click.group("a2a", short_help="The keys of intro tokens for direct A2A.")
 def a2a() -> None:
@@ -39,8 +32,7 @@ def _open(config_path: str | None, db: str | None) -> sqlite3.Connection:
     version = conn.execute("SELECT version FROM schema_versions WHERE track = ?", (astore.TRACK,)).fetchone()
     if version is None:
         conn.close()
-        click.echo("error: this database has no A2A keys yet: start the server once (it makes the first)", err=True)
-        sys.exit(1)
+        cli_fail("this database has no A2A keys yet: start the server once (it makes the first)")
     return conn
 
 
@@ -55,8 +47,7 @@ def _show(key: astore.SigningKey, now: int) -> str:
 
 
 @a2a.command("keys", short_help="List the keys that sign intro tokens.")
-@_CONFIG
-@_DB
+@db_options
 def list_keys(config_path: str | None, db: str | None) -> None:
     """List the keys, oldest first: the signing one, and the retired ones with how long they stay published."""
     conn = _open(config_path, db)
@@ -71,8 +62,7 @@ def list_keys(config_path: str | None, db: str | None) -> None:
 
 @a2a.command("rotate-key", short_help="Make a new key for signing intro tokens.")
 @click.option("--drop-old", is_flag=True, help="Stop publishing the old keys at once: tokens they signed fail.")
-@_CONFIG
-@_DB
+@db_options
 def rotate_key(drop_old: bool, config_path: str | None, db: str | None) -> None:
     """Make a new signing key; the old one is published until the tokens it signed have expired."""
     conn = _open(config_path, db)

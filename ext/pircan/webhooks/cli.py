@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sqlite3
-import sys
 import time
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -20,7 +19,7 @@ from ext.pircan.service import webhooks as service
 from ext.pircan.service.refusals import Refused
 from ext.pircan.webhooks import payload, rules, store
 from ext.pircan.webhooks.sender import DestinationError, Policy, Sender, check_url, signed_headers
-from ircd.api import ConfigError, extension_config_sync, get_account_sync, open_database_sync
+from ircd.api import ConfigError, cli_fail, db_options, extension_config_sync, get_account_sync, open_database_sync
 from ircd.proto.msgid import EPOCH_MS, SEQ_BITS
 
 __all__ = ["webhook"]
@@ -29,23 +28,8 @@ T = TypeVar("T")
 ACTOR = "operator"
 BY = " through the command line"
 
-_options = [
-    click.option("--config", "config_path", type=click.Path(dir_okay=False),
-                 help="The configuration file (default: $PIRCD_CONFIG, else ./pircd.toml when present, else none)."),
-    click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration)."),
-]
-
-
-def _db_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_options):
-        fn = option(fn)
-    return fn
-
-
-def _fail(text: str) -> NoReturn:
-    """One line on stderr and exit 1, as every pircd command."""
-    click.echo(f"error: {text}", err=True)
-    sys.exit(1)
+_db_options = db_options
+_fail = cli_fail
 
 
 def _new_id() -> int:
