@@ -378,7 +378,7 @@ class AccountService:
         if not valid_email(email):
             return "INVALID_EMAIL", "A valid email address is needed to register on this server"
         source = source_of(client.ip)
-        if not self.verifications.may_send(source, server.clock(), cfg.email_codes_per_hour):
+        if not self.verifications.reserve(source, email, server.clock(), cfg.email_codes_per_hour):
             log.warning("verification code refused (too many) account=%s ip=%s", name, client.ip)
             return "TEMPORARILY_UNAVAILABLE", "Too many verification codes sent lately; try again later"
         hashed, keys = await self.make_credentials(password)
@@ -402,8 +402,7 @@ class AccountService:
             log.warning("verification code not sent account=%s: %s", name, exc)
             return "TEMPORARILY_UNAVAILABLE", "The verification code could not be sent; try again later"
         now = server.clock()
-        pending = Pending(name, folded, email, hashed, keys, code, now + cfg.email_code_lifetime)
-        self.verifications.sent(source, pending, now)
+        self.verifications.add(Pending(name, folded, email, hashed, keys, code, now + cfg.email_code_lifetime, source))
         log.info("verification code sent account=%s ip=%s", name, client.ip)
         return "", email
 

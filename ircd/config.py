@@ -179,7 +179,7 @@ class AccountsSection(_Section):
     # with a code sent by mail); the code goes out through email_command or email_smtp.
     email_required: bool = False
     email_code_lifetime: float = Field(default=3600.0, ge=60, le=604800, description="seconds a code stays valid")
-    email_codes_per_hour: int = Field(default=5, ge=1, description="codes sent for one source address per hour")
+    email_codes_per_hour: int = Field(default=5, ge=1, description="codes sent for one source address, and for one email address, per hour")
     email_from: str = "pircd@localhost"
     email_command: list[str] = []
     email_smtp: str | None = None

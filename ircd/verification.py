@@ -8,8 +8,10 @@ registration nobody completes leaves nothing behind; pending registrations live 
 restart forgets them (the client registers again).
 
 Bounds: a code is valid for ``accounts.email_code_lifetime`` seconds and for ``MAX_TRIES`` wrong
-guesses; each source address (IPv4, or an IPv6 /64) may have ``accounts.email_codes_per_hour`` codes
-sent in any hour (mail is a cost to the receiver: a server must not be a way to bomb an inbox); at most
+guesses from the source that registered (another source's guesses are counted by the login throttle
+and cannot cancel someone else's registration); each source address (IPv4, or an IPv6 /64) and each
+email address may have ``accounts.email_codes_per_hour`` codes sent in any hour, counted before the
+code is made (mail is a cost to the receiver: a server must not be a way to bomb an inbox); at most
 ``MAX_PENDING`` registrations wait at once. A newer REGISTER of the same name (by whoever holds that nick
 now) replaces the older one.
 """
@@ -55,33 +57,42 @@ class Pending:
     keys: ScramKeys
     code: str
     expires: float
+    source: str  # where the REGISTER came from (ircd.logins.source_of): only its wrong guesses count
     tries: int = 0
 
 
 class Verifications:
     def __init__(self) -> None:
         self.pending: dict[str, Pending] = {}  # folded account name -> its registration
-        self._sent: dict[str, deque[float]] = {}  # source -> times codes were sent for it
+        # "s:<source>" or "e:<address>" -> times codes were sent for it
+        self._sent: dict[str, deque[float]] = {}
 
-    def may_send(self, source: str, now: float, per_hour: int) -> bool:
-        """Whether another code may go out for ``source`` now (and there is room for it)."""
+    def reserve(self, source: str, address: str, now: float, per_hour: int) -> bool:
+        """Count a code for ``source`` and for the email ``address`` now, before it is made and
+        sent (so simultaneous REGISTERs count too), or False when either had ``per_hour`` codes
+        in the last hour or too many registrations wait."""
         if len(self.pending) >= MAX_PENDING:
             return False
-        times = self._sent.get(source)
-        if times is None:
-            return True
-        while times and times[0] <= now - _HOUR:
-            times.popleft()
-        return len(times) < per_hour
+        keys = ("s:" + source, "e:" + address.lower())
+        for key in keys:
+            times = self._sent.get(key)
+            if times is not None:
+                while times and times[0] <= now - _HOUR:
+                    times.popleft()
+                if len(times) >= per_hour:
+                    return False
+        for key in keys:
+            self._sent.setdefault(key, deque()).append(now)
+        return True
 
-    def sent(self, source: str, pending: Pending, now: float) -> None:
-        """A code went out: count it for its source and let it be verified."""
-        self._sent.setdefault(source, deque()).append(now)
+    def add(self, pending: Pending) -> None:
+        """A code went out: the registration waits for it."""
         self.pending[pending.folded] = pending
 
-    def take(self, folded: str, code: str, now: float) -> Pending | None:
+    def take(self, folded: str, code: str, now: float, source: str) -> Pending | None:
         """The registration if ``code`` is its code (it is then no longer pending), else None; a
-        wrong guess counts, and the registration is dropped at ``MAX_TRIES``."""
+        wrong guess from the registering ``source`` counts, and the registration is dropped at
+        ``MAX_TRIES``."""
         pending = self.pending.get(folded)
         if pending is None:
             return None
@@ -89,9 +100,10 @@ class Verifications:
             del self.pending[folded]
             return None
         if not hmac.compare_digest(pending.code.encode(), code.strip().upper().encode()):
-            pending.tries += 1
-            if pending.tries >= MAX_TRIES:
-                del self.pending[folded]
+            if source == pending.source:
+                pending.tries += 1
+                if pending.tries >= MAX_TRIES:
+                    del self.pending[folded]
             return None
         del self.pending[folded]
         return pending

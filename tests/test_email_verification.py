@@ -136,6 +136,73 @@ def test_codes_per_source_and_a_failed_delivery(tmp_path):
         h.close()
 
 
+def test_simultaneous_registers_are_each_counted_and_an_address_has_its_own_limit(tmp_path):
+    """A code is counted before it is made: REGISTERs from one source at the same moment do not all
+    pass the check; and one email address gets no more codes per hour from many sources."""
+    h = Harness(cfg(tmp_path, email_codes_per_hour=1), db=str(tmp_path / "e.db"))
+    try:
+        names = ["r0", "r1", "r2", "r3"]
+        for name in names:
+            h.register(name)
+        waiting = [h.server.handle_line(h.clients[name], f"REGISTER * {name}@example.org password123".encode())
+                   for name in names]
+        async def together() -> None:
+            await asyncio.gather(*[w for w in waiting if w is not None])
+
+        h.run(together())
+        h.server.flush_all()
+        answers = sorted(" ".join(m.params[:2]) for name in names for m in h.messages(name)
+                         if m.command in ("REGISTER", "FAIL"))
+        assert answers[:3] == ["REGISTER TEMPORARILY_UNAVAILABLE"] * 3, answers
+        assert answers[3].startswith("VERIFICATION_REQUIRED r"), answers
+        assert len(h.server.accounts.verifications.pending) == 1
+        for i, name in enumerate(("s1", "s2")):  # another source each, the same address
+            h.register(name, ip=f"10.0.0.{i + 1}")
+            h.send(name, "REGISTER * Victim@Example.org password123")
+        assert [h.messages(n)[-1].params[:2] for n in ("s1", "s2")] == [
+            ["VERIFICATION_REQUIRED", "s1"], ["REGISTER", "TEMPORARILY_UNAVAILABLE"]]
+    finally:
+        h.close()
+
+
+def test_another_sources_wrong_codes_do_not_cancel_a_registration(eh, tmp_path):
+    eh.register("bar")
+    eh.send("bar", "REGISTER * bar@example.org password123")
+    code = code_in(email.message_from_bytes((tmp_path / "mail.txt").read_bytes(),
+                                            policy=email.policy.default).get_content())
+    eh.take("bar")
+    eh.register("evil", ip="10.9.9.9")
+    for _ in range(5):
+        eh.send("evil", "VERIFY bar 22222222")
+    assert eh.lines("evil")[-1] == (
+        ":irc.test FAIL VERIFY INVALID_CODE bar :That code is not valid for this account, or no longer")
+    eh.send("evil", "VERIFY bar 33333333")  # past the login throttle's limit for this source
+    assert eh.lines("evil") == [
+        ":irc.test FAIL VERIFY TEMPORARILY_UNAVAILABLE bar :Too many wrong codes lately; try again later"]
+    eh.send("bar", f"VERIFY bar {code}")
+    assert eh.lines("bar")[:1] == [":irc.test VERIFY SUCCESS bar :Account created"]
+
+
+def test_a_client_gone_while_its_account_is_made_is_not_logged_in(eh, tmp_path):
+    eh.register("bar")
+    eh.send("bar", "REGISTER * bar@example.org password123")
+    code = code_in(email.message_from_bytes((tmp_path / "mail.txt").read_bytes(),
+                                            policy=email.policy.default).get_content())
+    accounts = eh.server.accounts
+    create = accounts.create_hashed
+
+    async def create_as_the_client_leaves(*args, **kwargs):
+        eh.server.disconnect(eh.clients["bar"], "gone")
+        return await create(*args, **kwargs)
+
+    accounts.create_hashed = create_as_the_client_leaves
+    eh.send("bar", f"VERIFY bar {code}")
+    eh.settle()
+    assert accounts_in(str(tmp_path / "e.db")) == [("bar", "bar@example.org")]
+    assert "bar" not in eh.server.by_account
+    assert eh.clients["bar"].account is None
+
+
 @contextlib.contextmanager
 def smtp_receiver(handler):
     """aiosmtpd's SMTP protocol on 127.0.0.1 port 0, served by an event loop in a thread."""

@@ -8,10 +8,11 @@ import binascii
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.accounts import InvalidAccountName, valid_account_name
+from ircd.accounts import InvalidAccountName, login_limits, valid_account_name
 from ircd.caps import Capability
 from ircd.commands.registration import try_register
 from ircd.dispatch import CommandContext, command
+from ircd.logins import source_of
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message
 from ircd.sasl import CHUNK, MAX_PAYLOAD, MECHANISMS, SaslState, split_payload
@@ -319,6 +320,8 @@ async def handle_verify(ctx: CommandContext, msg: Message) -> None:
         reply.fail("VERIFY", "ALREADY_AUTHENTICATED", client.account, "You are already logged in")
         return
     result = await verify_registration(ctx, name, code)
+    if client.closing:
+        return
     if isinstance(result, tuple):
         reply.fail("VERIFY", result[0], name, result[1])
         return
@@ -334,9 +337,17 @@ async def verify_registration(ctx: CommandContext, name: str, code: str) -> Acco
     accounts = server.accounts
     if accounts is None or not server.config.accounts.enabled or not server.config.accounts.registration:
         return "INVALID_CODE", "There is no registration waiting for a code"
-    pending = accounts.verifications.take(server.casefold(name), code, server.clock())
+    folded = server.casefold(name)
+    source = source_of(ctx.client.ip)
+    # a guess counts in the login throttle, per source first, like a password (ircd/logins.py)
+    attempt = server.logins.begin(source, "v:" + folded, server.clock(), login_limits(server.config.accounts))
+    if isinstance(attempt, float):
+        return "TEMPORARILY_UNAVAILABLE", "Too many wrong codes lately; try again later"
+    pending = accounts.verifications.take(folded, code, server.clock(), source)
     if pending is None:
+        server.logins.failed(attempt)
         return "INVALID_CODE", "That code is not valid for this account, or no longer"
+    server.logins.succeeded(attempt)
     try:
         return await accounts.create_hashed(pending.name, pending.password_hash, pending.keys, email=pending.email)
     except AccountExists:
