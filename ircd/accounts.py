@@ -282,7 +282,8 @@ class AccountService:
         registering gets 433 and chooses another."""
         server = self.server
         nick = holder.nick
-        if holder.account_folded == claimant.account_folded and claimant.account_kind == "agent":
+        if holder.account_folded == claimant.account_folded and (claimant.account_kind == "agent" or holder.detached):
+            # an older connection of the agent, or the account's always-on identity: it ends
             server.disconnect(holder, "Nick taken over by a new connection of its account")
             return
         reply = ReplyBuffer(server, holder)

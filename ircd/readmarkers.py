@@ -89,8 +89,13 @@ class ReadMarkers:
 
     def _offline(self, event: Quit | LoggedOut) -> None:
         account = event.client.account_folded if isinstance(event, Quit) else self.server.casefold(event.account)
-        # kept while a connection of the account is there, or its always-on identity stays
-        if account is not None and account not in self.server.by_account and account not in self.server.sessions.ghosts:
+        if account is not None:
+            self.account_gone(account)
+
+    def account_gone(self, account: str) -> None:
+        """A connection or the always-on identity of ``account`` ended: its markers are forgotten
+        unless a connection of the account is there, or its always-on identity stays."""
+        if account not in self.server.by_account and account not in self.server.sessions.ghosts:
             self.by_account.pop(account, None)
 
     # reading and setting ----------------------------------------------------------

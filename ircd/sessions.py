@@ -246,9 +246,13 @@ class SessionManager:
         server.registered_count -= 1
         if "i" in ghost.modes:
             server.invisible_count -= 1
+        if "o" in ghost.modes:
+            server.oper_count -= 1
         server.registry.remember(ghost, int(server.clock()))
         server.notify_monitors(ghost, online=False)
         server.registry.remove_nick(ghost)
+        if ghost.account_folded is not None:
+            server.read_markers.account_gone(ghost.account_folded)
         log.info("always-on ended nick=%s account=%s reason=%r", ghost.nick, ghost.account, reason)
         server.flush_all()
 

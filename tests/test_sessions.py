@@ -350,3 +350,69 @@ def test_rehash_without_always_on_ends_detached_identities(sh):
                             accounts={"argon2_time_cost": 1, "argon2_memory_kib": 8192, "always_on": "off"}))
     assert sh.lines("a") == [":helper!h1@127.0.0.1 QUIT :Always-on turned off"]
     assert sh.server.registry.find_nick("helper") is None
+
+
+def test_a_logged_in_connection_taking_the_nick_ends_its_detached_identity(tmp_path):
+    """A connection of the account that registered under another nick and then asks for the
+    account's name, held by the account's detached identity, ends that identity (peers see it quit);
+    nothing is left renamed in its channels for a later disconnect to orphan."""
+    h = make(tmp_path, always_on="all")
+    try:
+        welcome(h, "a1", "alice", "alice")
+        h.send("a1", "JOIN #room")
+        welcome(h, "b", "bob", "bob")
+        h.send("b", "JOIN #room")
+        h.disconnect("a1")
+        welcome(h, "a2", "alice", "al2")
+        h.take("b")
+        h.send("a2", "NICK alice")
+        assert h.lines("b") == [":alice!a1@127.0.0.1 QUIT :Nick taken over by a new connection of its account"]
+        assert h.lines("a2")[-1] == ":al2!a2@127.0.0.1 NICK alice"
+        h.disconnect("a2")  # alice's new always-on identity is a2, in no channel
+        h.send("b", "NAMES #room")
+        assert h.lines("b") == [":irc.test 353 bob = #room bob", ":irc.test 366 bob #room :End of /NAMES list"]
+        assert h.server.sessions.ghosts == {"alice": h.clients["a2"]}
+        assert h.server.registered_count == 2  # bob, and alice's identity
+    finally:
+        h.close()
+
+
+def test_an_identity_ended_while_detached_leaves_no_oper_count_or_read_markers(tmp_path):
+    from ircd.passwords import hash_sync
+
+    h = Harness(
+        from_dict({"server": {"name": "irc.test", "network": "TestNet"}, "http": {"listen": ["127.0.0.1:0"]},
+                   "storage": {"durability": "off"}, "flood": {"enabled": False},
+                   "accounts": {"argon2_time_cost": 1, "argon2_memory_kib": 8192},
+                   "opers": [{"name": "root", "password": hash_sync("s3cret")}]}),
+        db=str(tmp_path / "s.db"),
+    )
+    try:
+        h.run(h.server.accounts.create("bob", PW))
+        h.run(h.server.accounts.create("helper", AGENT_PW, kind="agent", owner="bob"))
+        agent_login(h, "h1", caps=RM)
+        h.send("h1", "OPER root s3cret")
+        assert h.server.oper_count == 1
+        h.disconnect("h1")
+        assert h.server.oper_count == 1  # the always-on identity keeps +o, and its read markers
+        assert "helper" in h.server.read_markers.by_account
+        h.server.disconnect(h.server.registry.find_nick("helper"), "Killed", quit_message="Killed (oper)")
+        assert (h.server.oper_count, h.server.registered_count) == (0, 0)
+        assert "helper" not in h.server.read_markers.by_account
+    finally:
+        h.close()
+
+
+def test_redact_of_a_direct_message_reaches_every_connection_of_both_nicks(sh):
+    caps = "message-tags echo-message batch draft/message-redaction"
+    welcome(sh, "a1", "alice", "al", caps=caps)
+    welcome(sh, "a2", "alice", "al", caps=caps)
+    welcome(sh, "b1", "bob", "bob", caps=caps)
+    welcome(sh, "b2", "bob", "bob", caps=caps)
+    sh.send("a1", "PRIVMSG bob :oops")
+    msgid = sh.messages("a1")[-1].tags["msgid"]
+    for name in ("a1", "a2", "b1", "b2"):
+        sh.take(name)
+    sh.send("a1", f"REDACT bob {msgid}")
+    for name in ("a1", "a2", "b1", "b2"):
+        assert sh.lines(name) == [f":al!a1@127.0.0.1 REDACT bob {msgid}"], name

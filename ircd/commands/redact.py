@@ -81,8 +81,10 @@ async def handle_redact(ctx: CommandContext, msg: Message) -> None:
     if channel is not None:
         if server.find_channel(channel.name) is channel:
             server.relay((m for m in channel.members if m.caps & C.MESSAGE_REDACTION), relay, exclude=client)
-    elif recipient is not None and recipient is not client and recipient.caps & C.MESSAGE_REDACTION:
-        server.relay((recipient,), relay)
+    elif recipient is not None and recipient is not client:
+        # every connection of the recipient's nick, and the sender's other ones (as the message went)
+        found = server.sessions.direct_recipients(client, recipient, False)
+        server.relay((c for c in found if c.caps & C.MESSAGE_REDACTION), relay)
     reply.relay(relay)
     log.info("redact by=%s target=%s msgid=%s sender=%s", client.prefix, target, msgid, row.source)
 
