@@ -151,18 +151,13 @@ class SessionManager:
     def rejoin_burst(self, client: Client, reply: ReplyBuffer) -> None:
         """After the welcome: the identity's channels, as if the connection had joined each (JOIN,
         then MARKREAD, topic and NAMES, as a JOIN answers)."""
-        from ircd.commands.channel import join_relays, send_names, send_topic
+        from ircd.commands.channel import answer_join, join_relays
 
         server = self.server
         for channel in list(client.channels.values()):
             plain, extended = join_relays(server, client, channel)
             reply.relay(extended if client.caps & C.EXTENDED_JOIN else plain)
-            for hook in server.join_hooks:
-                if hook != self._joined:
-                    hook(client, channel, reply)
-            send_topic(reply, channel, empty_reply=False)
-            if not client.caps & C.NO_IMPLICIT_NAMES:
-                send_names(server, client, reply, channel)
+            answer_join(server, client, reply, channel, skip=self._joined)
 
     def _joined(self, client: Client, channel: Channel, reply: ReplyBuffer) -> None:
         """A connection of a group joined a channel: the others (members already, so the JOIN line
@@ -170,19 +165,14 @@ class SessionManager:
         group = client.group
         if group is None:
             return
-        from ircd.commands.channel import send_names, send_topic
+        from ircd.commands.channel import answer_join
 
         server = self.server
         for other in group.members:
             if other is client or other.closing:
                 continue
             own = ReplyBuffer(server, other)
-            for hook in server.join_hooks:
-                if hook != self._joined:
-                    hook(other, channel, own)
-            send_topic(own, channel, empty_reply=False)
-            if not other.caps & C.NO_IMPLICIT_NAMES:
-                send_names(server, other, own, channel)
+            answer_join(server, other, own, channel, skip=self._joined)
             own.flush()
 
     # leaving --------------------------------------------------------------------------

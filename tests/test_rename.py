@@ -122,3 +122,22 @@ def test_rename_moves_stored_history_and_registration(tmp_path):
         assert [(r.name, r.folded, r.owner) for r in rows] == [("#new", "#new", "alice")]
     finally:
         h.close()
+
+
+def test_the_fallback_join_answers_as_a_join_does_with_markread(h):
+    """draft/channel-rename's fallback is "a JOIN message followed by the usual messages that would
+    be sent if the client had joined the new channel normally": for a read-marker client, MARKREAD
+    comes with them, as after a JOIN."""
+    h.register("alice", caps=["draft/channel-rename"])
+    h.register("dave", caps=["draft/read-marker"])
+    for name in ("alice", "dave"):
+        h.send(name, "JOIN #old")
+    h.take("dave")
+    h.send("alice", "RENAME #old #new")
+    assert h.lines("dave") == [
+        ":dave!dave@127.0.0.1 PART #old",
+        ":dave!dave@127.0.0.1 JOIN #new",
+        ":irc.test MARKREAD #new *",
+        ":irc.test 353 dave = #new :@alice dave",
+        ":irc.test 366 dave #new :End of /NAMES list",
+    ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from ircd import caps as C
 from ircd.channel import CHANNEL_TYPES, Channel, prefix_of
@@ -141,8 +141,19 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         channel.add_member(client, initial_prefixes(channel, client, created=False))
     broadcast_join(ctx, client, channel, echo=True)
     server.events.publish(Joined(client, channel, created))
+    answer_join(server, client, reply, channel)
+
+
+def answer_join(
+    server: Server, client: Client, reply: ReplyBuffer, channel: Channel,
+    skip: Callable[[Client, Channel, ReplyBuffer], None] | None = None,
+) -> None:
+    """What a JOIN answers after its own line, also where a client is put in a channel another way
+    (a RENAME's fallback, a connection given its identity's channels): the join hooks but ``skip``
+    (MARKREAD, METADATA), the topic, and NAMES unless the client has no-implicit-names."""
     for hook in server.join_hooks:
-        hook(client, channel, reply)
+        if hook != skip:
+            hook(client, channel, reply)
     send_topic(reply, channel, empty_reply=False)
     if not client.caps & C.NO_IMPLICIT_NAMES:
         send_names(server, client, reply, channel)

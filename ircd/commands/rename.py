@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ircd import caps as C
-from ircd.commands.channel import no_such_channel, send_names, send_topic, valid_channel_name
+from ircd.commands.channel import answer_join, no_such_channel, valid_channel_name
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelRenamed
 from ircd.proto import numerics as N
@@ -116,6 +116,4 @@ def _fallback(
     else:
         join = [channel.name]
     out.relay(Relay(member.prefix, "JOIN", join, account=member.account))
-    send_topic(out, channel, empty_reply=False)
-    if not member.caps & C.NO_IMPLICIT_NAMES:
-        send_names(server, member, out, channel)
+    answer_join(server, member, out, channel)
