@@ -57,6 +57,8 @@ def test_future_is_clamped_to_now(h):
     [
         ("MARKREAD", "FAIL MARKREAD NEED_MORE_PARAMS :Missing parameters"),
         ("MARKREAD #test *", "FAIL MARKREAD INVALID_PARAMS * :Invalid timestamp"),
+        ("MARKREAD :#a b", "FAIL MARKREAD INVALID_PARAMS #a_b :Invalid target"),
+        ("MARKREAD ::x", "FAIL MARKREAD INVALID_PARAMS *:x :Invalid target"),
         ("MARKREAD #test timestamp=not-a-timestamp", "FAIL MARKREAD INVALID_PARAMS timestamp=not-a-timestamp :Invalid timestamp"),
         (f"MARKREAD #test {T1}", f"FAIL MARKREAD INVALID_PARAMS {T1} :Invalid timestamp"),
     ],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from ircd.dispatch import CommandContext, command
-from ircd.proto.lines import Message, safe_param
+from ircd.proto.lines import Message
 from ircd.proto.timestamps import format_ms, parse_timestamp
 from ircd.readmarkers import shown
 
@@ -23,6 +23,9 @@ def handle_markread(ctx: CommandContext, msg: Message) -> Awaitable[None] | None
     reply = ctx.reply
     if not msg.params or not msg.params[0]:
         reply.fail("MARKREAD", "NEED_MORE_PARAMS", "Missing parameters")
+        return None
+    if " " in msg.params[0] or msg.params[0][0] == ":":  # no channel or nick: it could not be echoed
+        reply.fail("MARKREAD", "INVALID_PARAMS", msg.params[0], "Invalid target")
         return None
     time = None
     if len(msg.params) > 1:
@@ -53,7 +56,7 @@ def _markread(ctx: CommandContext, target: str, time: str | None) -> None:
     now, changed = markers.set(ctx.client, target, time)
     if now is None:
         limit = ctx.server.config.limits.read_markers
-        ctx.reply.fail("MARKREAD", "LIMIT_REACHED", safe_param(target),
+        ctx.reply.fail("MARKREAD", "LIMIT_REACHED", target,
                        f"You already have read markers for {limit} targets, the most this server keeps")
         return
     ctx.reply.send("MARKREAD", target, shown(now))
