@@ -165,6 +165,10 @@ def test_every_rule_refuses_with_the_irc_code(srv, clients):
             assert await refused(alice, "respond_to_contact", request_id=rid, decision="accept") == (
                 "NOT_ALLOWED", [rid])
             async with mcp(srv, token_for(srv, "bob")) as bob_mcp:  # the request as decided comes back
+                empty = await bob_mcp.call_tool("respond_to_contact",
+                                                 {"request_id": rid, "decision": "accept", "scopes": []})
+                assert empty.is_error and empty.content[0].text == (
+                    "INVALID_SCOPE: Grant at least one scope, or decline the request")
                 decided = await call(bob_mcp, "respond_to_contact", request_id=rid, decision="accept")
             assert (decided["request"]["state"], decided["request"]["decided_by"]) == ("accepted", "bob")
             assert decided["request"]["agreement_id"] == decided["agreement"]["agreement_id"]

@@ -261,6 +261,9 @@ def test_the_owner_decides_in_the_portal_and_every_decision_is_audited(srv, clie
                         data={"csrf": csrf, "scope": "message", "days": "31"})
     assert wider.status_code == 303
     assert "INVALID_DURATION" in client.get("/portal/agents/scout").text
+    none = client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "days": "7"})
+    assert none.status_code == 303
+    assert "Grant at least one scope, or decline the request (INVALID_SCOPE)" in client.get("/portal/agents/scout").text
     accepted = client.post(f"/portal/agents/scout/requests/{request_id}/accept",
                            data={"csrf": csrf, "scope": "message", "days": "7"})
     assert (accepted.status_code, accepted.headers["location"]) == (303, "/portal/agents/scout")

@@ -214,12 +214,9 @@ class Pages:
     async def accept(self, request: Request, session: Session, form: Form) -> Response:
         agent = await self.agent(session, request)
         back = self._back(request, agent)
-        scopes = form.all("scope")
-        if not scopes:
-            raise Refused("INVALID_SCOPE", text="Grant at least one scope, or decline the request")
         days = form.get("days").strip() or None
         req, agreement = await contact.accept(self.state, session.account, request.path_params["request"],
-                                              scopes, days, via=VIA)
+                                              form.all("scope"), days, via=VIA)
         self.ok(session, f"Accepted the request of {req.requester}: agreement {hexid(agreement.id)} grants "
                          f"{', '.join(agreement.scopes)} until {self.web.env.filters['when'](agreement.expires_at)}.")
         return self.web.redirect(request, back)

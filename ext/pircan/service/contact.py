@@ -241,6 +241,8 @@ async def accept(state: Pircan, actor: str, request_id: str, scopes: str | Itera
     req = await _decidable(state, actor, request_id)
     granted = req.scopes
     if scopes is not None:
+        if not _scope_text(scopes).strip():
+            raise Refused("INVALID_SCOPE", text="Grant at least one scope, or decline the request")
         narrowed = _scopes(scopes)
         if narrowed is None or not rules.is_narrowing(req.scopes, narrowed):
             raise Refused("INVALID_SCOPE", _scope_text(scopes))
