@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ircd.channel import Channel
     from ircd.server import Server
 
-__all__ = ["ChannelInfo", "visible_channels", "find_channel", "is_member", "post", "history", "viewer_for"]
+__all__ = ["CannotSend", "ChannelInfo", "visible_channels", "find_channel", "is_member", "post", "history", "viewer_for"]
 
 
 class _NoConn:
@@ -107,13 +107,26 @@ def visible_channels(server: "Server", account: str) -> list[ChannelInfo]:
     return sorted(found, key=lambda c: c.name.lower())
 
 
+class CannotSend(Exception):
+    """The channel's modes, bans or mutes keep the account from speaking (the reason, as 404 says it)."""
+
+
 def post(server: "Server", account: str, display: str, channel: "Channel", command: str, text: str) -> Relay:
     """Send ``text`` to ``channel`` as ``account`` (the caller checked membership): every member,
     the account's own connections included, gets it; it is stored like any channel message.
-    The source is the account's connection in the channel when it has one."""
+    The source is the account's connection in the channel when it has one. The channel's rules
+    for who may speak (+m, bans, mutes, +C) are those of a PRIVMSG; ``CannotSend`` when they
+    refuse it."""
+    from ircd.commands.messaging import cannot_speak, is_restricted_ctcp
+
     source = next((c for c in channel.members if c.account_folded == account), None)
     if source is None:
         source = viewer_for(server, account, display)
+    why = cannot_speak(channel, source, channel.members.get(source, ""), server.casefold)
+    if why is None and "C" in channel.modes and is_restricted_ctcp(text):
+        why = "Cannot send to channel (+C)"
+    if why is not None:
+        raise CannotSend(why)
     msgid, time = server.message_stamp()
     relay = Relay(source.prefix, command, [channel.name, text], msgid=msgid, time=time, account=source.account)
     server.relay(channel.members, relay)

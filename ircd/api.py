@@ -296,11 +296,16 @@ class ExtensionAPI:
         return accountops.is_member(self._server, account_folded, channel)
 
     def account_post(self, account_folded: str, display: str, channel: Channel, text: str,
-                     command: str = "PRIVMSG") -> Relay:
-        """Relay ``text`` to the channel as the account and store it (the caller checked membership)."""
+                     command: str = "PRIVMSG") -> Relay | str:
+        """Relay ``text`` to the channel as the account and store it (the caller checked membership).
+        Returns a str, the reason, when the channel's modes, bans or mutes keep the account from
+        speaking (the rules of a PRIVMSG: nothing is sent)."""
         from ircd import accountops
 
-        return accountops.post(self._server, account_folded, display, channel, command, text)
+        try:
+            return accountops.post(self._server, account_folded, display, channel, command, text)
+        except accountops.CannotSend as exc:
+            return str(exc)
 
     async def channel_history(self, channel: Channel, limit: int, before_id: int | None = None) -> list[Any]:
         """``ircd.store.HistoryRow`` of the channel's stored messages, newest ``limit`` before ``before_id``."""

@@ -299,6 +299,35 @@ def test_channels_over_mcp_for_members(srv, clients):
     asyncio.run(scenario())
 
 
+def test_a_channel_post_over_mcp_obeys_the_channels_modes_bans_and_mutes(srv, clients):
+    """The rules of a PRIVMSG: +m without voice, a ban or a mute (m:), and +C for a CTCP keep an
+    account from speaking over MCP too (CANNOT_SEND, with the reason 404 gives)."""
+    bob = login(srv, clients, "bob")
+    carol = login(srv, clients, "carol")
+    irc(bob, "JOIN #lobby")
+    irc(carol, "JOIN #lobby")
+    token = token_for(srv, "carol")
+
+    async def post(text: str = "hi") -> tuple[str, list[str]] | dict:
+        async with mcp(srv, token) as c:
+            result = await c.call_tool("send_channel_message", {"channel": "#lobby", "text": text})
+            if result.is_error:
+                error = (result.structured_content or {})["error"]
+                return error["code"], error["context"], result.content[0].text
+            return result.structured_content or {}
+
+    irc(bob, "MODE #lobby +m")
+    assert asyncio.run(post()) == ("CANNOT_SEND", ["#lobby"], "CANNOT_SEND: Cannot send to channel (+m) (#lobby)")
+    irc(bob, "MODE #lobby +v carol")
+    assert asyncio.run(post())["channel"] == "#lobby"
+    irc(bob, "MODE #lobby -mv+b carol m:carol!*@*")
+    assert asyncio.run(post()) == ("CANNOT_SEND", ["#lobby"], "CANNOT_SEND: Cannot send to channel (+b) (#lobby)")
+    irc(bob, "MODE #lobby -b+C m:carol!*@*")
+    assert asyncio.run(post("\x01VERSION\x01")) == (
+        "CANNOT_SEND", ["#lobby"], "CANNOT_SEND: Cannot send to channel (+C) (#lobby)")
+    assert asyncio.run(post("\x01ACTION waves\x01"))["channel"] == "#lobby"
+
+
 def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
     """The cancellation itself, without HTTP: a request that never ends on its own ends on revocation."""
     from ext.pircan.mcp.http import BearerGate

@@ -48,6 +48,12 @@ def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
         if channel.is_silenced(client, casefold):
             return "Cannot send to channel (+b)"
         return None
+    return cannot_speak(channel, client, modes, casefold)
+
+
+def cannot_speak(channel: "Channel", client: "Client", modes: str, casefold) -> str | None:
+    """Why a member with the prefix ``modes`` may not speak in ``channel`` (+m, a ban or a mute),
+    or None; an account that posts over HTTP is such a member too (``ircd.accountops.post``)."""
     if modes:  # voice or better speaks through +m and bans
         return None
     if "m" in channel.modes:

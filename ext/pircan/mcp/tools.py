@@ -356,6 +356,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
                                                     "breaks")
         row: Any = await api.get_account(identity.account)
         relay = api.account_post(identity.account, row.name if row is not None else identity.account, found, text)
+        if isinstance(relay, str):
+            raise Refused("CANNOT_SEND", found.name, text=relay)
         return ok({"channel": found.name, "msgid": relay.msgid, "time": relay.time})
 
     del (send_direct_message, get_inbox, mark_messages_read, wait_for_messages, get_conversation, request_contact,
