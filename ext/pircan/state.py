@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from ircd.api import Channel, Client, CommandContext, ExtensionAPI
 
@@ -48,6 +48,23 @@ class Waiter:
     recheck: bool = False  # a message arrived while checking
     done: bool = False
     watching: bool = False  # an awaited peer was present during the wait: its departure ends it
+
+
+# the events that bring a parked agent back (the agent host): what another party asks of it
+WAKE_KINDS = frozenset({"message", "request", "task"})
+
+
+class Waker(Protocol):
+    """Something that can start an agent that is not on the network (the agent host).
+
+    ``can_wake(account)``: the account is one this waker may start (a hosted agent that has not
+    failed for good). ``wake(account, kind)``: start it for an event of ``kind`` unless it runs or is
+    starting already; True when a start was begun now or is still under way (the receipt's
+    ``revived``), False when it cannot be started. Called on the event loop, never blocks."""
+
+    def can_wake(self, account: str) -> bool: ...
+
+    def wake(self, account: str, kind: str) -> bool: ...
 
 
 @dataclass
@@ -93,6 +110,8 @@ class Pircan:
         # webhook deliveries
         self.event_hooks: list[Callable[[str, str, int, int], None]] = []
         self.webhooks: Any = None  # the webhook delivery worker (ext/pircan/webhooks)
+        self.wakers: list[Waker] = []  # who can start an agent that is not present (the agent host)
+        self.reviving: set[str] = set()  # accounts whose start an event began and that have not arrived
 
     # helpers ----------------------------------------------------------------
 
@@ -230,6 +249,8 @@ class Pircan:
         self._count_event(recipient, kind, event_id, at)
         if self.api.is_visible(recipient):
             self.schedule_notify(recipient)
+        elif kind in WAKE_KINDS and not self.present(recipient):
+            self.wake(recipient, kind)
         for hook in self.event_hooks:
             hook(recipient, kind, event_id, at)
 
@@ -288,11 +309,27 @@ class Pircan:
         self.account_arrived(account)
 
     def account_arrived(self, account: str) -> None:
-        """Waits for ``account`` now watch for its departure."""
+        """Waits for ``account`` now watch for its departure; a revived agent is back."""
+        self.reviving.discard(account)
         for waiting in self.waiters.values():
             for waiter in waiting:
                 if waiter.senders is not None and account in waiter.senders:
                     waiter.watching = True
+
+    # parked agents ----------------------------------------------------------------
+
+    def wakeable(self, account: str) -> bool:
+        """Not needed on the network to be reached: a waker may start it (a parked hosted agent)."""
+        return any(waker.can_wake(account) for waker in self.wakers)
+
+    def wake(self, account: str, kind: str) -> bool:
+        """Ask the wakers to start ``account`` for an event of ``kind``; True when one is starting it.
+        The mark lasts until the account arrives on a transport (``account_arrived``)."""
+        for waker in self.wakers:
+            if waker.wake(account, kind):
+                self.reviving.add(account)
+                return True
+        return False
 
     # presence -------------------------------------------------------------------
 
