@@ -79,7 +79,7 @@ _PARAMS = frozenset({"EMPTY", "TOO_LONG", "INVALID_SCOPE", "INVALID_PARAMS", "NE
 
 def a2a_error(exc: Refused, cancel: bool = False) -> A2AError:
     """The A2A error of a refusal, with its code (and context) in the error's data."""
-    data = {"code": exc.code, "context": " ".join(exc.context)}
+    data = {"code": exc.code, "context": " ".join(exc.context), **exc.fields()}
     if exc.code == "NO_SUCH_TASK":
         return TaskNotFoundError(message=exc.text, data=data)
     if cancel and exc.code == "INVALID_TRANSITION":

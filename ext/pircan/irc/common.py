@@ -25,7 +25,7 @@ def fail(ctx: CommandContext, verb: str, code: str, *context: str, text: str | N
 
 def refuse(ctx: CommandContext, verb: str, exc: Refused) -> None:
     """A refusal of the service layer as ``FAIL <verb> <code> [<context>...] :<text>``."""
-    ctx.reply.fail(verb, exc.code, *exc.context, exc.text)
+    ctx.reply.fail(verb, exc.code, *exc.context, exc.full_text)
 
 
 def account_of(ctx: CommandContext, verb: str) -> str | None:

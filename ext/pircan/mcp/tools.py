@@ -40,8 +40,8 @@ def ok(data: dict[str, Any]) -> CallToolResult:
 
 
 def refusal_result(exc: Refused) -> CallToolResult:
-    error = {"code": exc.code, "context": list(exc.context), "message": exc.text}
-    text = f"{exc.code}: {exc.text}" + (f" ({', '.join(exc.context)})" if exc.context else "")
+    error = {"code": exc.code, "context": list(exc.context), "message": exc.text, **exc.fields()}
+    text = f"{exc.code}: {exc.full_text}" + (f" ({', '.join(exc.context)})" if exc.context else "")
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"error": error},
                           is_error=True)
 

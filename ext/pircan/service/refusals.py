@@ -43,13 +43,39 @@ def text_for(code: str) -> str:
 
 class Refused(Exception):
     """An operation refused: ``code`` is the machine-readable code, ``context`` the arguments it is
-    about (as the caller wrote them), ``text`` a sentence for people."""
+    about (as the caller wrote them), ``text`` a sentence for people, ``next_step`` what to do
+    about it (the verb or tool to call) and ``retry_after_s`` when a retry can succeed (rate limits).
 
-    def __init__(self, code: str, *context: str, text: str | None = None) -> None:
+    Transports render a refusal in one place each: IRC as ``FAIL <verb> <code> <context> :<full_text>``,
+    MCP and A2A with ``fields()`` as the error's data."""
+
+    def __init__(self, code: str, *context: str, text: str | None = None, next_step: str | None = None,
+                 retry_after_s: int | None = None) -> None:
         super().__init__(code)
         self.code = code
         self.context = context
         self.text = text if text is not None else text_for(code)
+        self.next_step = next_step
+        self.retry_after_s = retry_after_s
+
+    @property
+    def full_text(self) -> str:
+        """The sentence with its way out: the next step and the seconds until a retry."""
+        parts = [self.text]
+        if self.next_step:
+            parts.append(self.next_step)
+        if self.retry_after_s is not None:
+            parts.append(f"Retry in {self.retry_after_s} s")
+        return ". ".join(p.rstrip(".") for p in parts) if len(parts) > 1 else self.text
+
+    def fields(self) -> dict[str, object]:
+        """The machine-readable fields beside the code: next_step, retry_after_s (when known)."""
+        out: dict[str, object] = {}
+        if self.next_step:
+            out["next_step"] = self.next_step
+        if self.retry_after_s is not None:
+            out["retry_after_s"] = self.retry_after_s
+        return out
 
     def __repr__(self) -> str:
         return f"Refused({self.code!r}, {', '.join(map(repr, self.context))})"
