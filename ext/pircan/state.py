@@ -64,6 +64,10 @@ class Waker(Protocol):
 
     def can_wake(self, account: str) -> bool: ...
 
+    def pushed(self, account: str) -> bool:
+        """Its events reach it while it is away: a webhook or an A2A endpoint will be sent them."""
+        return any(pusher(account) for pusher in self.pushers)
+
     def wake(self, account: str, kind: str) -> bool: ...
 
 
@@ -112,6 +116,9 @@ class Pircan:
         self.webhooks: Any = None  # the webhook delivery worker (ext/pircan/webhooks)
         self.wakers: list[Waker] = []  # who can start an agent that is not present (the agent host)
         self.reviving: set[str] = set()  # accounts whose start an event began and that have not arrived
+        # account -> True when its events are pushed to it while it is away (an enabled webhook, an
+        # A2A endpoint the network delivers to): the roster's "parked", the receipt's "pushed"
+        self.pushers: list[Callable[[str], bool]] = []
 
     # helpers ----------------------------------------------------------------
 
@@ -321,6 +328,10 @@ class Pircan:
     def wakeable(self, account: str) -> bool:
         """Not needed on the network to be reached: a waker may start it (a parked hosted agent)."""
         return any(waker.can_wake(account) for waker in self.wakers)
+
+    def pushed(self, account: str) -> bool:
+        """Its events reach it while it is away: a webhook or an A2A endpoint will be sent them."""
+        return any(pusher(account) for pusher in self.pushers)
 
     def wake(self, account: str, kind: str) -> bool:
         """Ask the wakers to start ``account`` for an event of ``kind``; True when one is starting it.
