@@ -64,10 +64,6 @@ class Waker(Protocol):
 
     def can_wake(self, account: str) -> bool: ...
 
-    def pushed(self, account: str) -> bool:
-        """Its events reach it while it is away: a webhook or an A2A endpoint will be sent them."""
-        return any(pusher(account) for pusher in self.pushers)
-
     def wake(self, account: str, kind: str) -> bool: ...
 
 
