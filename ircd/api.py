@@ -98,6 +98,8 @@ class ExtensionAPI:
         self._server = server
         self.name = name
         self.log = logging.getLogger(f"pircd.{name}")
+        # the config tables this extension reads (``config``); any other table refuses the config
+        self.sections: set[str] = set()
 
     # declarations ------------------------------------------------------
 
@@ -319,14 +321,18 @@ class ExtensionAPI:
     def on_shutdown(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._server.on_shutdown.append(fn)
 
-    def config(self, model: type[M]) -> M:
-        """This extension's config section (``[<name>]``), validated by ``model``."""
-        data = self._server.config.extension_section(self.name)
+    def config(self, model: type[M], section: str | None = None) -> M:
+        """A config table of this extension, validated by ``model``: ``[<name>]``, or ``[<section>]``
+        for a table of its own name. Calling it in ``setup`` declares the table: a table that no
+        loaded extension declares there refuses the config (``serve``, ``check-config``, REHASH)."""
+        table = section or self.name
+        self.sections.add(table)
+        data = self._server.config.extension_section(table)
         try:
             return model.model_validate(data)
         except ValidationError as exc:
             problems = [
-                (".".join([self.name, *map(str, err["loc"])]), err["msg"]) for err in exc.errors()
+                (".".join([table, *map(str, err["loc"])]), err["msg"]) for err in exc.errors()
             ]
             raise ConfigError(problems) from None
 
@@ -555,4 +561,8 @@ def load_extensions(server: "Server") -> list[ExtensionAPI]:
         server.extensions.append(module)
         apis.append(api)
         log.info("extension loaded name=%s", name)
+    declared = set().union(*(api.sections for api in apis))
+    unknown = sorted(set(server.config.extensions) - declared)
+    if unknown:
+        raise ConfigError([(table, "unknown table (no enabled extension reads it)") for table in unknown])
     return apis

@@ -65,8 +65,16 @@ def main() -> None:
 
 
 def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...],
-                 db: str | None, name: str | None) -> Config:
+                 db: str | None, name: str | None, http_listen: tuple[str, ...] = (),
+                 no_http: bool = False) -> Config:
     config = _load_config(config_path)
+    http: dict[str, object] = {}
+    if http_listen:
+        http["listen"] = list(http_listen)
+    if no_http:
+        http["enabled"] = False
+    if http:
+        config = with_overrides(config, http=http)
     overrides: dict[str, object] = {}
     if listen:
         overrides["listen"] = list(listen)
@@ -87,20 +95,27 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
 @click.option("--tls-listen", multiple=True, metavar="HOST:PORT", help="TLS listener (repeatable).")
 @click.option("--db", metavar="PATH", help="SQLite database file.")
 @click.option("--name", metavar="SERVERNAME", help="Server name, e.g. irc.example.org.")
+@click.option("--http-listen", multiple=True, metavar="HOST:PORT",
+              help="HTTP listener (MCP, A2A, portal, WebSocket; repeatable), instead of http.listen.")
+@click.option("--no-http", is_flag=True, help="No HTTP listener (http.enabled = false).")
 @click.option("--no-uvloop", is_flag=True, help="Use the plain asyncio event loop even if uvloop is installed.")
 def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...], db: str | None,
-          name: str | None, no_uvloop: bool) -> None:
+          name: str | None, http_listen: tuple[str, ...], no_http: bool, no_uvloop: bool) -> None:
     """Run the server in the foreground until SIGTERM or SIGINT (SIGHUP reloads the
     configuration). Without a configuration file: plain IRC on 127.0.0.1:6667 and the
-    database ./pircd.db."""
+    database ./pircd.db, HTTP on 127.0.0.1:6680. A second server on one machine needs its
+    own ports for both: --listen and --http-listen (or --no-http)."""
     from ircd.app import build_server, check_files
     from ircd.log import setup_logging
     from ircd.net.runner import StartupError
     from ircd.net.runner import serve as run
 
+    if http_listen and no_http:
+        click.echo("error: --http-listen and --no-http exclude each other", err=True)
+        sys.exit(2)
     config_path = find_config(config_path)
     try:
-        config = build_config(config_path, listen, tls_listen, db, name)
+        config = build_config(config_path, listen, tls_listen, db, name, http_listen, no_http)
         check_files(config)
     except ConfigError as exc:
         _fail_config(exc)
@@ -112,7 +127,7 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
         log.info("no config file: the built-in defaults")
 
     def reload() -> Config:
-        return build_config(config_path, listen, tls_listen, db, name)
+        return build_config(config_path, listen, tls_listen, db, name, http_listen, no_http)
 
     try:
         server = build_server(config, config_path=config_path, reload=reload if config_path else None)
@@ -202,7 +217,7 @@ def hash_password(from_stdin: bool, config_path: str | None) -> None:
 
     from ircd.cli_accounts import read_password
 
-    password, _ = read_password(from_stdin, generate=False)
+    password, _ = read_password(from_stdin, generate=False, stdin_flag="--stdin")
     click.echo(hash_sync(password))
 
 

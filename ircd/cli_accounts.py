@@ -101,8 +101,9 @@ def _credentials(password: str, iterations: int) -> tuple[str, rows.ScramKeys]:
     return hash_sync(password), derive_keys(password, None, iterations)
 
 
-def read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
-    """The password and whether it was generated (and must be printed once)."""
+def read_password(password_stdin: bool, generate: bool, stdin_flag: str = "--password-stdin") -> tuple[str, bool]:
+    """The password and whether it was generated (and must be printed once). Without a terminal
+    to ask on (a script, a pipe), one line names ``stdin_flag``, the option for scripts."""
     if generate:
         return secrets.token_urlsafe(18), True
     if password_stdin:
@@ -111,6 +112,9 @@ def read_password(password_stdin: bool, generate: bool) -> tuple[str, bool]:
         except UnicodeDecodeError:
             _fail("the password on standard input is not UTF-8")
     else:
+        if not sys.stdin.isatty():
+            _fail(f"no terminal to ask for the password on: in a script, give it on standard input "
+                  f"with {stdin_flag}", 2)
         password = click.prompt("Password", hide_input=True, confirmation_prompt=True)
     if not password:
         click.echo("error: empty password", err=True)

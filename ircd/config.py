@@ -3,7 +3,8 @@
 A config is one immutable object; REHASH builds a new one and swaps it in
 whole. Every key is documented in ``conf/pircd.toml`` and
 ``docs/configuration.md``. Tables that are not core sections belong to
-extensions (``[pircan]``) and are validated by the extension's own model.
+extensions, which declare them (``api.config``: ``[pircan]``) and validate them with
+their own models; a table that no enabled extension declares refuses the config.
 """
 
 from __future__ import annotations

@@ -43,10 +43,11 @@ def _toml(value: object) -> str:
 
 
 class ServerProcess:
-    def __init__(self, config: Path) -> None:
+    def __init__(self, config: Path, *args: str) -> None:
+        """``args``: more ``serve`` options (``--http-listen``, ``--no-http``)."""
         self.config = config
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ircd", "serve", "--config", str(config), "--no-uvloop"],
+            [sys.executable, "-m", "ircd", "serve", "--config", str(config), "--no-uvloop", *args],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
