@@ -418,6 +418,16 @@ class ExtensionAPI:
         return await accounts.check_password(ip, name, password, mechanism)
 
     @property
+    def registration_open(self) -> str | None:
+        """How a client without an account makes one in-band: ``"open"`` (REGISTER / NickServ
+        REGISTER), ``"email"`` (the same, with an email address to verify), or None when only the
+        operator makes accounts (``accounts.registration`` off)."""
+        accounts = self._server.config.accounts
+        if not (accounts.enabled and accounts.registration):
+            return None
+        return "email" if accounts.email_required else "open"
+
+    @property
     def min_password_length(self) -> int:
         """The shortest password a person may choose (``accounts.min_password_length``)."""
         return self._server.config.accounts.min_password_length

@@ -312,7 +312,8 @@ def test_a_guest_is_told_how_to_log_in(p):
     p.plain("x")
     assert p.cmd("x", "JOIN #lobby") == [
         f"{S} 477 x #lobby :You need to be logged in to an account to join channels: SASL (CAP REQ :sasl) or "
-        "PRIVMSG NickServ :IDENTIFY <account> <password>"
+        "PRIVMSG NickServ :IDENTIFY <account> <password>; accounts are made by the server's operator "
+        "(ADMIN says who that is)"
     ]
     assert p.cmd("x", "INBOX") == [
         f"{S} FAIL INBOX ACCOUNT_REQUIRED :You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or "

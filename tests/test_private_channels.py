@@ -230,13 +230,40 @@ def test_uninvite_and_owner_makes_channel_public(tmp_path):
         h.close()
 
 
+def test_a_guest_is_told_how_to_register_when_registration_is_open(tmp_path):
+    """A person with a plain client and no account follows the 477 text to a channel."""
+    for accounts, how in (
+        ({"registration": True}, "no account yet? PRIVMSG NickServ :REGISTER <password>, then log in"),
+        ({"registration": True, "email_required": True, "email_command": ["true"]},
+         "no account yet? PRIVMSG NickServ :REGISTER <password> <email>, then the code sent to it"),
+    ):
+        h = Harness(config(storage={"durability": "off"}, server={"extensions": ["pircan"]}, accounts=accounts),
+                    db=str(tmp_path / f"r{len(accounts)}.db"),
+                    extensions=True)
+        try:
+            login(h, "guest")
+            h.send("guest", "JOIN #lobby")
+            assert untagged(h, "guest") == [
+                ":irc.test 477 guest #lobby :You need to be logged in to an account to join channels: SASL "
+                f"(CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>; {how}"]
+            if "email_required" not in accounts:
+                h.send("guest", f"PRIVMSG NickServ :REGISTER {PASSWORD}")
+                h.send("guest", "JOIN #lobby")
+                assert ":guest!guest@127.0.0.1 JOIN #lobby" in untagged(h, "guest")
+        finally:
+            h.close()
+
+
 def test_guests_need_an_account_by_default(tmp_path):
     h = Harness(config(storage={"durability": "off"}, server={"extensions": ["pircan"]}), db=str(tmp_path / "g.db"),
                 extensions=True)
     try:
         login(h, "guest")
         h.send("guest", "JOIN #lobby")
-        assert untagged(h, "guest") == [":irc.test 477 guest #lobby :You need to be logged in to an account to join channels: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>"]
+        assert untagged(h, "guest") == [
+            ":irc.test 477 guest #lobby :You need to be logged in to an account to join channels: SASL (CAP REQ "
+            ":sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>; accounts are made by the server's "
+            "operator (ADMIN says who that is)"]
         h.run(h.server.accounts.create("eve", PASSWORD))
         login(h, "eve")
         h.send("eve", "JOIN #lobby")

@@ -102,13 +102,23 @@ class PrivateChannels:
 
     def join_check(self, client: Client, name: str, channel: Channel | None) -> tuple[str, str] | None:
         if client.account_folded is None and not self.state.cfg.guests_may_join:
-            return ERR_NEEDREGGEDNICK, "You need to be logged in to an account to join channels: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>"
+            return ERR_NEEDREGGEDNICK, self._need_account()
         owner = namespace_owner(name, self.api.casefold)
         if owner is None or client.account_folded == owner:
             return None
         if channel is None:  # not there, or hidden: the same answer either way
             return ERR_NOSUCHCHANNEL, "No such channel"
         return None
+
+    def _need_account(self) -> str:
+        """477's text: how to log in, and how a person without an account gets one here."""
+        how = {
+            "open": "no account yet? PRIVMSG NickServ :REGISTER <password>, then log in",
+            "email": "no account yet? PRIVMSG NickServ :REGISTER <password> <email>, then the code sent to it",
+            None: "accounts are made by the server's operator (ADMIN says who that is)",
+        }[self.api.registration_open]
+        return ("You need to be logged in to an account to join channels: SASL (CAP REQ :sasl) or "
+                f"PRIVMSG NickServ :IDENTIFY <account> <password>; {how}")
 
     def created(self, client: Client, channel: Channel) -> None:
         if self.owner(channel) is not None:
