@@ -181,6 +181,31 @@ def chunk_tokens(tokens: list[str], limit: int, last_limit: int | None = None) -
     return chunks
 
 
+def ls_chunks(tokens: list[str], head: str) -> list[str]:
+    """CAP LS / LIST 302 in as few lines of at most 512 bytes as it fits in, every line but the last
+    with the ``*`` marker, ordered so that the last line carries the ratified capabilities (names
+    without a ``draft/`` or vendor prefix) and is filled first. Capability negotiation lets the
+    server split the list anywhere ("the server MAY send multiple lines"); a client that takes only
+    the line without the marker for the list (pydle 1.0 reads ``*`` as the list of the first line,
+    ends negotiation, then requests what the last line offers) still finds the common ones."""
+    room = MAX_LINE - len(head.encode()) - len(" :\r\n")
+    if len(" ".join(tokens).encode()) <= room:
+        return [" ".join(tokens)] if tokens else [""]
+    ordered = [t for t in tokens if "/" in t.partition("=")[0]] + [t for t in tokens if "/" not in t.partition("=")[0]]
+    lines: list[list[str]] = []  # from the last line back
+    current: list[str] = []
+    size, limit = 0, room
+    for tok in reversed(ordered):
+        width = len(tok.encode())
+        if current and size + 1 + width > limit:
+            lines.append(current)
+            current, size, limit = [], 0, room - 2
+        size = size + 1 + width if current else width
+        current.append(tok)
+    lines.append(current)
+    return [" ".join(reversed(line)) for line in reversed(lines)]
+
+
 def line_chunks(tokens: list[str], head: str, *, continued: bool = True) -> list[str]:
     """Split a cap list into as few lines of at most 512 bytes as it fits in. ``head`` is what
     comes before the list on every line (``:server CAP nick LS``); with ``continued`` (CAP LS

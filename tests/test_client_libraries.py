@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+import time
 from typing import Callable
 
 import pytest
@@ -167,3 +168,49 @@ def test_library_joins_and_talks(nick, start, live, client_factory):
     finally:
         if not stopped:
             stop("test failed")
+
+
+
+def test_pydle_gets_its_capabilities(tmp_path, client_factory):
+    """pydle 1.0 takes the ``*`` of a continued CAP LS 302 line for the list: it ends negotiation at the
+    first line and requests what the last one offers. The default list (two lines with PIRCAN and both
+    METADATA drafts) ends with the ratified capabilities, so pydle gets every one it supports."""
+    import pydle
+
+    from tests.live import pircan_server
+
+    srv = pircan_server(tmp_path, pircan={"guests_may_join": True})
+    runner = None
+    try:
+        observer = client_factory(srv.port)
+        observer.register("observer")
+        observer.send("CAP LS 302")
+        assert [m.params[2] == "*" for m in observer.read_until(lambda m: m.params[2] != "*")] == [True, False]
+        observer.send(f"JOIN {CHANNEL}")
+        observer.sync()
+
+        class Bot(pydle.Client):
+            async def on_connect(self) -> None:
+                await super().on_connect()
+                await self.join(CHANNEL)
+
+        runner = AsyncBot()
+        bot = Bot("pydbot", realname="pydle bot")
+        runner.run(bot.connect("127.0.0.1", srv.port, tls=False))
+        joined = observer.read_until(lambda m: m.command == "JOIN")[-1]
+        assert joined.source == "pydbot!pydbot@127.0.0.1"
+        wanted = {"account-notify", "account-tag", "away-notify", "cap-notify", "chghost", "echo-message",
+                  "extended-join", "invite-notify", "message-tags", "multi-prefix", "userhost-in-names"}
+        # pydle sent its CAP REQ before its JOIN: the server has enabled them
+        enabled = srv.call(lambda: {n for c in srv.server.clients if c.nick == "pydbot"
+                                    for n in srv.server.caps.names(c.caps)})
+        assert wanted <= enabled, wanted - enabled
+        deadline = time.monotonic() + 10  # and pydle has read the ACK
+        while not wanted <= {name for name, value in bot._capabilities.items() if value}:
+            assert time.monotonic() < deadline, bot._capabilities
+            time.sleep(0.01)
+        runner.run(bot.quit("done"))
+    finally:
+        if runner is not None:
+            runner.close()
+        srv.stop()

@@ -276,14 +276,14 @@ def ls_lines(h, version: int = 302) -> list[str]:
     """The CAP LS reply for every capability offered (core ones and any an account module adds):
     with 302 in as few lines of 512 bytes as it fits (all but the last marked ``*``), without it
     one line."""
-    from ircd.caps import line_chunks
+    from ircd.caps import ls_chunks
     from ircd.proto.lines import format_line
 
     tokens = h.server.caps.ls_tokens(h.server, version)
     if version < 302:  # one line, whatever its length (the tests' lists fit)
         chunks = [" ".join(tokens)]
     else:
-        chunks = line_chunks(tokens, ":irc.test CAP * LS")
+        chunks = ls_chunks(tokens, ":irc.test CAP * LS")
     more = ["*"] if version >= 302 else []
     return [
         format_line("CAP", ["*", "LS", *(more if i < len(chunks) - 1 else []), chunk], "irc.test").decode().rstrip("\r\n")
@@ -381,8 +381,8 @@ def test_cap_ls_302_continuation(h):
         assert len(m.params) == 4
     assert msgs[-1].params[:2] == ["*", "LS"] and len(msgs[-1].params) == 3
     tokens = " ".join(m.params[-1] for m in msgs).split()
-    assert tokens == h.server.caps.ls_tokens(h.server, 302)
-    assert tokens[-30:] == [f"vendor.example/cap-{i:02d}={'v' * 20}" for i in range(30)]
+    assert sorted(tokens) == sorted(h.server.caps.ls_tokens(h.server, 302))
+    assert [t for t in tokens if t.startswith("vendor.")] == [f"vendor.example/cap-{i:02d}={'v' * 20}" for i in range(30)]
     for m in msgs:
         assert len(m.format()) <= 512
 
@@ -415,4 +415,4 @@ def test_cap_ls_without_302_has_no_values(h):
     assert ls_lines(h, 0)[-1].endswith(" vendor.example/valued")
     h.send("a", "CAP LS 302")
     assert h.lines("a") == ls_lines(h, 302)
-    assert ls_lines(h, 302)[-1].endswith(" vendor.example/valued=x,y")
+    assert " vendor.example/valued=x,y " in " ".join(ls_lines(h, 302))

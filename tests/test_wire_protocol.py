@@ -72,7 +72,22 @@ def test_one_byte_more_takes_a_second_line(small):
     lines = _cap_ls(h)
     chunks = _chunks(h, lines, continued=True)
     assert len(chunks) == 2
-    assert [t for chunk in chunks for t in chunk] == _tokens(h)
+    assert sorted(t for chunk in chunks for t in chunk) == sorted(_tokens(h))
+    assert {t for t in _tokens(h) if "/" not in t.partition("=")[0]} <= set(chunks[-1])
+
+
+def test_the_last_cap_ls_line_carries_the_ratified_capabilities(h):
+    """The server may split CAP LS 302 anywhere ("the server MAY send multiple lines"). pydle 1.0 takes
+    the ``*`` of a continued line for the list, so it ends negotiation with nothing and then requests
+    what the last line offers: that line holds every capability without a draft/ or vendor prefix."""
+    lines = _cap_ls(h)
+    assert len(lines) == 2  # the default list (656 bytes with both METADATA drafts) takes two
+    chunks = _chunks(h, lines, continued=True)
+    assert sorted(t for chunk in chunks for t in chunk) == sorted(_tokens(h))
+    ratified = [t for t in _tokens(h) if "/" not in t.partition("=")[0]]
+    assert "multi-prefix" in ratified
+    assert chunks[-1][-len(ratified):] == ratified
+    assert not [t for t in chunks[0] if "/" not in t.partition("=")[0]]
 
 
 def test_long_cap_list_without_302_is_one_line(h):
@@ -89,8 +104,9 @@ def test_long_cap_list_without_302_is_one_line(h):
 
 
 def test_long_cap_list_lines_are_filled_and_within_the_limit(h):
-    """Many capabilities: every line within 512 bytes, every line but the last as full as it can be (the
-    next capability would not have fitted), and together exactly the list (302: with ``*`` markers)."""
+    """Many capabilities: every line within 512 bytes, every line but the first as full as it can be (the
+    capability before it would not have fitted), and together exactly the list (302: with ``*`` markers),
+    the ratified ones on the last line."""
     version = "302"
     for i in range(60):
         h.server.caps.add(Capability(f"vendor.example/cap-{i:02d}", value=f"v{i}"))
@@ -98,11 +114,11 @@ def test_long_cap_list_lines_are_filled_and_within_the_limit(h):
     tokens = _tokens(h)
     chunks = _chunks(h, lines, continued=True)
     assert len(chunks) > 2
-    assert [t for chunk in chunks for t in chunk] == tokens
+    assert sorted(t for chunk in chunks for t in chunk) == sorted(tokens)
     for i, line in enumerate(lines):
         assert len(line.encode()) + 2 <= 512
-        if i < len(lines) - 1:  # the next capability would not have fitted
-            assert len(line.encode()) + 2 + 1 + len(chunks[i + 1][0]) > 512
+        if i > 0:  # the capability before this line would not have fitted into it
+            assert len(line.encode()) + 2 + 1 + len(chunks[i - 1][-1].encode()) > 512
 
 
 def test_cap_list_is_filled_too(h):

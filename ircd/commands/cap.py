@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ircd import caps as C
-from ircd.caps import line_chunks
+from ircd.caps import ls_chunks
 from ircd.commands.registration import try_register
 from ircd.dispatch import CommandContext, command
 from ircd.proto import numerics as N
@@ -15,12 +15,13 @@ _STICKY_302 = C.CAP_NOTIFY
 
 def _send_list(ctx: CommandContext, sub: str, tokens: list[str]) -> None:
     """CAP LS / LIST in as few lines as fit 512 bytes; with CAP LS 302 every line but the
-    last has the ``*`` continuation marker (IRCv3 capability-negotiation); without 302, one line."""
+    last has the ``*`` continuation marker (IRCv3 capability-negotiation), and the last carries the
+    ratified capabilities (``caps.ls_chunks``); without 302, one line."""
     if ctx.client.cap_version < 302:
         ctx.reply.send("CAP", ctx.client.nick, sub, " ".join(_one_line(ctx, sub, tokens)))
         return
     nick = ctx.client.nick
-    chunks = line_chunks(tokens, f":{ctx.server.name} CAP {nick} {sub}", continued=True)
+    chunks = ls_chunks(tokens, f":{ctx.server.name} CAP {nick} {sub}")
     for i, chunk in enumerate(chunks):
         if i < len(chunks) - 1:
             ctx.reply.send("CAP", nick, sub, "*", chunk)
