@@ -1,4 +1,5 @@
-"""The ``pircd`` command line: serve, init, check-config, hash-password.
+"""The ``pircd`` command line: serve, init, check-config, hash-password (backup and restore in
+``cli_backup``).
 
 Every error a user can cause (bad input, a file that cannot be read, a
 database that cannot be opened) ends a command with a message on standard
@@ -226,6 +227,7 @@ def _register_groups() -> None:
     import pkgutil
 
     from ircd.cli_accounts import account_group, agent_group
+    from ircd.cli_backup import backup, restore
     from ircd.cli_history import history_group
     from ircd.cli_tokens import token_group
 
@@ -233,6 +235,8 @@ def _register_groups() -> None:
     main.add_command(account_group)
     main.add_command(agent_group)
     main.add_command(history_group)
+    main.add_command(backup)
+    main.add_command(restore)
     # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands);
     # like load_extensions, this reaches ext only by name (tests/test_ext_boundary.py)
     ext = importlib.import_module("ext")

@@ -362,6 +362,8 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
     runner = CliRunner()
     good = str(tmp_path / "good.db")
     assert runner.invoke(main, ["account", "add", "alice", "--generate", "--db", good]).exit_code == 0
+    copy = str(tmp_path / "copy.db")
+    assert runner.invoke(main, ["backup", copy, "--db", good]).exit_code == 0
     latin1 = tmp_path / "latin1.toml"
     latin1.write_bytes('[server]\nname = "irc.tést.org"\n'.encode("latin-1"))
     nosuch = tmp_path / "nosuch.toml"
@@ -427,6 +429,11 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
         ("webhook", "dead"): [(["alice", "--db", good], None), (["alice", "--limit", "0", "--db", good], None)],
         ("webhook", "replay"): [(["alice", "--db", good], None), (["alice", "zz", "--db", good], None),
                                 (["alice", "--all", "0000000000000001", "--db", good], None)],
+        ("backup",): [([str(tmp_path / "b.db"), *missing], None), ([good, "--db", good], None),
+                      ([str(tmp_path / "no" / "dir" / "b.db"), "--db", good], None),
+                      ([str(tmp_path / "b.db"), "--config", str(latin1)], None)],
+        ("restore",): [([str(latin1), "--yes", "--db", good], None), ([str(tmp_path / "nofile.db"), "--db", good], None),
+                       ([good, "--yes", "--db", good], None), ([copy, "--db", good], "n\n")],
         ("serve",): [],  # below, in a process of its own
     }
     commands = _leaf_commands(main)

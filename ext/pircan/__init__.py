@@ -40,9 +40,18 @@ from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
 from ext.pircan import webhooks
 
-__all__ = ["setup", "VERSION"]
+__all__ = ["setup", "schema_tracks", "VERSION"]
 
 VERSION = "0.1"
+
+
+def schema_tracks() -> dict[str, int]:
+    """PIRCAN's schema tracks and their newest versions (``pircd restore`` refuses a newer one)."""
+    from ext.pircan import store
+    from ext.pircan.a2a import store as a2a_store
+    from ext.pircan.webhooks import store as webhook_store
+
+    return {module.TRACK: len(module.MIGRATIONS) for module in (store, a2a_store, webhook_store)}
 
 
 def setup(api: ExtensionAPI) -> Pircan:
