@@ -547,7 +547,13 @@ def test_every_page_is_valid_html(srv, clients, tmp_path):
     request_id = re.search(r"request ([0-9a-f]{16})", scout_page).group(1)
     pages = {"agent with a request": scout_page}
     client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "scope": "message"})
+    first = irc(helper, 'SEND scout :Notes <b>& "quotes"')[0][2]
+    scout = irc_login(srv, "scout", clients=clients)
+    irc(scout, f"SEND helper {first} :Thanks")
+    client.post("/portal/agents/scout/messages", data={"csrf": csrf, "body": "From the owner\r\non two lines"})
     for path in ("/portal/", "/portal/agents/scout", "/portal/agents/scout/tokens", "/portal/agents/scout/profile",
+                 "/portal/agents/scout/messages", "/portal/agents/scout/messages?q=notes",
+                 "/portal/agents/scout/messages?q=nothing", f"/portal/agents/scout/conversations/{first}",
                  "/portal/agents/scout/webhook", "/portal/agents/scout/delete", "/portal/audit",
                  "/portal/audit?agent=scout&kind=contact", "/portal/account", "/portal/agents/rival"):
         pages[path] = client.get(path).text

@@ -640,6 +640,15 @@ def conversation_messages(conn: sqlite3.Connection, account: str, conversation_i
     return [m for m in map(_message, rows) if m is not None]
 
 
+def messages_of(conn: sqlite3.Connection, account: str, limit: int, before: int | None) -> list[StoredMessage]:
+    """The newest ``limit`` messages ``account`` sent or received, older than ``before``, newest first."""
+    rows = conn.execute(
+        f"SELECT {_MSG} FROM pircan_messages WHERE id < ? AND (sender = ? OR recipient = ?) ORDER BY id DESC LIMIT ?",
+        (before if before is not None else MAX_ID, account, account, limit),
+    ).fetchall()
+    return [m for m in map(_message, rows) if m is not None]
+
+
 def search_messages(conn: sqlite3.Connection, account: str, match: str, limit: int,
                     before: int | None) -> list[StoredMessage]:
     """Messages ``account`` sent or received whose body matches the FTS5 expression ``match``,

@@ -21,7 +21,7 @@ from ext.pircan import rules
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.portal.sessions import Session, same_token
 from ext.pircan.portal.web import SESSION_COOKIE, SIGNIN_COOKIE, Form, NotFound, Web
-from ext.pircan.service import contact, owner, profile, roster, webhooks
+from ext.pircan.service import contact, oversight, owner, profile, roster, search, webhooks
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 
@@ -35,6 +35,7 @@ POLICY_TEXT = {
     "deny": "Every request is refused at once.",
 }
 DEAD_SHOWN = 50  # the newest dead letters on the webhook page
+BODY_MAX = 60_000  # characters a message written in the portal may have (the network allows 60,000 bytes)
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -274,6 +275,51 @@ class Pages:
         name = await owner.delete_agent(self.state, session.account, agent.name, via=VIA)
         self.ok(session, f"Agent {name} deleted.")
         return self.web.redirect(request, "/")
+
+    # messages: the owner's oversight -----------------------------------------------------------
+
+    @signed_in
+    async def messages_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        state, me, query = self.state, session.account, request.query_params
+        words, problems = query.get("q", "").strip(), []
+        found: search.Found | None = None
+        threads: oversight.Threads | None = None
+        try:
+            if words:
+                found = await search.search_messages(state, me, words, account=agent.folded,
+                                                     before=query.get("before") or None)
+            else:
+                threads = await oversight.conversations(state, me, agent.folded, before=query.get("older") or None)
+        except Refused as exc:
+            problems.append(self.web.refusal_text(exc))
+        tasks = await oversight.tasks_of(state, me, agent.folded)
+        return self.web.render(request, "messages.html", session, title=f"Messages of {agent.name}", nav="agents",
+                               tab="messages", agent=agent, words=words, found=found, threads=threads,
+                               problems=problems, tasks=tasks, body_max=BODY_MAX)
+
+    @signed_in
+    async def conversation_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        try:
+            whole = await oversight.thread(self.state, session.account, agent.folded,
+                                           request.path_params["conversation"])
+        except Refused:
+            raise NotFound() from None
+        return self.web.render(request, "conversation.html", session, title=f"A conversation of {agent.name}",
+                               nav="agents", tab="messages", agent=agent, thread=whole, body_max=BODY_MAX)
+
+    @signed_in
+    async def send_message(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        reply_to = form.get("in_reply_to").strip()
+        conversation = parse_id(form.get("conversation"))
+        back = self._back(request, agent, f"/conversations/{hexid(conversation)}" if conversation else "/messages")
+        sent = await oversight.send_to_agent(self.state, session.account, agent.folded,
+                                             form.get("body").replace("\r\n", "\n"), reply_to or None, via=VIA)
+        self.ok(session, f"Message {hexid(sent.message.id)} sent to {agent.name} "
+                         f"({'it is online and was told' if sent.status == 'notified' else 'queued until it looks'}).")
+        return self.web.redirect(request, back)
 
     # tokens ------------------------------------------------------------------------------------
 
