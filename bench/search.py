@@ -125,12 +125,12 @@ def measure(path: Path, account: str, repeat: int) -> list[tuple[str, str, int, 
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
     p.add_argument("--messages", type=int, default=100_000)
     p.add_argument("--pairs", type=int, default=100)
     p.add_argument("--repeat", type=int, default=50)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     directory = Path(tempfile.mkdtemp(prefix="pircd-search-"))
     try:
         plain = fill(directory / "plain.db", args.messages, args.pairs, index=False)
