@@ -103,14 +103,19 @@ def test_inbox_search_pages_newest_first(srv, clients):
 
 
 def test_inbox_search_refuses_bad_input_with_its_reason(srv, clients):
-    who, _ = talk(srv, clients)
+    who, ids = talk(srv, clients)
     alice = who["alice"]
     assert irc(alice, "INBOX SEARCH") == [["INBOX", "NEED_MORE_PARAMS", "SEARCH",
                                            "Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query>"]]
     answer = irc(alice, "INBOX SEARCH :OR report")
     assert answer[0][:3] == ["INBOX", "INVALID_PARAMS", "query"]
     assert answer[0][3].startswith("OR stands between two terms. A search is words (all must occur)")
-    assert irc(alice, "INBOX SEARCH 5 nothing :report")[0][:3] == ["INBOX", "NO_SUCH_MESSAGE", "nothing"]
+    assert irc(alice, "INBOX SEARCH 5 zzzzzzzzzzzzzzzz :report")[0][:3] == ["INBOX", "NO_SUCH_MESSAGE",
+                                                                           "zzzzzzzzzzzzzzzz"]
+    assert irc(alice, "INBOX SEARCH weekly report") == [[
+        "INBOX", "INVALID_PARAMS", "SEARCH",
+        "Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query> (a query of several words after a colon)"]]
+    assert found(irc(alice, "INBOX SEARCH weekly")) == ([ids[0]], ["1", "*"])  # one word needs no colon
 
 
 def test_a_non_party_finds_nothing_on_irc(srv, clients):

@@ -191,16 +191,16 @@ async def _search(state: Pircan, ctx: CommandContext, account: str, args: list[s
         fail(ctx, INBOX, "NEED_MORE_PARAMS", "SEARCH", text="Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query>")
         return
     limit, before = search.SEARCH_PAGE, None
-    for arg in args[:-1][:2]:
+    for arg in args[:-1]:
         count = parse_count(arg, 1, search.SEARCH_MAX)
         if count is not None and len(arg) < 16:
             limit = count
-        else:
+        elif len(arg) == 16 and before is None:
             before = arg
-    if len(args) > 3:
-        fail(ctx, INBOX, "INVALID_PARAMS", "SEARCH",
-             text="Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query> (the query after a colon)")
-        return
+        else:  # words of a query sent without its colon, most likely
+            fail(ctx, INBOX, "INVALID_PARAMS", "SEARCH",
+                 text="Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query> (a query of several words after a colon)")
+            return
     found = await search.search_messages(state, account, args[-1], limit=limit, before=before)
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/search")
