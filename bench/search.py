@@ -67,7 +67,7 @@ def fill(path: Path, messages: int, pairs: int, index: bool, seed: int = 7) -> f
     started = time.perf_counter()
     batch = 10_000
     for start in range(0, messages, batch):
-        chunk = []
+        chunk: list[tuple[StoredMessage, str | None]] = []
         for n in range(start, min(messages, start + batch)):
             pair = n % pairs
             a, b = f"a{pair}", f"b{pair}"
