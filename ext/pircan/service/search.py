@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import dataclass
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid, parse_id
@@ -34,15 +35,13 @@ _TOKEN = re.compile(r'"[^"]*"?|\(|\)|[^\s()"]+')
 _OPERATORS = ("AND", "OR", "NOT")
 
 
+@dataclass(frozen=True, slots=True)
 class Found:
     """A page of matches, newest first; ``more``: the id to pass as ``before`` for the next page."""
 
-    __slots__ = ("account", "messages", "more")
-
-    def __init__(self, account: str, messages: list[StoredMessage], more: str | None) -> None:
-        self.account = account
-        self.messages = messages
-        self.more = more
+    account: str
+    messages: list[StoredMessage]
+    more: str | None
 
 
 def _bad(query: str, why: str) -> Refused:
