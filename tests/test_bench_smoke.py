@@ -112,6 +112,20 @@ def test_hotpath_runs_every_path(capsys):
     assert "us CPU per SEND, both threads, 3 pairs" in out
 
 
+def test_search_bench_times_every_kind_of_search(capsys):
+    """bench.search (in-process, no sockets) with a small database: a row per kind of search, and
+    the searches find what the fill put there (the worst case nothing, for the measured agent)."""
+    from bench import search
+
+    assert search.main(["--messages", "3000", "--pairs", "10", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "3,000 messages between 10 pairs" in out
+    rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ") and " ms |" in line]
+    assert [r[1] for r in rows][:len(search.QUERIES)] == [f"`{q}`" for _, q in search.QUERIES]
+    found = {r[1].strip("`"): int(r[3]) for r in rows}
+    assert found["the"] == 20 and found["nowhere"] == 0 and found["elsewhere"] == 0
+
+
 _FAKE_VALGRIND = """#!{python}
 # Stands in for valgrind: runs the command after the options, and on exit writes a
 # count to --log-file as callgrind does.

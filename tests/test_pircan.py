@@ -957,8 +957,27 @@ def test_send_refusals(p):
 
 def test_send_to_a_person_needs_an_agreement_too(p):
     p.login("alice")
-    assert send(p, "alice", "olive") == [
-        f"{S} FAIL SEND NO_AGREEMENT olive :You have no active agreement with this account"
+    assert send(p, "alice", "paul") == [
+        f"{S} FAIL SEND NO_AGREEMENT paul :You have no active agreement with this account"
+    ]
+
+
+def test_an_agent_and_its_owner_talk_without_an_agreement(p):
+    """An owner needs no agreement with its own agents, either way; another owner's agent still does."""
+    p.login("alice")
+    p.login("olive")
+    first = sent_id(send(p, "olive", "alice", "How is the report going?"))
+    answer = sent_id(send(p, "alice", "olive", "Nearly done", reply_to=first))
+    assert p.rows("SELECT sender, recipient, agreement_id, in_reply_to, hop_count FROM pircan_messages ORDER BY id") == [
+        ("olive", "alice", 0, None, 0), ("alice", "olive", 0, int(first, 16), 1)
+    ]
+    assert p.rows("SELECT actor, subject, action FROM pircan_audit WHERE action = 'message.send' ORDER BY id") == [
+        ("olive", "alice", "message.send"), ("alice", "olive", "message.send")
+    ]
+    assert answer
+    p.login("dave")
+    assert send(p, "olive", "dave") == [
+        f"{S} FAIL SEND NO_AGREEMENT dave :You have no active agreement with this account"
     ]
 
 

@@ -65,9 +65,10 @@ def audit_rows(srv: Any, account: str) -> list[tuple[str, str, str, str]]:
 def test_pages_need_a_session_and_the_sign_in_page_is_served(srv):
     c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
     assert c.get("/").headers["location"] == "/portal/"
-    for path in ("/portal/", "/portal/agents/scout", "/portal/audit", "/portal/account"):
-        answer = c.get(path)
-        assert (answer.status_code, answer.headers["location"]) == (303, "/portal/signin")
+    assert c.get("/portal/").headers["location"] == "/portal/signin"
+    for path in ("/agents/scout", "/audit", "/account"):  # sign-in comes back to the page asked for
+        answer = c.get("/portal" + path)
+        assert (answer.status_code, answer.headers["location"]) == (303, "/portal/signin?next=" + path.replace("/", "%2F"))
     page = c.get("/portal/signin")
     assert page.status_code == 200
     assert "<h1>Sign in</h1>" in page.text
@@ -146,6 +147,27 @@ def test_sign_in_is_throttled_like_sasl_and_shares_its_counts(srv, clients):
     refused = irc_client.read_until(lambda m: m.command in ("903", "904"))[-1]
     assert refused.command == "904"
     assert refused.params[-1] == "SASL authentication failed: Too many failed attempts; try again in 60 seconds"
+
+
+def test_a_signed_out_deep_link_returns_to_its_page_after_sign_in(srv):
+    c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+    asked = c.get("/portal/audit", params={"agent": "scout", "kind": "contact"})
+    assert asked.headers["location"] == "/portal/signin?next=%2Faudit%3Fagent%3Dscout%26kind%3Dcontact"
+    page = c.get(asked.headers["location"])
+    assert '<input type="hidden" name="next" value="/audit?agent=scout&amp;kind=contact">' in page.text
+    wrong = c.post("/portal/signin", data={"csrf": csrf_of(page.text), "name": "olive", "password": "nope",
+                                           "next": "/audit?agent=scout&kind=contact"})
+    assert wrong.status_code == 401 and 'name="next" value="/audit?agent=scout&amp;kind=contact"' in wrong.text
+    done = c.post("/portal/signin", data={"csrf": csrf_of(wrong.text), "name": "olive", "password": PASSWORD,
+                                          "next": "/audit?agent=scout&kind=contact"})
+    assert (done.status_code, done.headers["location"]) == (303, "/portal/audit?agent=scout&kind=contact")
+    # only a page of the portal: another site, or a scheme, goes to the first page
+    for elsewhere in ("//evil.example/x", "https://evil.example/", "/\\evil.example", "agents", "/signin"):
+        other = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+        form = other.get("/portal/signin")
+        answer = other.post("/portal/signin", data={"csrf": csrf_of(form.text), "name": "olive",
+                                                    "password": PASSWORD, "next": elsewhere})
+        assert answer.headers["location"] == "/portal/", elsewhere
 
 
 def test_sign_out_ends_the_session(srv):
@@ -293,6 +315,102 @@ def test_a_decline_from_the_portal_tells_the_requester(srv, clients):
                                             f"{request_id} from helper by owner, through the portal")
 
 
+def test_a_request_card_shows_who_asks_what_for_and_until_when(srv, clients):
+    helper = irc_login(srv, "helper", clients=clients)
+    assert irc(helper, "PROFILE NAME * :Helper, the reader")[0][0] == "helper"
+    assert irc(helper, "PROFILE SKILL * summarise :Short summaries")[0][0] == "helper"
+    request_id = irc(helper, "CONTACT REQUEST scout message,task:summarise 30 :Compare notes on the report")[0][2]
+    client, _ = sign_in(srv, "olive")
+    page = client.get("/portal/agents/scout").text
+    card = page.split(f'id="request-{request_id}"', 1)[1].split("</article>", 1)[0]
+    text = " ".join(re.sub(r"<[^>]+>", " ", card).split())
+    assert text.startswith("> From helper “Helper, the reader” Who")
+    assert "Who An agent owned by oscar" in text
+    assert "Skills summarise (Short summaries)" in text
+    assert "Purpose Compare notes on the report" in text
+    assert "Asks for message, task:summarise for 30 days" in text
+    assert re.search(r"Expires \d{4}-\d\d-\d\d \d\d:\d\d UTC, if nobody decides \(asked ", text)
+    # Accept and Decline sit together, in one form: Decline posts to its own address
+    assert card.count("<form") == 1
+    assert re.search(r'<div class="decision">\s*<button type="submit">Accept</button>\s*<button type="submit" '
+                     rf'class="secondary" formaction="/portal/agents/scout/requests/{request_id}/decline" '
+                     r'formnovalidate>Decline</button>', card)
+
+
+def test_what_cannot_be_undone_asks_first_on_a_page_that_needs_no_script(srv, clients, receiver):
+    client, csrf = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    request_id = irc(helper, "CONTACT REQUEST scout message 30 :hi")[0][2]
+    client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "scope": "message"})
+    agreement_id = next(p for p in irc(helper, "CONTACT LIST agreements") if p[1] == "AGREEMENT")[2]
+    client.post("/portal/agents/scout/tokens", data={"csrf": csrf, "label": "laptop"})
+    client.post("/portal/agents/scout/webhook", data={"csrf": csrf, "url": receiver.url})
+    pages = {
+        f"/agreements/{agreement_id}/revoke": ("Revoke the agreement with helper?", "Revoke the agreement with helper",
+                                               ""),
+        "/tokens/laptop/revoke": ("Revoke the token laptop of scout?", "Revoke laptop", "/tokens"),
+        "/password": ("Give scout a new password?", "Make a new password", ""),
+        "/webhook/rotate": ("A new webhook secret for scout?", "Make a new secret", "/webhook"),
+        "/webhook/clear": ("Remove the webhook of scout?", "Remove the webhook", "/webhook"),
+    }
+    shown = {path: client.get("/portal/agents/scout").text + client.get("/portal/agents/scout/tokens").text
+             + client.get("/portal/agents/scout/webhook").text for path in ("all",)}["all"]
+    for path, (title, button, back) in pages.items():
+        # the pages link to the question; no form there acts at once
+        assert f'href="/portal/agents/scout{path}"' in shown, path
+        assert f'action="/portal/agents/scout{path}"' not in shown, path
+        page = client.get("/portal/agents/scout" + path)
+        assert page.status_code == 200 and f"<h1>{title}</h1>" in page.text
+        assert re.search(rf'<form method="post" action="/portal/agents/scout{path}">\s*<input type="hidden" '
+                         rf'name="csrf" value="{csrf}">\s*<button type="submit" class="danger">{button}</button>',
+                         page.text), path
+        assert f'<a class="button secondary" href="/portal/agents/scout{back}">Cancel: keep it as it is</a>' in page.text
+    # asking changed nothing
+    assert next(p for p in irc(helper, "CONTACT LIST agreements") if p[1] == "AGREEMENT")[8] == "active"
+    assert [t.name for t in run(srv, state_of(srv).api.list_tokens("olive", "scout"))] == ["laptop"]
+    assert [a[1] for a in audit_rows(srv, "scout") if a[1] in ("agent.password", "webhook.rotate", "webhook.clear",
+                                                                  "token.revoke", "agreement.revoke")] == []
+    # a question about nothing, or about another owner's agent, is 404
+    for path in ("/portal/agents/scout/agreements/1111111111111111/revoke", "/portal/agents/scout/tokens/nope/revoke",
+                 "/portal/agents/rival/password", "/portal/agents/rival/webhook/clear"):
+        assert client.get(path).status_code == 404, path
+    client.post("/portal/agents/scout/webhook/clear", data={"csrf": csrf})
+    assert client.get("/portal/agents/scout/webhook/rotate").status_code == 404  # no webhook any more
+    # answering the question acts
+    revoked = client.post(f"/portal/agents/scout/agreements/{agreement_id}/revoke", data={"csrf": csrf})
+    assert revoked.headers["location"] == "/portal/agents/scout"
+    assert irc(helper, "SEND scout :again")[0][:3] == ["SEND", "NO_AGREEMENT", "scout"]
+
+
+def test_the_delete_warning_names_the_webhook_and_the_unread_inbox(srv, clients, receiver):
+    client, csrf = sign_in(srv, "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    request_id = irc(helper, "CONTACT REQUEST scout message 30 :hi")[0][2]
+    client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "scope": "message"})
+    page = client.get("/portal/agents/scout/delete").text
+    assert "<li>no webhook (it has none);</li>" in page and "<li>its inbox: no unread messages" in page
+    for n in range(3):
+        assert irc(helper, f"SEND scout :note {n}")[0][1] == "OK"
+    client.post("/portal/agents/scout/webhook", data={"csrf": csrf, "url": receiver.url})
+    text = " ".join(re.sub(r"<[^>]+>", " ", client.get("/portal/agents/scout/delete").text).split())
+    assert f"its webhook to {receiver.url} , with its " in text
+    assert "its inbox: 3 unread messages it will never read (the senders keep their copies);" in text
+
+
+def test_the_small_things_of_the_account_and_webhook_pages(srv, receiver):
+    client, csrf = sign_in(srv, "olive")
+    page = client.get("/portal/").text
+    assert '<a href="/portal/account">My account (olive)</a>' in page
+    account = client.get("/portal/account").text
+    assert ('<input id="username" name="username" type="text" autocomplete="username" value="olive" readonly>'
+            in account)  # a password manager knows whose password changes
+    receiver.default = 500
+    client.post("/portal/agents/scout/webhook", data={"csrf": csrf, "url": receiver.url})
+    client.post("/portal/agents/scout/webhook/test", data={"csrf": csrf})
+    failed = re.search(r'<p class="notice error" role="alert">(.*?)</p>', client.get("/portal/agents/scout/webhook").text)
+    assert re.fullmatch(r"Test event test-[0-9a-f]{16} failed after \d+ ms: HTTP 500\.", failed.group(1))
+
+
 # agents: create, suspend, new password, tokens, delete --------------------------------------------
 
 
@@ -339,7 +457,7 @@ def test_tokens_made_in_the_portal_work_and_revoked_ones_do_not(srv):
     assert client.post("/portal/agents/scout/tokens", data={"csrf": csrf, "label": "laptop"}).status_code == 303
     page = client.get("/portal/agents/scout/tokens").text
     token = re.search(r'<code id="secret">(pircd_[^<]+)</code>', page).group(1)
-    assert "<td>laptop</td>" in page
+    assert '<td data-label="Name">laptop</td>' in page
     identity = run(srv, srv.server.tokens.verify(token, "127.0.0.9"))
     assert (identity.account, identity.name) == ("scout", "laptop")
     assert client.post("/portal/agents/scout/tokens/laptop/revoke", data={"csrf": csrf}).status_code == 303
@@ -380,7 +498,7 @@ def test_a_person_changes_its_password_and_its_other_sessions_end(srv):
     wrong = client.post("/portal/account/password", data={"csrf": csrf, "current": "nope", "new": "a new secret",
                                                            "repeat": "a new secret"})
     assert wrong.status_code == 303
-    assert "Invalid account name or password (INVALID_PASSWORD)" in client.get("/portal/account").text
+    assert "The current password is wrong (INVALID_PASSWORD)" in client.get("/portal/account").text
     done = client.post("/portal/account/password", data={"csrf": csrf, "current": PASSWORD, "new": "a new secret",
                                                           "repeat": "a new secret"})
     assert done.status_code == 303
@@ -433,7 +551,7 @@ def test_the_owner_manages_its_agents_webhook_in_the_portal(srv, clients, receiv
     olive.read_until(lambda m: m.command == "NOTICE" and m.params[-1] == "NOTIFY webhook 1")
     disabled = client.get(page).text
     assert '<span class="badge suspended">disabled</span> after HTTP 410' in disabled
-    assert f"<td><code>{dead_id}</code></td>\n    <td>request</td>" in disabled
+    assert f'<td data-label="Delivery"><code>{dead_id}</code></td>\n    <td data-label="Event">request</td>' in disabled
     assert html_problems({"webhook": disabled}, tmp_path) == {"webhook": []}
     client.post(page + "/replay", data={"csrf": csrf, "which": dead_id})
     assert "The webhook was disabled after HTTP 410: set it again first (DISABLED)" in client.get(page).text
@@ -477,7 +595,7 @@ def test_the_audit_log_filters_by_agent_kind_and_date(srv, clients):
     def actions(query: str) -> list[str]:
         page = client.get("/portal/audit" + query)
         assert page.status_code == 200
-        return re.findall(r"<td><code>([a-z.-]+)</code></td>", page.text)
+        return re.findall(r'<td data-label="Action"><code>([a-z.-]+)</code></td>', page.text)
 
     assert actions("") == ["contact.denied", "agent.create", "policy.set"]
     assert actions("?agent=scout") == ["contact.denied", "policy.set"]
@@ -547,7 +665,14 @@ def test_every_page_is_valid_html(srv, clients, tmp_path):
     request_id = re.search(r"request ([0-9a-f]{16})", scout_page).group(1)
     pages = {"agent with a request": scout_page}
     client.post(f"/portal/agents/scout/requests/{request_id}/accept", data={"csrf": csrf, "scope": "message"})
+    first = irc(helper, 'SEND scout :Notes <b>& "quotes"')[0][2]
+    scout = irc_login(srv, "scout", clients=clients)
+    irc(scout, f"SEND helper {first} :Thanks")
+    client.post("/portal/agents/scout/messages", data={"csrf": csrf, "body": "From the owner\r\non two lines"})
     for path in ("/portal/", "/portal/agents/scout", "/portal/agents/scout/tokens", "/portal/agents/scout/profile",
+                 "/portal/agents/scout/messages", "/portal/agents/scout/messages?q=notes",
+                 "/portal/agents/scout/messages?q=nothing", f"/portal/agents/scout/conversations/{first}",
+                 "/portal/agents/scout/password", "/portal/agents/scout/tokens/laptop/revoke",
                  "/portal/agents/scout/webhook", "/portal/agents/scout/delete", "/portal/audit",
                  "/portal/audit?agent=scout&kind=contact", "/portal/account", "/portal/agents/rival"):
         pages[path] = client.get(path).text

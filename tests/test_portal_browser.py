@@ -46,6 +46,13 @@ def browser():
 
 
 @pytest.fixture
+def receiver():
+    made = Receiver()
+    yield made
+    made.close()
+
+
+@pytest.fixture
 def shots(tmp_path) -> Path:
     where = os.environ.get("PIRCD_PORTAL_SCREENSHOTS")
     path = Path(where) if where else tmp_path / "screenshots"
@@ -117,7 +124,7 @@ def test_the_owner_decides_a_live_request_in_the_browser(srv, browser, shots, cl
     card.wait_for()
     assert page.evaluate("window.stillTheSamePage") is True
     assert "Compare notes on the weekly report" in card.inner_text()
-    assert "Asks for message, task:summarise for 30 days" in card.inner_text()
+    assert "Asks for\nmessage, task:summarise for 30 days" in card.inner_text()
     shoot(page, shots, "request-live")
     phone = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
     phone.add_cookies(context.cookies())
@@ -154,7 +161,9 @@ def test_the_owner_decides_a_live_request_in_the_browser(srv, browser, shots, cl
     assert irc(helper, "SEND scout :Here are my notes")[0][:2] == ["helper", "OK"]
 
     # the owner revokes from the page; the next SEND fails
-    page.locator(f"form[action$='/agreements/{agreement_id}/revoke'] button").click()
+    page.locator(f"a[href$='/agreements/{agreement_id}/revoke']").click()  # asks first
+    assert page.locator("h1").inner_text() == "Revoke the agreement with helper?"
+    page.click("button:has-text('Revoke the agreement with helper')")
     assert notice(page) == f"Revoked agreement {agreement_id} with helper."
     assert irc(helper, "SEND scout :One more thing")[0][:3] == ["SEND", "NO_AGREEMENT", "scout"]
     assert page.locator("#agreements").inner_text().endswith("No active agreements.")
@@ -254,6 +263,95 @@ def test_a_page_without_javascript_still_works(srv, browser, clients):
     page.locator(f"#request-{request_id} button:has-text('Decline')").click()
     assert notice(page) == "Declined the request of helper."
     assert next(p for p in irc(helper, "CONTACT LIST requests") if p[1] == "REQUEST")[7] == "declined"
+    # what cannot be undone asks first, on a page of its own
+    page.goto(srv.http_url + "/portal/agents/scout/tokens")
+    page.fill("#label", "laptop")
+    page.click("button:has-text('Make token')")
+    page.click("a:has-text('Revoke…')")
+    assert page.locator("h1").inner_text() == "Revoke the token laptop of scout?"
+    page.click("button:has-text('Revoke laptop')")
+    assert notice(page) == "Token laptop revoked: it is refused from its next request on."
+    context.close()
+
+
+def test_every_page_fits_a_390_pixel_phone(srv, browser, shots, clients, receiver):
+    """At 390 px nothing scrolls sideways (the document is no wider than the screen) and every
+    button of a table row is on the screen; each page is screenshotted (phone-*.png)."""
+    add_agent(srv, "scout", "olive")
+    helper = irc_login(srv, "helper", clients=clients)
+    irc(helper, "PROFILE NAME * :Helper, who reads long reports and writes short summaries")
+    context = browser.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True)
+    page = context.new_page()
+    page.goto(srv.http_url + "/portal/signin")
+    page.fill("#name", "olive")
+    page.fill("#password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    base = srv.http_url + "/portal/agents/scout"
+    # content for every page: an agreement, a pending request, messages, a token, a webhook, a skill
+    first = irc(helper, "CONTACT REQUEST scout message,task:summarise 30 :Compare notes on the weekly report")[0][2]
+    page.goto(base)
+    page.locator(f"#request-{first} button:has-text('Accept')").click()
+    rival = irc_login(srv, "rival", clients=clients)
+    irc(rival, "CONTACT REQUEST scout message,resource:read 90 :A long purpose " + "with many words " * 12)
+    for n in range(3):
+        irc(helper, f"SEND scout :Note {n}: https://example.com/a/very/long/address/that/does/not/break/{n * 10 ** 20}")
+    page.goto(base + "/messages")
+    page.fill("#body", "Please summarise the notes by Friday")
+    page.click("button:has-text('Send to scout')")
+    page.goto(base + "/tokens")
+    page.fill("#label", "a-rather-long-token-name-for-the-laptop")
+    page.click("button:has-text('Make token')")
+    page.goto(base + "/profile")
+    page.fill("#skill", "summarise")
+    page.fill("#description", "Short summaries of long reports")
+    page.click("button:has-text('Add or change skill')")
+    page.goto(base + "/webhook")
+    page.fill("#url", receiver.url + "/with/a/long/path/for/the/receiver")
+    page.click("button:has-text('Set webhook')")
+    agreement = page.goto(base).url and page.locator("#agreements a.button").first.get_attribute("href")
+    pages = {"agents": "/portal/", "agent": "/portal/agents/scout", "messages": "/portal/agents/scout/messages",
+             "search": "/portal/agents/scout/messages?q=note*", "tokens": "/portal/agents/scout/tokens",
+             "profile": "/portal/agents/scout/profile", "webhook": "/portal/agents/scout/webhook",
+             "delete": "/portal/agents/scout/delete", "audit": "/portal/audit", "account": "/portal/account",
+             "confirm": agreement.removeprefix(srv.http_url) if agreement else "/portal/"}
+    for name, path in pages.items():
+        page.goto(srv.http_url + path)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], (name, width)
+        for box in (b.bounding_box() for b in page.locator("td .button, td button").all()):
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (name, box)
+        shoot(page, shots, f"phone-{name}")
+    page.goto(srv.http_url + "/portal/agents/scout")
+    revoke = page.locator("#agreements a.button:has-text('Revoke')")
+    box = revoke.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= PHONE["width"]  # on the screen, not off to the side
+    context.close()
+
+
+def test_a_request_above_the_view_gets_a_cue(srv, browser, clients):
+    """A request that arrives while the person has scrolled down is announced where they are."""
+    add_agent(srv, "scout", "olive")
+    context = browser.new_context(viewport={"width": 1200, "height": 400})
+    page = context.new_page()
+    page.goto(srv.http_url + "/portal/signin")
+    page.fill("#name", "olive")
+    page.fill("#password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.goto(srv.http_url + "/portal/agents/scout")
+    page.wait_for_selector("body[data-live-state=open]")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    assert page.locator("#new-above").is_hidden()
+    helper = irc_login(srv, "helper", clients=clients)
+    request_id = irc(helper, "CONTACT REQUEST scout message 30 :Are you there?")[0][2]
+    page.locator(f"#request-{request_id}").wait_for(state="attached")
+    cue = page.locator("#new-above")
+    cue.wait_for(state="visible")
+    box = cue.bounding_box()
+    assert box is not None and 0 <= box["y"] < 400  # in view, though the request is above it
+    assert cue.locator("a").get_attribute("href") == f"#request-{request_id}"
+    cue.locator("a").click()
+    assert cue.is_hidden()
+    assert page.locator(f"#request-{request_id}").bounding_box()["y"] > -1  # scrolled to it
     context.close()
 
 

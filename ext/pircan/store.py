@@ -192,6 +192,20 @@ MIGRATIONS: list[str] = [
         created_at INTEGER NOT NULL
     );
     """,
+    # 8: a full-text index of message bodies (SQLite FTS5, external content: the index holds
+    # only the words, the bodies stay in pircan_messages), filled from the messages stored so far
+    # and kept by triggers; searched by service/search.py
+    """
+    CREATE VIRTUAL TABLE pircan_messages_fts USING fts5(
+        body, content='pircan_messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    );
+    INSERT INTO pircan_messages_fts(pircan_messages_fts) VALUES ('rebuild');
+    CREATE TRIGGER pircan_messages_fts_insert AFTER INSERT ON pircan_messages
+        BEGIN INSERT INTO pircan_messages_fts(rowid, body) VALUES (NEW.id, NEW.body); END;
+    CREATE TRIGGER pircan_messages_fts_delete AFTER DELETE ON pircan_messages
+        BEGIN INSERT INTO pircan_messages_fts(pircan_messages_fts, rowid, body) VALUES ('delete', OLD.id, OLD.body);
+        END;
+    """,
 ]
 
 
@@ -623,6 +637,30 @@ def conversation_messages(conn: sqlite3.Connection, account: str, conversation_i
         (conversation_id, before if before is not None else MAX_ID, account, account, limit),
     ).fetchall()
     rows.reverse()
+    return [m for m in map(_message, rows) if m is not None]
+
+
+def messages_of(conn: sqlite3.Connection, account: str, limit: int, before: int | None) -> list[StoredMessage]:
+    """The newest ``limit`` messages ``account`` sent or received, older than ``before``, newest first."""
+    rows = conn.execute(
+        f"SELECT {_MSG} FROM pircan_messages WHERE id < ? AND (sender = ? OR recipient = ?) ORDER BY id DESC LIMIT ?",
+        (before if before is not None else MAX_ID, account, account, limit),
+    ).fetchall()
+    return [m for m in map(_message, rows) if m is not None]
+
+
+def search_messages(conn: sqlite3.Connection, account: str, match: str, limit: int,
+                    before: int | None) -> list[StoredMessage]:
+    """Messages ``account`` sent or received whose body matches the FTS5 expression ``match``,
+    newest first: at most ``limit``, older than ``before``. The index is walked newest first, so a
+    page stops at its ``limit``-th match of the account's."""
+    rows = conn.execute(
+        f"SELECT {', '.join('m.' + c for c in _MSG.split(', '))} FROM pircan_messages_fts f "
+        "JOIN pircan_messages m ON m.id = f.rowid "
+        "WHERE pircan_messages_fts MATCH ? AND f.rowid < ? AND (m.sender = ? OR m.recipient = ?) "
+        "ORDER BY f.rowid DESC LIMIT ?",
+        (match, before if before is not None else MAX_ID, account, account, limit),
+    ).fetchall()
     return [m for m in map(_message, rows) if m is not None]
 
 

@@ -47,7 +47,7 @@ Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, N
   SCOPE_MISSING, EMPTY, TOO_LONG, NO_SUCH_MESSAGE, HOP_LIMIT, CONVERSATION_RATE,
   AGREEMENT_BUDGET, NEED_MORE_PARAMS."""
 
-INBOX = """INBOX [READ <id> | ACK <id>[,...] | ACK ALL | TAKE [<from>] | WAIT [<from>[,...]|*] [<timeout-ms>] | HISTORY ...]
+INBOX = """INBOX [READ <id> | ACK <id>[,...] | ACK ALL | TAKE [<from>] | WAIT [<from>[,...]|*] [<timeout-ms>] | HISTORY ... | SEARCH ...]
 INBOX: list unread messages, oldest first, without consuming them:
   INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> :<preview>
   INBOX <you> UNREAD <count> :<count> unread messages
@@ -74,8 +74,13 @@ INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]: the conversatio
   (default 50, at most 200) oldest first, as the MESSAGE lines of INBOX, then
   INBOX <you> HISTORY <account|conversation-id> <count> <oldest-id|*> :...
   A <oldest-id> (not *) means older messages exist: give it as <before-id> for the page before.
+INBOX SEARCH [<limit>] [<before-id>] :<query>: your messages (sent or received) whose body
+  matches, newest first (default 20, at most 100), as the MESSAGE lines of INBOX, then
+  INBOX <you> SEARCH <count> <oldest-id|*> :...   (<oldest-id>: as for HISTORY)
+  A query: words (all must occur), "a phrase", prefix*, a OR b, a NOT b, ( ... ); case and
+  accents do not matter.
 Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY),
-  NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
+  INVALID_PARAMS (SEARCH), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 AGENTS = """AGENTS [ALL | CREATE <name>]
 AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of the network,

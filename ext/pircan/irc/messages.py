@@ -10,6 +10,7 @@ from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.irc.wire import full_message, hexid, message_header
 from ext.pircan.rules import Limits
 from ext.pircan.service import messages as service
+from ext.pircan.service import search
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ext.pircan import store_tasks as tdb
@@ -49,7 +50,7 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
 
 async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     """INBOX [READ <id> | ACK <id>[,<id>...]|ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>]
-    | HISTORY <peer|conversation-id> [<limit>] [<before-id>]]"""
+    | HISTORY <peer|conversation-id> [<limit>] [<before-id>] | SEARCH [<limit>] [<before-id>] :<query>]"""
     account = account_of(ctx, INBOX)
     if account is None:
         return
@@ -68,6 +69,8 @@ async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None
             _wait(state, ctx, account, args)
         elif sub == "HISTORY":
             await _history(state, ctx, account, args)
+        elif sub == "SEARCH":
+            await _search(state, ctx, account, args)
         else:
             fail(ctx, INBOX, "UNKNOWN_SUBCOMMAND", sub)
     except Refused as exc:
@@ -179,4 +182,33 @@ async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[
     if more != "*":
         text += f"; older ones: INBOX HISTORY {args[0]} {limit} {more}"
     ctx.reply.send(INBOX, nick, "HISTORY", what, str(len(items)), more, text)
+    ctx.reply.end_batch(ref)
+
+
+async def _search(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    """SEARCH [<limit>] [<before-id>] :<query>: the MESSAGE lines of HISTORY, newest first."""
+    if not args:
+        fail(ctx, INBOX, "NEED_MORE_PARAMS", "SEARCH", text="Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query>")
+        return
+    limit, before = search.SEARCH_PAGE, None
+    for arg in args[:-1]:
+        count = parse_count(arg, 1, search.SEARCH_MAX)
+        if count is not None and len(arg) < 16:
+            limit = count
+        elif len(arg) == 16 and before is None:
+            before = arg
+        else:  # words of a query sent without its colon, most likely
+            fail(ctx, INBOX, "INVALID_PARAMS", "SEARCH",
+                 text="Syntax: INBOX SEARCH [<limit>] [<before-id>] :<query> (a query of several words after a colon)")
+            return
+    found = await search.search_messages(state, account, args[-1], limit=limit, before=before)
+    nick = ctx.client.nick
+    ref = ctx.reply.start_batch("pircan/search")
+    for item in found.messages:
+        message_header(ctx.reply, nick, item, with_preview=True)
+    count = len(found.messages)
+    text = f"{count} message{'s' if count != 1 else ''}"
+    if found.more is not None:
+        text += f"; older ones: INBOX SEARCH {limit} {found.more} :<the same query>"
+    ctx.reply.send(INBOX, nick, "SEARCH", str(count), found.more or "*", text)
     ctx.reply.end_batch(ref)

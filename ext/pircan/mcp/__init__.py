@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.mcp.http import BearerGate, Presence
+from ext.pircan.mcp.search_tools import register_search_tools
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
 from ext.pircan.mcp.webhook_tools import register_webhook_tools
@@ -29,8 +30,8 @@ To talk to another agent you need an agreement with it: find it with list_agents
 request_contact (scopes ['message'], a duration in days, a purpose), and wait until list_agreements
 shows it active (the agent or its owner decides). Then send_direct_message; set in_reply_to when you
 answer a message. Read what came with get_inbox (then mark_messages_read), or block for the next message
-with wait_for_messages. get_conversation shows a whole thread. Decide requests to you with
-respond_to_contact. Tasks: create_task (needs the scope task:<skill>), update_task, provide_task_input,
+with wait_for_messages. get_conversation shows a whole thread; search_messages finds messages by words.
+Decide requests to you with respond_to_contact. Tasks: create_task (needs the scope task:<skill>), update_task, provide_task_input,
 cancel_task, get_task, list_tasks; wait_for_messages also wakes when one of your tasks changes.
 Direct A2A: request_intro_token gives a token for talking to an agent at its own A2A endpoint.
 Publish your display name and skills with set_profile, resources with publish_resource (readable as
@@ -70,6 +71,7 @@ def install(state: Pircan) -> Presence:
     register_task_tools(mcp, state)
     register_intro_tool(mcp, state)
     register_webhook_tools(mcp, state)
+    register_search_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,7 +22,7 @@ from ext.pircan import rules
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.portal.sessions import Session, same_token
 from ext.pircan.portal.web import SESSION_COOKIE, SIGNIN_COOKIE, Form, NotFound, Web
-from ext.pircan.service import contact, owner, profile, roster, webhooks
+from ext.pircan.service import contact, oversight, owner, profile, roster, search, webhooks
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 
@@ -35,6 +36,7 @@ POLICY_TEXT = {
     "deny": "Every request is refused at once.",
 }
 DEAD_SHOWN = 50  # the newest dead letters on the webhook page
+BODY_MAX = 60_000  # characters a message written in the portal may have (the network allows 60,000 bytes)
 Handler = Callable[..., Awaitable[Response]]
 
 
@@ -50,7 +52,7 @@ def signed_in(fn: Handler) -> Handler:
         if session is not None and not await self.still_allowed(session):
             session = None
         if session is None:
-            return web.redirect(request, "/signin")
+            return web.redirect(request, "/signin" + _come_back(request))
         form: Form | None = None
         if request.method == "POST":
             form = await web.form(request)
@@ -69,6 +71,23 @@ def signed_in(fn: Handler) -> Handler:
             return web.redirect(request, request.state.back)
 
     return endpoint
+
+
+def _come_back(request: Request) -> str:
+    """``?next=<the page>`` for a signed-out GET of a page other than the first: sign-in returns there."""
+    path = request.url.path.removeprefix(Web.base(request))
+    if request.method != "GET" or path in ("", "/"):
+        return ""
+    if request.url.query:
+        path += "?" + request.url.query
+    return "?" + urlencode({"next": path})
+
+
+def _next_page(text: str) -> str:
+    """A page of the portal to go to after sign-in: a path of its own, nothing elsewhere."""
+    if not text.startswith("/") or text.startswith("//") or "\\" in text or any(ord(c) < 33 for c in text):
+        return "/"
+    return "/" if text.split("?", 1)[0] in ("/signin", "/signout") else text
 
 
 def _day_ms(text: str, end: bool) -> int | None:
@@ -107,13 +126,15 @@ class Pages:
     # sign-in -----------------------------------------------------------------------------------
 
     async def signin_page(self, request: Request, error: str | None = None, status: int = 200,
-                          name: str = "") -> Response:
+                          name: str = "", next_page: str | None = None) -> Response:
         web = self.web
+        if next_page is None:
+            next_page = _next_page(request.query_params.get("next", "/"))
         if error is None and web.session(request) is not None:
-            return web.redirect(request, "/")
+            return web.redirect(request, next_page)
         token = web.new_signin_token()
         response = web.render(request, "signin.html", None, status, title="Sign in", csrf=token, error=error,
-                              name=name)
+                              name=name, next_page=next_page)
         web.set_cookie(request, response, SIGNIN_COOKIE, token, 3600)
         return response
 
@@ -125,15 +146,17 @@ class Pages:
         if not expected or not same_token(expected, token):
             return web.csrf_refused(request, None)
         name, password = form.get("name").strip(), form.get("password")
+        next_page = _next_page(form.get("next", "/"))
         ip = request.client.host if request.client is not None else "?"
         checked: Any = await self.api.check_password(ip, name, password, "portal")
         if isinstance(checked, str):
-            return await self.signin_page(request, checked, 401, name)
+            return await self.signin_page(request, checked, 401, name, next_page)
         if checked.kind != "person":
-            return await self.signin_page(request, "Agents do not sign in here; their owner does", 403, name)
+            return await self.signin_page(request, "Agents do not sign in here; their owner does", 403, name,
+                                          next_page)
         session = web.sessions.new(checked.folded, checked.name)
         self.api.log.info("portal sign-in account=%s ip=%s", checked.folded, ip)
-        response = web.redirect(request, "/")
+        response = web.redirect(request, next_page)
         web.set_cookie(request, response, SESSION_COOKIE, session.id, None)
         web.clear_cookie(request, response, SIGNIN_COOKIE)
         return response
@@ -186,15 +209,27 @@ class Pages:
         requests, agreements = await contact.contacts(state, me)
         entry = next((e for e in await roster.roster(state, me) if e.name == agent.folded), None)
         now = state.now_ms()
+        incoming = [r for r, s in requests if r.target == agent.folded and s == "pending"]
         return {
             "agent": agent, "policy": policy_now, "policies": POLICY_TEXT,
             "agent_status": "suspended" if agent.suspended else (entry.status if entry else "offline"),
             "unread": entry.unread if entry else 0,
-            "incoming": [r for r, s in requests if r.target == agent.folded and s == "pending"],
+            "incoming": incoming, "requesters": await self._requesters([r.requester for r in incoming]),
             "outgoing": [r for r, s in requests if r.requester == agent.folded and s == "pending"],
             "agreements": [a for a, s in agreements if agent.folded in (a.requester, a.target) and s == "active"],
             "expires": lambda r: r.created_at + rules.Limits.request_ttl_ms, "now": now,
         }
+
+    async def _requesters(self, names: list[str]) -> dict[str, dict[str, Any]]:
+        """What a person judges a request by: the requester's kind, owner, display name and skills
+        (what every roster shows of it)."""
+        public = await profile.profiles(self.state, sorted(set(names)))
+        out: dict[str, dict[str, Any]] = {}
+        for name, shown in public.items():
+            row: Any = await self.api.get_account(name)
+            out[name] = {"kind": row.kind if row is not None else "gone", "owner": row.owner if row is not None else None,
+                         "display": shown.display_name, "skills": shown.skills}
+        return out
 
     @signed_in
     async def agent_page(self, request: Request, session: Session) -> Response:
@@ -238,6 +273,90 @@ class Pages:
         self.ok(session, f"Revoked agreement {hexid(agreement.id)} with {other}.")
         return self.web.redirect(request, back)
 
+    def _confirm(self, request: Request, session: Session, agent: Any, title: str, action: str, button: str,
+                 facts: list[str], back: str) -> Response:
+        """A page that asks before something that cannot be undone: a form to ``action`` and a way back."""
+        here = f"/agents/{self.web.env.filters['q'](agent.name)}"
+        return self.web.render(request, "confirm.html", session, title=title, nav="agents", agent=agent,
+                               action=here + action, button=button, facts=facts, back=here + back)
+
+    @signed_in
+    async def revoke_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        view = await self._agent_view(session, agent)
+        ident = parse_id(request.path_params["agreement"])
+        agreement = next((a for a in view["agreements"] if a.id == ident), None)
+        if agreement is None:
+            raise NotFound()
+        other, ends = agreement.other(agent.folded), self.web.env.filters["when"](agreement.expires_at)
+        facts = [
+            (f"{other} and {agent.name} lose {', '.join(agreement.scopes)} at once, on every transport; "
+             f"it would have ended {ends}."),
+            f"{other} is told. Their open tasks under it are canceled.",
+            "Talking again takes a new contact request and a new decision.",
+        ]
+        return self._confirm(request, session, agent, f"Revoke the agreement with {other}?",
+                             f"/agreements/{hexid(agreement.id)}/revoke", f"Revoke the agreement with {other}", facts, "")
+
+    @signed_in
+    async def revoke_token_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        label = request.path_params["label"]
+        token = next((t for t in await owner.tokens_of(self.state, session.account, agent.name) if t.name == label), None)
+        if token is None:
+            raise NotFound()
+        facts = [
+            (f"Whatever uses the token {label} is refused from its next request on, and its requests in flight "
+             "are canceled."),
+            "A revoked token cannot be brought back: make a new one and put it where the old one was.",
+        ]
+        return self._confirm(request, session, agent, f"Revoke the token {label} of {agent.name}?",
+                             f"/tokens/{self.web.env.filters['q'](label)}/revoke", f"Revoke {label}", facts, "/tokens")
+
+    @signed_in
+    async def password_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        facts = [
+            (f"The password {agent.name} logs in with now stops working at its next login; connections already "
+             "logged in stay."),
+            "The new one is shown once, on the next page: put it where the agent reads it.",
+            "Its tokens are not changed.",
+        ]
+        return self._confirm(request, session, agent, f"Give {agent.name} a new password?", "/password",
+                             "Make a new password", facts, "")
+
+    async def _hook(self, session: Session, agent: Any) -> webhooks.Status:
+        try:
+            return await webhooks.show(self.state, session.account, agent.folded)
+        except Refused:
+            raise NotFound() from None
+
+    @signed_in
+    async def rotate_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        hook = await self._hook(session, agent)
+        facts = [
+            f"Deliveries to {hook.endpoint.url} are signed with a new secret, shown once on the next page.",
+            ("For 24 hours they carry a signature with the old secret too, so the receiver can switch over; "
+             "after that the old secret is gone for good."),
+        ]
+        return self._confirm(request, session, agent, f"A new webhook secret for {agent.name}?", "/webhook/rotate",
+                             "Make a new secret", facts, "/webhook")
+
+    @signed_in
+    async def clear_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        hook = await self._hook(session, agent)
+        pending, dead = hook.pending, hook.dead
+        facts = [
+            f"Nothing more is posted to {hook.endpoint.url}.",
+            (f"Its {pending} pending deliver{'y is' if pending == 1 else 'ies are'} dropped; the events stay in "
+             f"{agent.name}'s inbox, and its {dead} dead letter{' stays' if dead == 1 else 's stay'}."),
+            "Its secret is gone: a webhook set again gets a new one.",
+        ]
+        return self._confirm(request, session, agent, f"Remove the webhook of {agent.name}?", "/webhook/clear",
+                             "Remove the webhook", facts, "/webhook")
+
     @signed_in
     async def suspend(self, request: Request, session: Session, form: Form) -> Response:
         agent = await self.agent(session, request)
@@ -262,8 +381,12 @@ class Pages:
         tokens = await owner.tokens_of(self.state, session.account, agent.name)
         resources = await profile.list_resources(self.state, session.account, agent.folded)
         skills = (await profile.profiles(self.state, [agent.folded]))[agent.folded].skills
+        try:
+            hook: webhooks.Status | None = await webhooks.show(self.state, session.account, agent.folded)
+        except Refused:
+            hook = None
         return self.web.render(request, "delete.html", session, title=f"Delete {agent.name}", nav="agents",
-                               tokens=tokens, resources=resources, skills=skills, **view)
+                               tokens=tokens, resources=resources, skills=skills, hook=hook, **view)
 
     @signed_in
     async def delete(self, request: Request, session: Session, form: Form) -> Response:
@@ -274,6 +397,51 @@ class Pages:
         name = await owner.delete_agent(self.state, session.account, agent.name, via=VIA)
         self.ok(session, f"Agent {name} deleted.")
         return self.web.redirect(request, "/")
+
+    # messages: the owner's oversight -----------------------------------------------------------
+
+    @signed_in
+    async def messages_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        state, me, query = self.state, session.account, request.query_params
+        words, problems = query.get("q", "").strip(), []
+        found: search.Found | None = None
+        threads: oversight.Threads | None = None
+        try:
+            if words:
+                found = await search.search_messages(state, me, words, account=agent.folded,
+                                                     before=query.get("before") or None)
+            else:
+                threads = await oversight.conversations(state, me, agent.folded, before=query.get("older") or None)
+        except Refused as exc:
+            problems.append(self.web.refusal_text(exc))
+        tasks = await oversight.tasks_of(state, me, agent.folded)
+        return self.web.render(request, "messages.html", session, title=f"Messages of {agent.name}", nav="agents",
+                               tab="messages", agent=agent, words=words, found=found, threads=threads,
+                               problems=problems, tasks=tasks, body_max=BODY_MAX)
+
+    @signed_in
+    async def conversation_page(self, request: Request, session: Session) -> Response:
+        agent = await self.agent(session, request)
+        try:
+            whole = await oversight.thread(self.state, session.account, agent.folded,
+                                           request.path_params["conversation"])
+        except Refused:
+            raise NotFound() from None
+        return self.web.render(request, "conversation.html", session, title=f"A conversation of {agent.name}",
+                               nav="agents", tab="messages", agent=agent, thread=whole, body_max=BODY_MAX)
+
+    @signed_in
+    async def send_message(self, request: Request, session: Session, form: Form) -> Response:
+        agent = await self.agent(session, request)
+        reply_to = form.get("in_reply_to").strip()
+        conversation = parse_id(form.get("conversation"))
+        back = self._back(request, agent, f"/conversations/{hexid(conversation)}" if conversation else "/messages")
+        sent = await oversight.send_to_agent(self.state, session.account, agent.folded,
+                                             form.get("body").replace("\r\n", "\n"), reply_to or None, via=VIA)
+        self.ok(session, f"Message {hexid(sent.message.id)} sent to {agent.name} "
+                         f"({'it is online and was told' if sent.status == 'notified' else 'queued until it looks'}).")
+        return self.web.redirect(request, back)
 
     # tokens ------------------------------------------------------------------------------------
 
@@ -401,9 +569,8 @@ class Pages:
         if out.ok:
             self.ok(session, f"Test event {done.delivery_id} answered HTTP {out.status} in {out.elapsed_ms} ms.")
         else:
-            answer = f"HTTP {out.status}" if out.status is not None else "no answer"
-            session.notices.append(("error", f"Test event {done.delivery_id} failed after {out.elapsed_ms} ms: "
-                                             f"{answer}" + (f" ({out.error})" if out.error else "") + "."))
+            answer = out.error or (f"HTTP {out.status}" if out.status is not None else "no answer")
+            session.notices.append(("error", f"Test event {done.delivery_id} failed after {out.elapsed_ms} ms: {answer}."))
         return self.web.redirect(request, back)
 
     @signed_in

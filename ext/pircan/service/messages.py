@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ircd.api import Batched
 
@@ -22,7 +22,7 @@ from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import peer_of
-from ext.pircan.service.events import audit_refusal
+from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan, Waiter
 from ext.pircan.store import StoredMessage
@@ -40,6 +40,8 @@ __all__ = [
     "conversation",
     "body_refusal",
     "HISTORY_MAX",
+    "OWNER_AGREEMENT",
+    "owner_pair",
 ]
 
 HISTORY_MAX = 200
@@ -55,7 +57,9 @@ class Sent:
     created: bool
 
 
-SendItem = tuple[StoredMessage, "str | None", int, int]  # message, idempotency key, event id, audit id
+# message, idempotency key, event id, audit id, the audit detail's tail (" by owner, through the portal")
+SendItem = tuple[StoredMessage, "str | None", int, int, str]
+OWNER_AGREEMENT = 0  # the agreement id of a message between an agent and its owner, who need none
 
 
 def _send_batch(conn: sqlite3.Connection, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
@@ -77,15 +81,16 @@ def _send_batch(conn: sqlite3.Connection, items: list[SendItem]) -> list[tuple[S
         results[i] = (msg, True)
     if fresh:
         now = min(item[0].created_at for item in fresh)
-        wanted = {item[0].agreement_id for item in fresh}
-        if db.live_agreement_ids(conn, wanted, now) != wanted:
+        wanted = {item[0].agreement_id for item in fresh} - {OWNER_AGREEMENT}
+        if wanted and db.live_agreement_ids(conn, wanted, now) != wanted:
             raise Refused("NO_AGREEMENT")
-        db.insert_messages(conn, [(m, key) for m, key, _, _ in fresh])
-        db.queue_events(conn, [(event_id, m.recipient, "message", m.id, m.created_at) for m, _, event_id, _ in fresh])
+        db.insert_messages(conn, [(m, key) for m, key, _, _, _ in fresh])
+        db.queue_events(conn, [(event_id, m.recipient, "message", m.id, m.created_at)
+                               for m, _, event_id, _, _ in fresh])
         db.audit_rows(conn, [
             (audit_id, m.created_at, m.sender, m.recipient, "message.send",
-             f"{hexid(m.id)} conversation={hexid(m.conversation_id)} hop={m.hop_count}")
-            for m, _, _, audit_id in fresh
+             f"{hexid(m.id)} conversation={hexid(m.conversation_id)} hop={m.hop_count}{how}")
+            for m, _, _, audit_id, how in fresh
         ])
     return results  # type: ignore[return-value]
 
@@ -105,12 +110,23 @@ def body_refusal(body: str, max_chars: int | None) -> str | None:
     return None
 
 
+async def owner_pair(state: Pircan, a: str, b: str) -> bool:
+    """One of the two accounts is a person and the other an agent it owns: they talk without an agreement."""
+    kinds = (state.api.account_kind(a), state.api.account_kind(b))
+    if kinds not in (("person", "agent"), ("agent", "person")):
+        return False
+    owner, agent = (a, b) if kinds[0] == "person" else (b, a)
+    row: Any = await state.api.get_account(agent)
+    return row is not None and row.owner == owner
+
+
 async def send_message(state: Pircan, sender: str, recipient_name: str, body: str,
                        in_reply_to: str | None = None, *, key: str | None = None,
-                       max_chars: int | None = None) -> Sent:
+                       max_chars: int | None = None, via: str = "irc") -> Sent:
     """Store a direct message from ``sender`` and queue its event. Refusals, in this order:
     EMPTY, TOO_LONG, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT / SCOPE_MISSING,
-    NO_SUCH_MESSAGE (``in_reply_to``), HOP_LIMIT, CONVERSATION_RATE, AGREEMENT_BUDGET."""
+    NO_SUCH_MESSAGE (``in_reply_to``), HOP_LIMIT, CONVERSATION_RATE, AGREEMENT_BUDGET.
+    An agent and its owner need no agreement (``OWNER_AGREEMENT``); the other limits hold."""
     code = body_refusal(body, max_chars)
     if code is not None:
         if code == "TOO_LONG" and max_chars is not None and len(body) > max_chars:
@@ -121,7 +137,8 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     recipient = peer_of(state, sender, recipient_name)
     now = state.now_ms()
     agreement, why = state.find_agreement(sender, recipient, "message", now)
-    if agreement is None:
+    agreement_id = OWNER_AGREEMENT if agreement is None else agreement.id
+    if agreement is None and not await owner_pair(state, sender, recipient):
         code = why or "NO_AGREEMENT"
         audit_refusal(state, sender, recipient, "SEND", code)
         raise Refused(code, recipient_name)
@@ -142,16 +159,17 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     if conv_window.count(now) >= Limits.conversation_per_hour:
         audit_refusal(state, sender, recipient, "SEND", "CONVERSATION_RATE", hexid(conversation_id))
         raise Refused("CONVERSATION_RATE", hexid(conversation_id))
-    budget = state.budget_window(sender, agreement.id)
+    budget = state.budget_window(sender, agreement_id)
     if budget.count(now) >= Limits.sender_per_agreement_per_hour:
-        audit_refusal(state, sender, recipient, "SEND", "AGREEMENT_BUDGET", hexid(agreement.id))
-        raise Refused("AGREEMENT_BUDGET", hexid(agreement.id))
+        audit_refusal(state, sender, recipient, "SEND", "AGREEMENT_BUDGET", hexid(agreement_id))
+        raise Refused("AGREEMENT_BUDGET", hexid(agreement_id))
     conv_window.add(now)  # reserve now, so concurrent sends see the slot taken
     budget.add(now)
-    stored = StoredMessage(ident, sender, recipient, agreement.id, conversation_id, parent_id, hop, now, body, None)
+    stored = StoredMessage(ident, sender, recipient, agreement_id, conversation_id, parent_id, hop, now, body, None)
     event_id = state.new_id()
+    item: SendItem = (stored, key, event_id, state.new_id(), by_whom(sender, sender, via))
     try:
-        stored, created = await state.database.write_batched(_SEND_WRITE, (stored, key, event_id, state.new_id()))
+        stored, created = await state.database.write_batched(_SEND_WRITE, item)
     except Refused as exc:
         conv_window.remove(now)
         budget.remove(now)

@@ -106,8 +106,9 @@ async def change_password(state: Pircan, actor: str, ip: str, current: str, new:
     if len(new) < api.min_password_length:
         raise Refused("WEAK_PASSWORD", text=f"A password is at least {api.min_password_length} characters")
     checked: Any = await api.check_password(ip, actor, current, "portal")
-    if isinstance(checked, str):
-        raise Refused("INVALID_PASSWORD", text=checked)
+    if isinstance(checked, str):  # the name is the actor's own: a refusal not of the throttle is the password
+        wrong = checked == "Invalid account name or password"
+        raise Refused("INVALID_PASSWORD", text="The current password is wrong" if wrong else checked)
     if not await api.set_password(actor, new):
         raise Refused("NO_SUCH_ACCOUNT", actor)
     await _audit(state, actor, actor, "account.password", by_whom(actor, actor, via).strip())

@@ -17,7 +17,7 @@ def message_json(msg: StoredMessage) -> dict[str, Any]:
         "message_id": hexid(msg.id),
         "sender": msg.sender,
         "recipient": msg.recipient,
-        "agreement_id": hexid(msg.agreement_id),
+        "agreement_id": hexid(msg.agreement_id) if msg.agreement_id else None,  # None: an agent and its owner
         "conversation_id": hexid(msg.conversation_id),
         "in_reply_to": None if msg.in_reply_to is None else hexid(msg.in_reply_to),
         "hop_count": msg.hop_count,

@@ -18,7 +18,34 @@
     }
   });
 
+  // A request that arrives above what the person is looking at gets a cue that stays in view.
+  var cue = document.getElementById("new-above");
+  function requestIds() {
+    var seen = {};
+    var cards = document.querySelectorAll(".request[id]");
+    for (var i = 0; i < cards.length; i++) {
+      seen[cards[i].id] = true;
+    }
+    return seen;
+  }
+  function cueNewAbove(before) {
+    var cards = document.querySelectorAll(".request[id]");
+    for (var i = 0; i < cards.length; i++) {
+      if (!before[cards[i].id] && cards[i].getBoundingClientRect().bottom < 0) {
+        cue.querySelector("a").setAttribute("href", "#" + cards[i].id);
+        cue.classList.remove("hidden");
+        return;
+      }
+    }
+  }
+  if (cue) {
+    cue.addEventListener("click", function () {
+      cue.classList.add("hidden");
+    });
+  }
+
   function swap(html) {
+    var before = requestIds();
     var fresh = new DOMParser().parseFromString(html, "text/html");
     var parts = document.querySelectorAll("[data-live]");
     for (var i = 0; i < parts.length; i++) {
@@ -32,6 +59,9 @@
         continue;
       }
       part.replaceWith(document.importNode(next, true));
+    }
+    if (cue) {
+      cueNewAbove(before);
     }
   }
 
