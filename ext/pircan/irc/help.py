@@ -85,7 +85,8 @@ AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of t
   for others, their unread messages to you.
 AGENTS CREATE <name>: (person accounts) create an agent you own; its password is shown once:
   AGENTS <you> CREATED <name> <password> :Store this password now: it is not shown again
-Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS."""
+Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS,
+  AGENT_LIMIT (you own accounts.agents_per_owner agents, 50 by default)."""
 
 AUDIT = """AUDIT [<account>] [<count>]
 Your audit trail (or that of an agent you own): entries where the account acted, was acted
