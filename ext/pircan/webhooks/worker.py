@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 import sqlite3
 from dataclasses import dataclass
@@ -103,6 +104,7 @@ class Webhooks:
         """Take the endpoints and their due times from the database (also what the CLI changed)."""
         if self.stopping:
             return
+        await self.a2a_changed()  # endpoints published or withdrawn elsewhere (the CLI, a deleted account)
         known = set(self.by_id)  # an endpoint set while the read runs is newer than what it finds
         found = await self.state.database.read(store.enabled_endpoints)
         seen = set()
@@ -340,8 +342,62 @@ class Webhooks:
 
     async def _post(self, endpoint: Endpoint, delivery_id: int | str, kind: str, body: bytes) -> Outcome:
         self.sent += 1
+        if not endpoint.is_webhook:
+            return await self._post_a2a(endpoint, delivery_id, body)
         headers = signed_headers(endpoint, delivery_id, kind, body, self.api.now())
         return await self.sender.post(endpoint.url, body, headers)
+
+    # A2A endpoints -----------------------------------------------------------------------------
+
+    async def _post_a2a(self, endpoint: Endpoint, delivery_id: int | str, payload: bytes) -> Outcome:
+        """One try of a delivery to an agent's A2A endpoint: an A2A ``SendMessage`` (ext/pircan/a2a/push.py);
+        a reply in the answer is stored as the agent's reply in the conversation."""
+        from ext.pircan.a2a import push
+        from ext.pircan.a2a import store as astore
+
+        ident = delivery_id if isinstance(delivery_id, str) else hexid(delivery_id)
+        key = await self.state.database.read(astore.signing_key)
+        issuer = self.api.http_base_url
+        if key is None or not issuer:
+            return Outcome(None, "no signing key or HTTP listener for A2A deliveries", 0)
+        body = push.request_body(payload.decode(), ident)
+        outcome = await self.sender.post(endpoint.url, body, push.headers(key, issuer, endpoint.account, ident,
+                                                                          self.api.now()), keep=push.ANSWER_BYTES)
+        if not outcome.ok:
+            return outcome
+        answer = push.answer_of(outcome.body)
+        if answer.error:
+            return Outcome(outcome.status, answer.error[:200], outcome.elapsed_ms)
+        if answer.reply is not None:
+            await self._a2a_reply(endpoint.account, payload, answer.reply, ident)
+        return outcome
+
+    async def _a2a_reply(self, account: str, payload: bytes, text: str, delivery: str) -> None:
+        """The agent's answer to a delivered message: its reply in the conversation (once per delivery,
+        whatever the retries), under the rules of every message; a refused one is logged."""
+        from ext.pircan.service import messages
+        from ext.pircan.service.refusals import Refused
+
+        data = json.loads(payload)
+        msg = data.get("message") if data.get("type") == "message" else None
+        if not isinstance(msg, dict):
+            return
+        try:
+            await messages.send_message(self.state, account, str(msg["sender"]), text, str(msg["message_id"]),
+                                        key=f"a2a-delivery-{delivery}")
+        except Refused as exc:
+            log.info("a2a reply of %s to %s refused: %s", account, msg.get("sender"), exc.code)
+
+    async def a2a_changed(self, account: str | None = None) -> None:
+        """The A2A endpoints agents publish changed (of ``account``, or any): their push endpoints follow."""
+        if not self.started or self.stopping:
+            return
+        changed, ended = await self.state.database.write(store.sync_a2a, self.state.now_ms(), rules.new_secret,
+                                                         account)
+        for name in ended:
+            self.forget(name)
+        for endpoint in changed:
+            self.endpoint_set(endpoint)
 
     async def _disable(self, ep: _Endpoint, endpoint: Endpoint, due: Due, now: int) -> None:
         """HTTP 410: the receiver is gone for good. The endpoint is disabled, its deliveries become
