@@ -235,6 +235,23 @@ async def _read(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
     return f"{res.account}/{res.name}", {"resource": resource_json(res)}
 
 
+async def _put(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name, body = _str(args, "name"), args.get("body")
+    assert name is not None
+    if not isinstance(body, str):
+        raise Refused("NEED_MORE_PARAMS", "body", text="The call needs 'body', the resource's text")
+    res = await profile.put_resource(state, caller, _str(args, "account", required=False), name,
+                                     _str(args, "content_type", required=False) or "text", body, via=VIA)
+    return f"{res.account}/{res.name} published", {"resource": resource_json(res, with_body=False)}
+
+
+async def _delete(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    name = _str(args, "name")
+    assert name is not None
+    await profile.delete_resource(state, caller, _str(args, "account", required=False), name, via=VIA)
+    return f"{name} withdrawn", {"deleted": name}
+
+
 async def _introspect(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     token = _str(args, "token")
     assert token is not None
@@ -262,9 +279,10 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "read), 'take' (the oldest unread, marked read; wait_ms: wait that long, at most pircan.a2a_wait_ms, "
           "for one to arrive).",
           {"list": _inbox, "ack": _ack, "take": _take}),
-    Skill("pircan:resources", "Resources", "Resources you may read, as IRC RESOURCE and MCP's resources: "
-          "action 'list' (owner), 'read' (owner, name).",
-          {"list": _resources, "read": _read}),
+    Skill("pircan:resources", "Resources", "Resources, as IRC RESOURCE and MCP's resources: action 'list' "
+          "(owner; without it every one you may read), 'read' (owner, name), 'put' (name, body, content_type: text or json; "
+          "account for an agent you own), 'delete' (name). Reading another's needs resource:read toward it.",
+          {"list": _resources, "read": _read, "put": _put, "delete": _delete}),
     Skill("pircan:introspect", "Intro token introspection", "Is an intro token valid now (RFC 7662's answer: "
           "active; status valid, revoked, expired or unknown; its claims and the agreement's parties, scopes and "
           "end): action 'check' (token), for the token's requester or target. Also POST /a2a/introspect.",
