@@ -172,12 +172,14 @@ def journey(server: LiveServer) -> None:
             assert delivered.parts[0].text == BIG and meta["sender"] == "alice"
             assert reply.context_id == meta["conversation_id"]
             # a whole body to alice, who has no endpoint: she waits for it (the pull), no polling
-            waiting = asyncio.create_task(call(alice, "pircan:inbox", action="take", wait_ms=20000))
+            waiting = asyncio.create_task(call(alice, "pircan:inbox", action="wait", wait_ms=20000))
             await until(lambda: state_of(server).waiters.get("alice"))
             async with a2a(server, bob_token, "alice") as to_alice:
                 await answers(to_alice, request("Ω" * 20000, now=True))
             taken = (await waiting)["message"]
             assert (taken["sender"], taken["body"]) == ("bob", "Ω" * 20000)
+            assert await call(alice, "pircan:inbox", action="ack", message_ids=[taken["message_id"]]) == {
+                "marked_read": 1}
             # a task: delivered to bob, who completes it over the gateway; alice's request waits for the end
             async with a2a(server, alice_token, "bob") as to_bob:
                 [event] = await answers(to_bob, request(BIG, skill="summarise"))

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import jwt
-from a2a.client import A2ACardResolver, Client
+from a2a.client import A2ACardResolver, A2AClientError, Client, ClientConfig, ClientFactory
 from a2a.helpers import get_data_parts, new_data_message
 from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import InvalidParamsError, InvalidRequestError
@@ -129,20 +129,24 @@ def test_profile_roster_and_the_pull_over_a2a(srv):  # noqa: F811
             again = await call(bob, "pircan:inbox", action="list")
             assert again["unread"] == 2  # listing changes nothing
             taken = await call(bob, "pircan:inbox", action="take")
-            assert taken["message"]["body"] == big
+            assert (taken["message"]["body"], taken["message"]["read"]) == (big, True)
             assert (await call(bob, "pircan:inbox", action="list"))["unread"] == 1  # taken: read
             acked = await call(bob, "pircan:inbox", action="ack",
                                message_ids=[listed["messages"][1]["message_id"]])
             assert acked == {"marked_read": 1}
             assert (await call(bob, "pircan:inbox", action="list"))["unread"] == 0
-            # a take that waits: woken by the next message, no polling
-            waiting = asyncio.create_task(call(bob, "pircan:inbox", action="take", wait_ms=20000))
+            # a wait: woken by the next message, no polling; it stays unread until acknowledged
+            waiting = asyncio.create_task(call(bob, "pircan:inbox", action="wait", wait_ms=20000))
             async with a2a(srv, alice_token, "bob") as to_bob:
                 await until(lambda: state_of(srv).waiters.get("bob"))  # bob's take is waiting
                 await answers(to_bob, request("wake up", now=True))
             woke = await waiting
-            assert woke["message"]["body"] == "wake up"
-            nothing = await call(bob, "pircan:inbox", action="take", wait_ms=50)
+            assert (woke["message"]["body"], woke["message"]["read"]) == ("wake up", False)
+            assert (await call(bob, "pircan:inbox", action="list"))["unread"] == 1
+            again = await call(bob, "pircan:inbox", action="wait", wait_ms=50)  # still there: at once
+            assert again["message"]["message_id"] == woke["message"]["message_id"]
+            await call(bob, "pircan:inbox", action="ack", message_ids=[woke["message"]["message_id"]])
+            nothing = await call(bob, "pircan:inbox", action="wait", wait_ms=50)
             assert nothing == {"message": None, "ended": "timeout"}
 
     asyncio.run(scenario())
@@ -229,5 +233,37 @@ def test_the_cards_name_the_methods_served_and_unknown_metadata_is_refused(srv):
         rows = run(srv, srv.server.store.db.read(lambda conn: conn.execute(
             "SELECT COUNT(*) FROM pircan_messages").fetchone()))
         assert rows == (0,)
+
+    asyncio.run(scenario())
+
+
+def test_a_wait_whose_client_gave_up_loses_nothing(srv):  # noqa: F811
+    """The pull's wait answers a message without marking it read: a client that gave up before the
+    answer (its own timeout) finds the message again."""
+    alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
+
+    async def scenario() -> None:
+        async with a2a(srv, alice_token) as alice, a2a(srv, bob_token) as bob:
+            asked = await call(alice, "pircan:contact", action="request", agent="bob", purpose="chat")
+            await call(bob, "pircan:contact", action="accept", request_id=asked["request"]["request_id"])
+            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {bob_token}"}, timeout=1) as http:
+                card = await A2ACardResolver(http, srv.http_url).get_agent_card()
+                impatient = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+                try:
+                    await call(impatient, "pircan:inbox", action="wait", wait_ms=20000)
+                except A2AClientError:
+                    pass
+                else:
+                    raise AssertionError("the client did not give up")
+            async with a2a(srv, alice_token, "bob") as to_bob:
+                await answers(to_bob, request("are you there?", now=True))
+            deadline = asyncio.get_running_loop().time() + 10
+            while True:  # the abandoned wait may still be running: poll, with a deadline
+                listed = await call(bob, "pircan:inbox", action="list")
+                if listed["unread"] == 1 and not state_of(srv).waiters.get("bob"):
+                    break
+                assert asyncio.get_running_loop().time() < deadline, listed
+                await asyncio.sleep(0.01)
+            assert [m["body"] for m in listed["messages"]] == ["are you there?"]
 
     asyncio.run(scenario())

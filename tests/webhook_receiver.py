@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 @dataclass

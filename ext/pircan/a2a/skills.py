@@ -22,6 +22,7 @@ from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import agreement_json, message_json, request_json, resource_json
 from ext.pircan.state import Pircan
+from ext.pircan.store import StoredMessage
 
 __all__ = ["SKILLS", "Skill", "run_skill"]
 
@@ -189,15 +190,20 @@ async def _ack(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, d
 
 
 async def _take(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The oldest unread message, marked read; with ``wait_ms``, waits that long (at most
-    ``pircan.a2a_wait_ms``) for one to arrive."""
+    """The oldest unread message, marked read at once (INBOX TAKE)."""
+    taken = await messages.take(state, caller, _str(args, "sender", required=False))
+    if taken is None:
+        return "No unread message", {"message": None}
+    return f"From {taken.sender}", {"message": {**message_json(taken), "read": True}}
+
+
+async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The oldest unread message, waiting up to ``wait_ms`` (at most ``pircan.a2a_wait_ms``) for one
+    to arrive; it stays unread until acknowledged (``ack``), so an answer that never reached the
+    caller (a client that gave up) loses nothing. A change of one of its tasks by the other party
+    ends the wait too."""
     sender = _str(args, "sender", required=False)
-    wait_ms = min(_int(args, "wait_ms", 0, 3_600_000) or 0, state.cfg.a2a_wait_ms)
-    if not wait_ms:
-        taken = await messages.take(state, caller, sender)
-        if taken is None:
-            return "No unread message", {"message": None}
-        return f"From {taken.sender}", {"message": message_json(taken)}
+    wait_ms = min(_int(args, "wait_ms", 1, 3_600_000) or state.cfg.a2a_wait_ms, state.cfg.a2a_wait_ms)
     loop = asyncio.get_running_loop()
     outcome: asyncio.Future[Any] = loop.create_future()
 
@@ -209,12 +215,17 @@ async def _take(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
         if not outcome.done():
             outcome.set_result((kind, detail))
 
-    messages.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended)
-    item = await outcome
+    waiter = messages.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended)
+    try:
+        item = await outcome
+    finally:
+        if not outcome.done():  # the request was cancelled: the wait ends with it
+            state.finish_wait(waiter, "cancelled", "the request ended")
     if isinstance(item, tuple):
         return f"Nothing arrived ({item[0]})", {"message": None, "ended": item[0]}
-    if hasattr(item, "body"):
-        return f"From {item.sender}", {"message": message_json(item)}
+    if isinstance(item, StoredMessage):
+        await state.database.write(db.unread_again, item.id)  # the wait took it: unread until acknowledged
+        return f"From {item.sender}", {"message": {**message_json(item), "read": False}}
     return f"Task {hexid(item.id)} changed", {"message": None, "task_id": hexid(item.id), "state": item.state}
 
 
@@ -275,10 +286,10 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "agent you own).",
           {"show": _show_profile, "set": _set_profile}),
     Skill("pircan:inbox", "Your inbox (the pull)", "Messages to you, for an agent without an endpoint of its "
-          "own: action 'list' (the oldest unread, unchanged; sender, limit), 'ack' (message_ids: mark them "
-          "read), 'take' (the oldest unread, marked read; wait_ms: wait that long, at most pircan.a2a_wait_ms, "
-          "for one to arrive).",
-          {"list": _inbox, "ack": _ack, "take": _take}),
+          "own: action 'list' (the oldest unread, unchanged; sender, limit), 'wait' (the oldest unread, "
+          "waiting up to wait_ms, at most pircan.a2a_wait_ms, for one to arrive; it stays unread), 'ack' "
+          "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once).",
+          {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
     Skill("pircan:resources", "Resources", "Resources, as IRC RESOURCE and MCP's resources: action 'list' "
           "(owner; without it every one you may read), 'read' (owner, name), 'put' (name, body, content_type: text or json; "
           "account for an agent you own), 'delete' (name). Reading another's needs resource:read toward it.",

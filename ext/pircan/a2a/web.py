@@ -153,6 +153,8 @@ def install(state: Pircan, presence: Presence) -> None:
     async def introspect(request: Request) -> Response:
         """RFC 7662: POST token=<intro token> (a form, or a JSON object), by a party's account."""
         identity = request.scope.get(IDENTITY_KEY)
+        if identity is None:  # the route lets nothing through without one
+            return _unauthorized()
         if "json" in request.headers.get("content-type", ""):
             try:
                 body = await request.json()

@@ -206,6 +206,7 @@ PROFILE SKILL <account|*> <skill> :<description>   (a-z 0-9 . _ -, the descripti
 PROFILE UNSKILL <account|*> <skill>
 PROFILE ENDPOINT <account|*> <url|*>   the http(s) URL of your own A2A server, for direct A2A with
   intro tokens (HELP INTRO); not public: the network gives it only with an intro token. * withdraws it.
+  Without a webhook, the network also sends your events there as A2A messages (the webhook schedule).
   Reply: PROFILE <you> ENDPOINT <account> <url|*>
 Errors: FAIL PROFILE <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, NOT_ALLOWED, INVALID_SCOPE,
   NO_SUCH_SKILL, TOO_LONG, INVALID_PARAMS, NEED_MORE_PARAMS."""

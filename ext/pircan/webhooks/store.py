@@ -302,15 +302,15 @@ def sync_a2a(conn: sqlite3.Connection, now: int, secret: Callable[[], str],
             conn.execute("DELETE FROM pircan_webhook_endpoints WHERE id = ?", (ep.id,))
             ended.append(name)
     for name, (url, at) in published.items():
-        ep = existing.get(name)
-        if ep is None:
+        found = existing.get(name)
+        if found is None:
             conn.execute(
                 "INSERT INTO pircan_webhook_endpoints (account, url, secret, created_at, updated_at, protocol) "
                 "VALUES (?, ?, ?, ?, ?, 'a2a')", (name, url, secret(), now, now))
             changed.append(name)
-        elif ep.protocol == A2A and (ep.url != url or (not ep.enabled and at > (ep.disabled_at or 0))):
+        elif found.protocol == A2A and (found.url != url or (not found.enabled and at > (found.disabled_at or 0))):
             conn.execute("UPDATE pircan_webhook_endpoints SET url = ?, enabled = 1, updated_at = ?, disabled_at = NULL, "
-                         "disabled_reason = NULL WHERE id = ?", (url, now, ep.id))
+                         "disabled_reason = NULL WHERE id = ?", (url, now, found.id))
             changed.append(name)
     return [e for e in (get_endpoint(conn, n, A2A) for n in changed) if e is not None], ended
 
