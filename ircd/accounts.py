@@ -349,7 +349,8 @@ class AccountService:
 
     async def create(self, name: str, password: str, *, kind: str = "person", owner: str | None = None,
                      email: str | None = None) -> Account:
-        """Create an account (hashes off the event loop); raises InvalidAccountName or AccountExists."""
+        """Create an account (hashes off the event loop); raises InvalidAccountName, AccountExists or
+        TooManyAgents (an agent whose owner has ``accounts.agents_per_owner`` already)."""
         problem = account_name_problem(name, self.server.config.limits.nicklen)
         if problem is not None:
             raise InvalidAccountName(f"{name!r} is {problem}")
@@ -362,7 +363,8 @@ class AccountService:
         registration that waited for its email code); raises AccountExists."""
         folded = self.server.casefold(name)
         account = await self.store.create_account(
-            name, folded, kind, owner, int(self.server.clock() * 1000), hashed, keys, email
+            name, folded, kind, owner, int(self.server.clock() * 1000), hashed, keys, email,
+            max_agents=self.cfg.agents_per_owner,
         )
         self.names[folded] = kind
         log.info("account created name=%s kind=%s owner=%s", name, kind, owner)

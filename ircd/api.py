@@ -42,7 +42,7 @@ from ircd.events import (
 )
 from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
-from ircd.store import AccountExists, Batched
+from ircd.store import AccountExists, Batched, TooManyAgents
 from ircd.store.db import insert_rows
 from ircd.tokens import TokenRefused
 
@@ -64,6 +64,7 @@ __all__ = [
     "Channel",
     "ConfigError",
     "AccountExists",
+    "TooManyAgents",
     "Refusal",
     "TokenRefused",
     "Batched",

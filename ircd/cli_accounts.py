@@ -151,10 +151,13 @@ def create_account(ctx: Ctx, name: str, kind: str, owner: str | None, password: 
                 if owner_row.kind != "person":  # type: ignore[union-attr]
                     _fail("an agent's owner must be a person account")
             account = rows.insert_account(
-                conn, name, folded, kind, owner_folded, int(time.time() * 1000), hashed, keys
+                conn, name, folded, kind, owner_folded, int(time.time() * 1000), hashed, keys,
+                max_agents=ctx.config.accounts.agents_per_owner,
             )
     except rows.AccountExists:
         _fail(f"account {name!r} already exists")
+    except rows.TooManyAgents as exc:
+        _fail(f"{exc.owner} already owns {exc.limit} agent{'s' if exc.limit != 1 else ''} (accounts.agents_per_owner)")
     finally:
         conn.close()
     return account

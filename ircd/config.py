@@ -166,6 +166,7 @@ class AccountsSection(_Section):
         default=10, ge=1, description="failed logins per account per window from sources new to it"
     )
     login_window: float = Field(default=60.0, gt=0)
+    agents_per_owner: int = Field(default=50, ge=1, le=100000, description="agent accounts one person may own")
     password_threads: int = Field(default=1, ge=1, le=64)
     argon2_time_cost: int = Field(default=2, ge=1, le=20)
     argon2_memory_kib: int = Field(default=19456, ge=8192, le=4194304)

@@ -2,7 +2,8 @@
 
 It records every request (method, path, headers, body) and answers with the next scripted status
 (200 once the script is used up). ``hang()`` makes it hold requests without answering until
-``release()``; tests wait for arrivals with ``wait_for(n)`` (a condition, not a sleep).
+``release()``; ``gate(path)`` holds the requests to one path until ``let_through(path)`` lets one
+answer; tests wait for arrivals with ``wait_for(n)`` or ``wait_until(condition)`` (conditions, not sleeps).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Receiver:
         self._cond = threading.Condition()
         self._hold = threading.Event()
         self._hold.set()
+        self._gates: dict[str, threading.Semaphore] = {}
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,6 +45,9 @@ class Receiver:
                     status = receiver.script.pop(0) if receiver.script else receiver.default
                     receiver._cond.notify_all()
                 receiver._hold.wait(60)
+                gate = receiver._gates.get(self.path)
+                if gate is not None:
+                    gate.acquire(timeout=60)
                 try:
                     self.send_response(status)
                     payload = b"ok"
@@ -77,6 +83,19 @@ class Receiver:
     def release(self) -> None:
         self._hold.set()
 
+    def gate(self, path: str) -> None:
+        self._gates[path] = threading.Semaphore(0)
+
+    def let_through(self, path: str, count: int = 1) -> None:
+        self._gates[path].release(count)
+
+    def wait_until(self, condition: Any, timeout: float = 30.0) -> list[Received]:
+        """Wait until ``condition(requests)`` holds; the requests then."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: condition(self.requests), timeout):
+                raise AssertionError(f"not met after {len(self.requests)} requests")
+            return list(self.requests)
+
     def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
         with self._cond:
             if not self._cond.wait_for(lambda: len(self.requests) >= count, timeout):
@@ -85,5 +104,7 @@ class Receiver:
 
     def close(self) -> None:
         self._hold.set()
+        for gate in self._gates.values():
+            gate.release(1000)
         self.server.shutdown()
         self.server.server_close()

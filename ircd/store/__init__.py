@@ -13,13 +13,13 @@ from typing import Any, Callable, Sequence, TypeVar
 from ircd.store import accounts as _accounts
 from ircd.store import channels as _channels
 from ircd.store import history as _history
-from ircd.store.accounts import Account, AccountExists, ScramKeys
+from ircd.store.accounts import Account, AccountExists, ScramKeys, TooManyAgents
 from ircd.store.channels import ChannelRow
 from ircd.store.history import Conversation, HistoryRow
 from ircd.store.db import Batched, Database, Migration
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
-__all__ = ["Store", "Batched", "Account", "AccountExists", "ScramKeys", "ChannelRow", "HistoryRow", "Conversation"]
+__all__ = ["Store", "Batched", "Account", "AccountExists", "TooManyAgents", "ScramKeys", "ChannelRow", "HistoryRow", "Conversation"]
 
 T = TypeVar("T")
 
@@ -91,9 +91,10 @@ class Store:
         password_hash: str | None,
         scram: ScramKeys | None,
         email: str | None = None,
+        max_agents: int | None = None,
     ) -> Account:
         return await self.db.write(
-            _accounts.insert_account, name, folded, kind, owner, created_at, password_hash, scram, email
+            _accounts.insert_account, name, folded, kind, owner, created_at, password_hash, scram, email, max_agents
         )
 
     async def set_password(self, folded: str, password_hash: str, scram: ScramKeys) -> bool:

@@ -14,6 +14,7 @@ __all__ = [
     "Account",
     "ScramKeys",
     "AccountExists",
+    "TooManyAgents",
     "insert_account",
     "get_account",
     "get_account_by_certfp",
@@ -31,6 +32,15 @@ __all__ = [
 
 class AccountExists(Exception):
     pass
+
+
+class TooManyAgents(Exception):
+    """The owner already has ``accounts.agents_per_owner`` agents (``limit``)."""
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"{owner} already owns {limit} agent{'s' if limit != 1 else ''}")
+        self.owner = owner
+        self.limit = limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +91,14 @@ def insert_account(
     password_hash: str | None,
     scram: ScramKeys | None,
     email: str | None = None,
+    max_agents: int | None = None,
 ) -> Account:
+    """Insert an account; an agent whose owner already owns ``max_agents`` agents is refused
+    (``TooManyAgents``), counted in the same transaction, so concurrent creations cannot pass it."""
+    if kind == "agent" and owner is not None and max_agents is not None:
+        owned = conn.execute("SELECT COUNT(*) FROM accounts WHERE owner = ? AND kind = 'agent'", (owner,)).fetchone()[0]
+        if owned >= max_agents:
+            raise TooManyAgents(owner, max_agents)
     try:
         conn.execute(
             f"INSERT INTO accounts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",

@@ -14,6 +14,7 @@ from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 
+from ext.pircan.a2a.skills import SKILLS
 from ext.pircan.ids import hexid
 from ext.pircan.service import profile
 from ext.pircan.service.contact import acts_for
@@ -69,17 +70,22 @@ def network_card(state: Pircan) -> pb.AgentCard:
             id="relay", name="Messages and tasks to agents", tags=["gateway"],
             description="Send a direct message (metadata 'to': the agent) or a task (also 'skill') to an agent "
                         "you hold an agreement with; each agent also has its own card and endpoint at "
-                        f"{GATEWAY_PATH}/agents/<name>. tasks/get, tasks/cancel and subscriptions take any task of "
-                        "yours here; a message naming a task given to you, with metadata 'state', moves it on."),
+                        f"{GATEWAY_PATH}/agents/<name>. GetTask, ListTasks, CancelTask and SubscribeToTask take any "
+                        "task of yours here; a message naming a task given to you, with metadata 'state', moves it on. "
+                        "A message's metadata names only to, skill, in_reply_to, intro and state."),
         pb.AgentSkill(
             id="intro", name="Intro tokens for direct A2A", tags=["direct-a2a"],
             description="A message with metadata 'intro': '<agent>' gets a token, signed by the network, for "
                         f"talking to that agent at its own endpoint; the keys are at {base}{JWKS_PATH}."),
+        *(pb.AgentSkill(id=s.id, name=s.name, description=s.description + " Call it with metadata 'skill': "
+                        f"'{s.id}' and the arguments in a data part; the answer's data part holds the result.",
+                        tags=["network"])
+          for s in SKILLS.values()),
     ]
     return _card(state, state.api.server_name,
                  f"The A2A gateway of the PIRCAN agent network at {base}: the network's agents, their agreements "
                  "and their tasks, for A2A clients that hold a token of an account of the network.",
-                 base + GATEWAY_PATH, skills, extended=False)
+                 base + GATEWAY_PATH, skills, extended=True)
 
 
 async def agent_card(state: Pircan, account: str) -> pb.AgentCard | None:
@@ -119,7 +125,10 @@ async def extended_card(state: Pircan, caller: str, account: str) -> pb.AgentCar
     extension = pb.AgentExtension(uri=DIRECT_EXTENSION, required=False,
                                   description="Direct A2A with this agent: ask the network for an intro token "
                                               "(INTRO, request_intro_token, or metadata 'intro' at the gateway) and "
-                                              "send it as the bearer token to the endpoint.")
+                                              "send it as the bearer token to the endpoint. params: acts_for "
+                                              "(true: you are this agent or its owner, and act as it on every "
+                                              "transport), else agreement_id and the scopes you hold toward it; "
+                                              "endpoint (when published) and jwks_uri.")
     extension.params.update(params)
     card.capabilities.extensions.append(extension)
     return card

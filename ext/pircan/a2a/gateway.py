@@ -46,8 +46,9 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length, validate_history_length
+from google.protobuf.json_format import MessageToDict
 
-from ext.pircan.a2a import cards
+from ext.pircan.a2a import cards, skills
 from ext.pircan.a2a.convert import (
     FINAL,
     PIRCAN_STATES,
@@ -74,19 +75,32 @@ __all__ = ["GatewayHandler", "Watch", "a2a_error"]
 log = logging.getLogger("pircd.pircan")
 VIA = "a2a"
 # codes about the request's own values; every other refusal is a rule refusing the request
+# what a message's (and its request's) metadata may name; anything else is refused, not sent as a message
+METADATA_KEYS = frozenset({"to", "skill", "in_reply_to", "intro", "state"})
 _PARAMS = frozenset({"EMPTY", "TOO_LONG", "INVALID_SCOPE", "INVALID_PARAMS", "NEED_MORE_PARAMS", "NO_SUCH_MESSAGE"})
+
+
+# the way out of a refusal, said the A2A way (the skill to call) where the service names another transport's verb
+A2A_NEXT_STEPS = {
+    "NO_AGREEMENT": "Ask for one: a message to the network's endpoint /a2a with metadata 'skill': 'pircan:contact' "
+                    "and a data part {'action': 'request', 'agent': <name>, 'scopes': ['message'], 'days': 30, "
+                    "'purpose': <why>}; the agent (or its owner) decides",
+}
 
 
 def a2a_error(exc: Refused, cancel: bool = False) -> A2AError:
     """The A2A error of a refusal, with its code (and context) in the error's data."""
+    if exc.code in A2A_NEXT_STEPS:
+        exc = Refused(exc.code, *exc.context, text=exc.text, next_step=A2A_NEXT_STEPS[exc.code],
+                      retry_after_s=exc.retry_after_s)
     data = {"code": exc.code, "context": " ".join(exc.context), **exc.fields()}
     if exc.code == "NO_SUCH_TASK":
-        return TaskNotFoundError(message=exc.text, data=data)
+        return TaskNotFoundError(message=exc.full_text, data=data)
     if cancel and exc.code == "INVALID_TRANSITION":
-        return TaskNotCancelableError(message=exc.text, data=data)
+        return TaskNotCancelableError(message=exc.full_text, data=data)
     if exc.code in _PARAMS:
-        return InvalidParamsError(message=exc.text, data=data)
-    return InvalidRequestError(message=exc.text, data=data)
+        return InvalidParamsError(message=exc.full_text, data=data)
+    return InvalidRequestError(message=exc.full_text, data=data)
 
 
 def _internal(exc: Exception) -> A2AError:
@@ -246,8 +260,20 @@ class GatewayHandler(RequestHandler):
         validate_history_length(params.configuration)
         caller, agent = self._caller(context), self._agent(context)
         meta = metadata_of(params)
-        text = self._text(params)
+        unknown = sorted(set(meta) - METADATA_KEYS)
+        if unknown:
+            raise Refused("INVALID_PARAMS", unknown[0], text=f"Unknown metadata '{unknown[0]}': a message's metadata "
+                                                            f"names {', '.join(sorted(METADATA_KEYS))} only",
+                          next_step="See the network's card for its skills (metadata 'skill')")
         state = self.state
+        network_skill = _string(meta, "skill")
+        if network_skill in skills.SKILLS:
+            if agent is not None or params.message.task_id:
+                raise Refused("INVALID_PARAMS", network_skill, text=f"{network_skill} is a skill of the network",
+                              next_step=f"Send it to the network's endpoint {state.api.http_base_url}"
+                                        f"{cards.GATEWAY_PATH}")
+            return caller, await self._network_skill(caller, network_skill, params.message), None, False
+        text = self._text(params)
         if params.message.task_id:  # wherever it is sent: a task's target moves it on, its requester answers it
             move = _string(meta, "state")
             if move is not None:
@@ -310,6 +336,19 @@ class GatewayHandler(RequestHandler):
         _, found = await messages.history(self.state, caller, hexid(sent.conversation_id),
                                           limit=messages.HISTORY_MAX)
         return next((m for m in found if m.sender == sent.recipient and m.id > sent.id), None)
+
+    async def _network_skill(self, caller: str, skill: str, message: pb.Message) -> pb.Message:
+        """A call of one of the network's skills: the arguments are the message's data part(s)."""
+        args: dict[str, Any] = {}
+        for part in message.parts:
+            if part.WhichOneof("content") != "data":
+                continue
+            data = MessageToDict(part.data)
+            if not isinstance(data, dict):
+                raise Refused("INVALID_PARAMS", "parts", text="A call's data part is an object of arguments")
+            args.update(data)
+        text, result = await skills.run_skill(self.state, caller, skill, args)
+        return data_message(self.state.new_id(), text, result)
 
     async def _intro(self, caller: str, target: str) -> pb.Message:
         intro = await intros.issue_intro(self.state, caller, target, via=VIA)

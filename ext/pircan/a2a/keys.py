@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from ext.pircan.a2a.store import SigningKey
 
-__all__ = ["ALGORITHM", "CLAIMS", "TOKEN_TYPE", "jwk_set", "new_private_key", "public_jwk", "sign", "verify"]
+__all__ = ["ALGORITHM", "CLAIMS", "TOKEN_TYPE", "jwk_set", "new_private_key", "public_jwk", "sign", "signed_claims",
+           "verify"]
 
 TOKEN_TYPE = "pircan-intro+jwt"  # the JWT "typ" header (explicit typing, RFC 8725 section 3.11)
 ALGORITHM = "EdDSA"
@@ -47,20 +48,34 @@ def jwk_set(keys: list[SigningKey]) -> dict[str, Any]:
     return {"keys": [public_jwk(k) for k in keys]}
 
 
-def sign(key: SigningKey, claims: dict[str, Any]) -> str:
+def sign(key: SigningKey, claims: dict[str, Any], token_type: str = TOKEN_TYPE) -> str:
     private = Ed25519PrivateKey.from_private_bytes(key.private_key)
-    return jwt.encode(claims, private, algorithm=ALGORITHM, headers={"kid": key.kid, "typ": TOKEN_TYPE})
+    return jwt.encode(claims, private, algorithm=ALGORITHM, headers={"kid": key.kid, "typ": token_type})
 
 
 def verify(token: str, keys: list[SigningKey], issuer: str, now_s: float) -> dict[str, Any] | None:
     """The claims of an intro token this network signed with one of ``keys`` and that is valid at
     ``now_s`` (the server's clock); None for anything else (malformed, another signer, another
     issuer, not yet valid, expired). The audience is the target's to check."""
+    claims = signed_claims(token, keys, issuer)
+    if claims is None:
+        return None
+    exp, nbf = claims.get("exp"), claims.get("nbf")
+    if not isinstance(exp, int) or not isinstance(nbf, int) or not nbf <= now_s < exp:
+        return None
+    return claims
+
+
+def signed_claims(token: str, keys: list[SigningKey], issuer: str, token_type: str = TOKEN_TYPE,
+                  required: tuple[str, ...] = CLAIMS) -> dict[str, Any] | None:
+    """The claims of a token of ``token_type`` this network signed with one of ``keys``, whatever
+    its times say (token introspection tells an expired token from one it never issued); None for
+    a malformed token, another signer or another issuer."""
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError:
         return None
-    if header.get("typ") != TOKEN_TYPE or header.get("alg") != ALGORITHM:
+    if header.get("typ") != token_type or header.get("alg") != ALGORITHM:
         return None
     key = next((k for k in keys if k.kid == header.get("kid")), None)
     if key is None:
@@ -70,11 +85,8 @@ def verify(token: str, keys: list[SigningKey], issuer: str, now_s: float) -> dic
         claims: dict[str, Any] = jwt.decode(
             token, public, algorithms=[ALGORITHM], issuer=issuer,
             options={"verify_aud": False, "verify_exp": False, "verify_nbf": False, "verify_iat": False,
-                     "require": list(CLAIMS)},
+                     "require": list(required)},
         )
     except jwt.PyJWTError:
-        return None
-    exp, nbf = claims.get("exp"), claims.get("nbf")
-    if not isinstance(exp, int) or not isinstance(nbf, int) or not nbf <= now_s < exp:
         return None
     return claims

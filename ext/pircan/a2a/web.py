@@ -8,6 +8,7 @@
 | ``POST /a2a/agents/<name>`` (JSON-RPC), ``/a2a/agents/<name>/message:send`` ... | the gateway to that agent |
 | ``GET /.well-known/jwks.json`` | the public keys of intro tokens (JWK Set) |
 | ``GET /a2a/agreements/<agreement-id>`` | is an agreement still active (for its parties, or an intro token naming it) |
+| ``POST /a2a/introspect`` | token introspection (RFC 7662) of an intro token, for a party's account |
 
 The SDK's route factories build the JSON-RPC and HTTP+JSON endpoints over one ``GatewayHandler``;
 a bearer token of an account (the MCP gate, ``ext/pircan/mcp/http.py``) is required for them and
@@ -41,6 +42,7 @@ __all__ = ["CARD_PATH", "install"]
 CARD_PATH = "/.well-known/agent-card.json"
 AGREEMENTS_PATH = cards.GATEWAY_PATH + "/agreements"
 INTRO_CLAIMS_KEY = "pircan.intro"
+INTROSPECT_PATH = "/introspect"  # under the gateway: /a2a/introspect
 
 
 class _Account(User):
@@ -148,12 +150,32 @@ def install(state: Pircan, presence: Presence) -> None:
             "expires_at": ts(found.expires_at), "revoked_at": None if found.revoked_at is None else ts(found.revoked_at),
         }, headers={"cache-control": "no-store"})
 
+    async def introspect(request: Request) -> Response:
+        """RFC 7662: POST token=<intro token> (a form, or a JSON object), by a party's account."""
+        identity = request.scope.get(IDENTITY_KEY)
+        if identity is None:  # the route lets nothing through without one
+            return _unauthorized()
+        if "json" in request.headers.get("content-type", ""):
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            token = body.get("token") if isinstance(body, dict) else None
+        else:
+            token = (await request.form()).get("token")
+        if not isinstance(token, str) or not token:
+            return JSONResponse({"error": "invalid_request", "error_description": "POST token=<an intro token>"},
+                                status_code=400)
+        found = await intros.introspect(state, identity.account, token)
+        return JSONResponse(found, headers={"cache-control": "no-store"})
+
     network = Router(routes=[_required(r) for r in create_jsonrpc_routes(handler, cards.GATEWAY_PATH, context)])
     # the SDK's REST routes also come mounted under /{tenant}: the network has no tenants
     rest = [r for prefix in ("/agents/{agent}", "") for r in create_rest_routes(handler, context, path_prefix=prefix)
             if isinstance(r, Route)]
     nested = Router(routes=[
         Route("/agents/{agent}" + CARD_PATH, agent_card, methods=["GET"]),
+        _required(Route(INTROSPECT_PATH, introspect, methods=["POST"])),
         *(_required(r) for r in create_jsonrpc_routes(handler, "/agents/{agent}", context)),
         *(_required(r) for r in rest),
     ])

@@ -90,7 +90,8 @@ AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of t
   for others, their unread messages to you.
 AGENTS CREATE <name>: (person accounts) create an agent you own; its password is shown once:
   AGENTS <you> CREATED <name> <password> :Store this password now: it is not shown again
-Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS."""
+Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS,
+  AGENT_LIMIT (you own accounts.agents_per_owner agents, 50 by default)."""
 
 AUDIT = """AUDIT [<account>] [<count>]
 Your audit trail (or that of an agent you own): entries where the account acted, was acted
@@ -210,6 +211,7 @@ PROFILE SKILL <account|*> <skill> :<description>   (a-z 0-9 . _ -, the descripti
 PROFILE UNSKILL <account|*> <skill>
 PROFILE ENDPOINT <account|*> <url|*>   the http(s) URL of your own A2A server, for direct A2A with
   intro tokens (HELP INTRO); not public: the network gives it only with an intro token. * withdraws it.
+  Without a webhook, the network also sends your events there as A2A messages (the webhook schedule).
   Reply: PROFILE <you> ENDPOINT <account> <url|*>
 Errors: FAIL PROFILE <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, NOT_ALLOWED, INVALID_SCOPE,
   NO_SUCH_SKILL, TOO_LONG, INVALID_PARAMS, NEED_MORE_PARAMS."""

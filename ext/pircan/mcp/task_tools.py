@@ -106,8 +106,10 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         remove_skills: Annotated[list[str] | None, Field(description="Skills to withdraw.")] = None,
         account: Annotated[str | None, Field(description="An agent you own (default: you).")] = None,
         a2a_endpoint: Annotated[str | None, Field(description="The http(s) URL of your own A2A server, for direct "
-                                                              "A2A with intro tokens (not public; empty "
-                                                              "withdraws it; omit to leave it).")] = None,
+                                                              "A2A with intro tokens, and (without a webhook) "
+                                                              "where the network sends your events as A2A "
+                                                              "messages (not public; empty withdraws it; omit to "
+                                                              "leave it).")] = None,
     ) -> CallToolResult:
         """Publish what the roster shows of you: a display name and the skills others may send you tasks for
         (they still need an agreement with task:<skill>); and where your own A2A server listens."""

@@ -41,6 +41,7 @@ __all__ = [
     "check_agreement",
     "ensure_signing_key",
     "intro_json",
+    "introspect",
     "issue_intro",
     "usable_scopes",
     "verify_intro",
@@ -175,6 +176,44 @@ async def check_agreement(state: Pircan, agreement_id: str, *, account: str | No
     if agreement is None or not allowed:
         raise Refused("NO_SUCH_AGREEMENT", agreement_id)
     return agreement, agreement_state(agreement, state.now_ms())
+
+
+async def introspect(state: Pircan, caller: str, token: str) -> dict[str, Any]:
+    """Token introspection (RFC 7662's answer) of an intro token, for a party it names (its
+    requester or its target) or a party's owner: ``active`` and ``status`` (``valid``, ``revoked``,
+    ``expired``), the claims, and the agreement's parties, scopes and end as they are now, so a
+    revoke shows at once, not when the token expires. A token this network did not sign, a
+    malformed one, or one that names neither the caller nor an agent it owns is ``unknown``, with
+    nothing else (the same answer, so introspection tells nobody else about a token)."""
+    unknown = {"active": False, "status": "unknown"}
+    issuer = state.api.http_base_url
+    if not issuer or not isinstance(token, str) or token.count(".") != 2:
+        return unknown
+    every_key = await state.database.read(astore.all_keys)
+    claims = keys.signed_claims(token, every_key, issuer)
+    if claims is None:
+        return unknown
+    parties = (str(claims.get("sub")), str(claims.get("aud")))
+    if caller not in parties and not any([await owns(state, caller, p) for p in parties]):
+        return unknown
+    ident = parse_id(str(claims.get("agreement_id")))
+    agreement = state.agreements.get(ident) if ident is not None else None
+    if agreement is None and ident is not None:
+        agreement = await state.database.read(db.get_agreement, ident)
+    if agreement is None:
+        return unknown
+    now = state.now_ms()
+    status = agreement_state(agreement, now)
+    if status == "active":
+        status = "valid" if claims["nbf"] <= now // 1000 < claims["exp"] else "expired"
+    return {
+        "active": status == "valid", "status": status, "token_type": "Bearer", "iss": claims["iss"],
+        "sub": claims["sub"], "aud": claims["aud"], "scope": claims["scope"], "iat": claims["iat"],
+        "nbf": claims["nbf"], "exp": claims["exp"], "jti": claims["jti"],
+        "agreement_id": hexid(agreement.id), "requester": agreement.requester, "target": agreement.target,
+        "agreement_scopes": list(agreement.scopes), "agreement_expires_at": ts(agreement.expires_at),
+        "revoked_at": None if agreement.revoked_at is None else ts(agreement.revoked_at),
+    }
 
 
 def _ensure_txn(conn: sqlite3.Connection, kid: str, private_key: bytes, now: int) -> bool:

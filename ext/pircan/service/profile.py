@@ -237,6 +237,8 @@ async def set_endpoint(state: Pircan, actor: str, account_name: str | None, url:
     await state.database.write(_audited, state.new_id(), now, actor, account, "a2a.endpoint",
                                (url or "(none)") + by_whom(actor, account, via), astore.set_endpoint,
                                account, url, now)
+    if state.webhooks is not None:  # the network delivers the account's events there (without a webhook)
+        await state.webhooks.a2a_changed(account)
     return account, url
 
 

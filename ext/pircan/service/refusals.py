@@ -32,6 +32,7 @@ TEXT: dict[str, str] = {
     "UNKNOWN_SUBCOMMAND": "Unknown subcommand; see HELP",
     "INVALID_NAME": "That is not a valid account name",
     "ACCOUNT_EXISTS": "That account already exists",
+    "AGENT_LIMIT": "You own as many agents as this network allows",
     "INVALID_PARAMS": "Invalid parameters",
     "NO_ENDPOINT": "This account has published no A2A endpoint",
 }

@@ -6,7 +6,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from ircd.api import AccountExists
+from ircd.api import AccountExists, TooManyAgents
 
 from ext.pircan import store as db
 from ext.pircan.service.contact import acts_for
@@ -85,6 +85,10 @@ async def create_agent(state: Pircan, actor: str, actor_kind: str | None, name: 
         agent: Any = await state.api.create_account(name, password, kind="agent", owner=actor)
     except AccountExists:
         raise Refused("ACCOUNT_EXISTS", name) from None
+    except TooManyAgents as exc:
+        raise Refused("AGENT_LIMIT", name, text=f"You own {exc.limit} agent{'s' if exc.limit != 1 else ''}, as many as this network allows "
+                      "(accounts.agents_per_owner)", next_step="Delete one you no longer need first (the portal's "
+                      "agent page)") from None
     await state.database.write(db.audit, state.new_id(), state.now_ms(), actor, agent.folded, "agent.create",
                                by_whom(actor, agent.folded, via).strip())
     return agent.name, password

@@ -140,6 +140,7 @@ async def clear(state: Pircan, actor: str, account_name: str | None = None, *, v
     if dropped is None:
         raise _refused("NO_WEBHOOK", account)
     _worker(state).forget(account)
+    await _worker(state).a2a_changed(account)  # its published A2A endpoint, if any, gets its events now
     return account, dropped
 
 
@@ -211,7 +212,7 @@ def parse_delivery_ids(which: str | list[str]) -> list[int] | None:
 
 def replay_txn(conn: sqlite3.Connection, account: str, ids: list[int] | None, now: int, actor: str, audit_id: int,
                by: str) -> int:
-    endpoint = store.get_endpoint(conn, account)
+    endpoint = store.get_endpoint(conn, account, None)  # the webhook, or the A2A endpoint that takes its place
     if endpoint is None:
         raise _refused("NO_WEBHOOK", account)
     if not endpoint.enabled:

@@ -28,6 +28,7 @@ def install(state: Pircan) -> Webhooks:
     worker = Webhooks(state)
     state.webhooks = worker
     state.event_hooks.append(worker.event_queued)
+    state.pushers.append(worker.by_account.__contains__)  # an enabled webhook or A2A push endpoint
     state.sweep_hooks.append(lambda: api.spawn(worker.reload()))
     api.on_accounts_changed(worker.accounts_changed)
 

@@ -55,10 +55,12 @@ class Outcome:
     status: int | None
     error: str
     elapsed_ms: int
+    body: bytes = b""  # what was read of the answer, when the caller asked for it
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        """A 2xx answer that reported no failure (an A2A endpoint can answer 200 with an error)."""
+        return self.status is not None and 200 <= self.status < 300 and not self.error
 
 
 class DestinationError(Exception):
@@ -252,7 +254,9 @@ class Sender:
         if self._pool is not None:
             await self._pool.prune()
 
-    async def post(self, url: str, body: bytes, headers: dict[str, str]) -> Outcome:
+    async def post(self, url: str, body: bytes, headers: dict[str, str], keep: int = 0) -> Outcome:
+        """POST ``body``; with ``keep``, the answer's first ``keep`` bytes (at least
+        ``max_response_bytes``) are read and returned in the outcome."""
         if self._client is None:
             self._client = self._make_client()
         policy = self.policy()
@@ -260,11 +264,12 @@ class Sender:
         timeout = httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s)
         status: int | None = None
         error = ""
+        kept = bytearray()
         try:
             async with asyncio.timeout(policy.timeout_s):
                 async with self._client.stream("POST", url, content=body, headers=headers, timeout=timeout) as resp:
                     status = resp.status_code
-                    await _read_some(resp, policy.max_response_bytes)
+                    await _read_some(resp, max(keep, policy.max_response_bytes), kept if keep else None)
         except DestinationError as exc:
             error = exc.text
         except (TimeoutError, httpcore.TimeoutException, httpx.TimeoutException):
@@ -276,7 +281,7 @@ class Sender:
         elapsed = int((time.monotonic() - started) * 1000)
         if status is not None and not 200 <= status < 300:
             error = f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
-        return Outcome(status, " ".join(error.split())[:_ERROR_CHARS], elapsed)
+        return Outcome(status, " ".join(error.split())[:_ERROR_CHARS], elapsed, bytes(kept))
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
@@ -284,12 +289,14 @@ class Sender:
             await client.aclose()
 
 
-async def _read_some(resp: httpx.Response, limit: int) -> None:
-    """Read at most ``limit`` bytes of the body (raw: no decompression), then stop."""
+async def _read_some(resp: httpx.Response, limit: int, kept: bytearray | None = None) -> None:
+    """Read at most ``limit`` bytes of the body (raw: no decompression), then stop; into ``kept``."""
     read = 0
     if limit <= 0:
         return
     async for chunk in resp.aiter_raw():
         read += len(chunk)
+        if kept is not None:
+            kept += chunk[: max(0, limit - len(kept))]
         if read >= limit:
             return

@@ -12,6 +12,7 @@ reused, so a receiver can drop duplicates by ``PIRCAN-Delivery``.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ext.pircan.store import AuditEntry
@@ -40,6 +41,7 @@ __all__ = [
     "rotate_secret",
     "save_endpoint",
     "set_payloads",
+    "sync_a2a",
     "to_dead",
 ]
 
@@ -98,7 +100,16 @@ MIGRATIONS: list[str] = [
         WHERE account = NEW.recipient AND enabled = 1;
     END;
     """,
+    # 2: an account's push endpoint is its webhook, or (without one) the A2A endpoint it published,
+    # to which the same queue delivers its events as A2A messages (protocol 'a2a')
+    """
+    ALTER TABLE pircan_webhook_endpoints ADD COLUMN protocol TEXT NOT NULL DEFAULT 'webhook'
+        CHECK (protocol IN ('webhook', 'a2a'));
+    """,
 ]
+
+WEBHOOK = "webhook"
+A2A = "a2a"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,11 @@ class Endpoint:
     last_success_at: int | None
     last_failure_at: int | None
     last_error: str | None
+    protocol: str = WEBHOOK  # or A2A: the agent's published A2A endpoint, sent A2A messages
+
+    @property
+    def is_webhook(self) -> bool:
+        return self.protocol == WEBHOOK
 
     def secrets(self, now: int) -> list[str]:
         """The secrets that sign a delivery now: the current one, and the previous one for a day
@@ -160,7 +176,7 @@ class DeadLetter:
 
 
 _EP = ("id, account, url, secret, previous_secret, previous_until, enabled, created_at, updated_at, disabled_at, "
-       "disabled_reason, last_success_at, last_failure_at, last_error")
+       "disabled_reason, last_success_at, last_failure_at, last_error, protocol")
 
 
 def _endpoint(row: tuple | None) -> Endpoint | None:
@@ -169,9 +185,13 @@ def _endpoint(row: tuple | None) -> Endpoint | None:
     return Endpoint(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]), *row[7:])
 
 
-def get_endpoint(conn: sqlite3.Connection, account: str) -> Endpoint | None:
-    return _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE account = ?",
-                                  (account,)).fetchone())
+def get_endpoint(conn: sqlite3.Connection, account: str, protocol: str | None = WEBHOOK) -> Endpoint | None:
+    """The account's webhook (``protocol`` None: its push endpoint, whichever it is)."""
+    endpoint = _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE account = ?",
+                                      (account,)).fetchone())
+    if endpoint is None or (protocol is not None and endpoint.protocol != protocol):
+        return None
+    return endpoint
 
 
 def endpoint_counts(conn: sqlite3.Connection, account: str) -> tuple[Endpoint | None, int, int]:
@@ -186,15 +206,21 @@ def endpoint_counts(conn: sqlite3.Connection, account: str) -> tuple[Endpoint | 
 
 
 def save_endpoint(conn: sqlite3.Connection, account: str, url: str, secret: str, now: int) -> tuple[Endpoint, bool]:
-    """Set the account's endpoint: a new one gets ``secret``; an existing one keeps its secret and is
-    enabled again with the new URL. (endpoint, created)."""
+    """Set the account's webhook: a new one gets ``secret``; an existing one keeps its secret and is
+    enabled again with the new URL. It takes the place of the account's A2A push endpoint, if any
+    (with a new secret: that one was never shown), keeping its pending deliveries. (endpoint, created)."""
     cur = conn.execute(
         "UPDATE pircan_webhook_endpoints SET url = ?, enabled = 1, updated_at = ?, disabled_at = NULL, "
-        "disabled_reason = NULL WHERE account = ?",
+        "disabled_reason = NULL WHERE account = ? AND protocol = 'webhook'",
         (url, now, account),
     )
     created = cur.rowcount == 0
-    if created:
+    if created and conn.execute(
+            "UPDATE pircan_webhook_endpoints SET url = ?, secret = ?, previous_secret = NULL, previous_until = NULL, "
+            "protocol = 'webhook', enabled = 1, updated_at = ?, disabled_at = NULL, disabled_reason = NULL "
+            "WHERE account = ? AND protocol = 'a2a'", (url, secret, now, account)).rowcount == 1:
+        pass
+    elif created:
         conn.execute(
             "INSERT INTO pircan_webhook_endpoints (account, url, secret, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
             (account, url, secret, now, now),
@@ -241,10 +267,52 @@ def drop_deleted(conn: sqlite3.Connection, current: dict[str, int]) -> list[tupl
 def rotate_secret(conn: sqlite3.Connection, account: str, secret: str, now: int, grace_ms: int) -> bool:
     cur = conn.execute(
         "UPDATE pircan_webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?, "
-        "updated_at = ? WHERE account = ?",
+        "updated_at = ? WHERE account = ? AND protocol = 'webhook'",
         (now + grace_ms, secret, now, account),
     )
     return cur.rowcount == 1
+
+
+def sync_a2a(conn: sqlite3.Connection, now: int, secret: Callable[[], str],
+             account: str | None = None) -> tuple[list[Endpoint], list[str]]:
+    """Make the A2A push endpoints follow the A2A endpoints agents publish (of ``account``, or of
+    all): one for each published endpoint of an account without a webhook; its URL changed, or
+    enabled again when published again after a 410; removed, with its pending deliveries, once the
+    endpoint is withdrawn (or the account is gone). (endpoints made or changed, accounts whose A2A
+    push ended)."""
+    only, args = ("", ()) if account is None else (" WHERE account = ?", (account,))
+    try:
+        published = {a: (url, at) for a, url, at in conn.execute(
+            "SELECT account, url, updated_at FROM pircan_a2a_endpoints" + only, args)}
+    except sqlite3.OperationalError:  # the A2A side's tables are not there (a database of the CLI)
+        return [], []
+    rows = conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints" + (only or " WHERE protocol = 'a2a'"),
+                        args).fetchall()
+    existing = {e.account: e for e in map(_endpoint, rows) if e is not None}
+    for name in published:
+        if name not in existing:
+            found = get_endpoint(conn, name, None)
+            if found is not None:
+                existing[name] = found
+    changed: list[str] = []
+    ended: list[str] = []
+    for name, ep in existing.items():
+        if ep.protocol == A2A and name not in published:
+            conn.execute("DELETE FROM pircan_webhook_deliveries WHERE endpoint_id = ?", (ep.id,))
+            conn.execute("DELETE FROM pircan_webhook_endpoints WHERE id = ?", (ep.id,))
+            ended.append(name)
+    for name, (url, at) in published.items():
+        found = existing.get(name)
+        if found is None:
+            conn.execute(
+                "INSERT INTO pircan_webhook_endpoints (account, url, secret, created_at, updated_at, protocol) "
+                "VALUES (?, ?, ?, ?, ?, 'a2a')", (name, url, secret(), now, now))
+            changed.append(name)
+        elif found.protocol == A2A and (found.url != url or (not found.enabled and at > (found.disabled_at or 0))):
+            conn.execute("UPDATE pircan_webhook_endpoints SET url = ?, enabled = 1, updated_at = ?, disabled_at = NULL, "
+                         "disabled_reason = NULL WHERE id = ?", (url, now, found.id))
+            changed.append(name)
+    return [e for e in (get_endpoint(conn, n, A2A) for n in changed) if e is not None], ended
 
 
 # the delivery worker -------------------------------------------------------------------------

@@ -8,6 +8,11 @@ it is paused. So memory grows with the number of endpoints, never with the backl
   gets its deliveries in the order they were created while it answers; all endpoints together
   have at most ``pircan.webhook_max_in_flight``. A runner sends one batch, then gives its slot
   back and queues up again behind the other endpoints that are due.
+* **Fairness across owners.** Endpoints that are due wait in a queue per owner (a person and its
+  agents are one owner). A free slot goes to the waiting owner with the fewest requests in
+  flight, the owners taking turns; and a runner gives its slot up after the delivery in hand
+  when another owner waits for one. So slow receivers of one owner, however many, delay another
+  owner's delivery by at most one request's timeout.
 * **Schedule.** Each delivery has its own schedule (``rules.next_try_at``); a delivery that failed
   does not hold the newer ones of its endpoint back. When a try gets no HTTP answer at all
   (timeout, connection refused), the endpoint itself pauses until that delivery's next try, so a
@@ -24,8 +29,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import logging
 import sqlite3
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +56,9 @@ _RETRY_READ_MS = 60_000  # after a failed database read, look again this much la
 class _Endpoint:
     id: int
     account: str
+    owner: str  # whose slots it uses: the account's owner, or the account itself
     due: int | None = None  # when it is queued to run (its key in the heap), None: not queued
+    ready: bool = False  # due now, waiting in its owner's queue for a slot
     running: bool = False
     more: bool = False  # an event came while its runner ran
     paused_until: int = 0
@@ -64,6 +73,9 @@ class Webhooks:
         self._heap: list[tuple[int, int, int]] = []  # (due, seq, endpoint id); stale entries are skipped
         self._seq = itertools.count()
         self.in_flight = 0
+        self.owners: dict[str, str] = {}  # account -> its owner (agents; refreshed when accounts change)
+        self._ready: dict[str, deque[_Endpoint]] = {}  # owner -> its due endpoints, owners in turn order
+        self._owner_flight: dict[str, int] = {}  # owner -> requests in flight
         self._timer: Any = None
         self._timer_at: int | None = None
         self._tasks: set[Any] = set()
@@ -94,7 +106,12 @@ class Webhooks:
         new account of the same name neither sends to the old one's URL nor sees its dead letters."""
         if not self.started or self.stopping:
             return
-        current = {row.folded: row.created_at for row in await self.api.list_accounts()}
+        rows = await self.api.list_accounts()
+        self.owners = {row.folded: row.owner for row in rows if row.owner}
+        for ep in self.by_id.values():
+            if not ep.running and not ep.ready:  # its slot is counted under the owner it started with
+                ep.owner = self.owners.get(ep.account, ep.account)
+        current = {row.folded: row.created_at for row in rows}
         for account, dropped, dead in await self.state.database.write(store.drop_deleted, current):
             self.forget(account)
             log.info("webhook of deleted account %s removed (%d pending, %d dead letters)", account, dropped, dead)
@@ -103,6 +120,7 @@ class Webhooks:
         """Take the endpoints and their due times from the database (also what the CLI changed)."""
         if self.stopping:
             return
+        await self.a2a_changed()  # endpoints published or withdrawn elsewhere (the CLI, a deleted account)
         known = set(self.by_id)  # an endpoint set while the read runs is newer than what it finds
         found = await self.state.database.read(store.enabled_endpoints)
         seen = set()
@@ -138,7 +156,7 @@ class Webhooks:
     # the endpoints in memory ---------------------------------------------------------------------
 
     def _add(self, ident: int, account: str) -> _Endpoint:
-        ep = _Endpoint(ident, account)
+        ep = _Endpoint(ident, account, self.owners.get(account, account))
         self.by_id[ident] = ep
         self.by_account[account] = ep
         return ep
@@ -194,27 +212,63 @@ class Webhooks:
         ep.due = at
         heapq.heappush(self._heap, (at, next(self._seq), ep.id))
 
-    def pump(self) -> None:
-        """Start a runner for each endpoint that is due, while slots are free; set the timer for
-        the next one."""
-        if self.stopping or not self.started:
-            return
-        now = self.state.now_ms()
-        cap = self.state.cfg.webhook_max_in_flight
+    def _collect(self, now: int) -> None:
+        """Move the endpoints that are due from the heap to their owners' queues."""
         heap = self._heap
         while heap:
             at, _, ident = heap[0]
             ep = self.by_id.get(ident)
-            if ep is None or ep.due != at or ep.running:
+            if ep is None or ep.due != at or ep.running or ep.ready:
                 heapq.heappop(heap)  # stale
                 continue
-            if at > now or self.in_flight >= cap:
+            if at > now:
                 break
             heapq.heappop(heap)
+            ep.ready = True
+            queue = self._ready.get(ep.owner)
+            if queue is None:
+                queue = self._ready[ep.owner] = deque()
+            queue.append(ep)
+
+    def _next_ready(self) -> _Endpoint | None:
+        """The next endpoint to run: of the waiting owner with the fewest requests in flight (at most
+        ``webhook_max_in_flight`` owners have any, so the look stops soon); that owner goes last."""
+        best: str | None = None
+        fewest = 0
+        for owner in self._ready:
+            flying = self._owner_flight.get(owner, 0)
+            if best is None or flying < fewest:
+                best, fewest = owner, flying
+                if not flying:
+                    break
+        while best is not None:
+            queue = self._ready.pop(best)
+            ep = queue.popleft()
+            if queue:
+                self._ready[best] = queue  # its next endpoint waits behind the other owners
+            ep.ready = False
+            if self.by_id.get(ep.id) is ep and not ep.running:
+                return ep
+            best = next(iter(self._ready), None)  # forgotten meanwhile: the next one
+        return None
+
+    def pump(self) -> None:
+        """Start a runner for each endpoint that is due, while slots are free, owner by owner; set
+        the timer for the next one."""
+        if self.stopping or not self.started:
+            return
+        now = self.state.now_ms()
+        cap = self.state.cfg.webhook_max_in_flight
+        self._collect(now)
+        while self._ready and self.in_flight < cap:
+            ep = self._next_ready()
+            if ep is None:
+                break
             ep.due = None
             ep.running = True
             ep.more = False
             self.in_flight += 1
+            self._owner_flight[ep.owner] = self._owner_flight.get(ep.owner, 0) + 1
             task = self.api.spawn(self._run(ep))
             if task is not None and not task.done():
                 self._tasks.add(task)
@@ -264,6 +318,11 @@ class Webhooks:
             next_at = self.state.now_ms() + _RETRY_READ_MS
         finally:
             self.in_flight -= 1
+            flying = self._owner_flight.get(ep.owner, 1) - 1
+            if flying > 0:
+                self._owner_flight[ep.owner] = flying
+            else:
+                self._owner_flight.pop(ep.owner, None)
             ep.running = False
             if not self.stopping and self.by_id.get(ep.id) is ep:
                 if ep.more:
@@ -272,13 +331,12 @@ class Webhooks:
                     self._schedule(ep, next_at)
             self.pump()
 
-    def _others_wait(self) -> bool:
-        cap = self.state.cfg.webhook_max_in_flight
-        now = self.state.now_ms()
-        return self.in_flight >= cap and any(
-            at <= now and (ep := self.by_id.get(i)) is not None and ep.due == at and not ep.running
-            for at, _, i in self._heap[:64]
-        )
+    def _others_wait(self, owner: str | None = None) -> bool:
+        """Every slot is taken and an endpoint waits for one (of another owner than ``owner``)."""
+        if self.in_flight < self.state.cfg.webhook_max_in_flight:
+            return False
+        self._collect(self.state.now_ms())
+        return any(o != owner for o in self._ready) if owner is not None else bool(self._ready)
 
     async def _send_batch(self, ep: _Endpoint, endpoint: Endpoint, batch: list[Due]) -> bool:
         """Try each delivery of the batch in order; False when the runner must stop (the endpoint
@@ -303,9 +361,11 @@ class Webhooks:
 
     async def _send_each(self, ep: _Endpoint, endpoint: Endpoint, batch: list[Due], stored: dict[int, str],
                          outcomes: list[tuple[Any, tuple]]) -> bool:
-        for due in batch:
+        for n, due in enumerate(batch):
             if self.stopping or self.by_id.get(ep.id) is not ep:
                 return False
+            if n and self._others_wait(ep.owner):
+                return False  # another owner waits for a slot: this one queues up again (the rest is due)
             now = self.state.now_ms()
             if now >= due.queued_at + rules.EXPIRY_MS:
                 outcomes.append((store.to_dead, (due.id, now, due.tries, "expired", due.last_status, due.last_error)))
@@ -340,8 +400,62 @@ class Webhooks:
 
     async def _post(self, endpoint: Endpoint, delivery_id: int | str, kind: str, body: bytes) -> Outcome:
         self.sent += 1
+        if not endpoint.is_webhook:
+            return await self._post_a2a(endpoint, delivery_id, body)
         headers = signed_headers(endpoint, delivery_id, kind, body, self.api.now())
         return await self.sender.post(endpoint.url, body, headers)
+
+    # A2A endpoints -----------------------------------------------------------------------------
+
+    async def _post_a2a(self, endpoint: Endpoint, delivery_id: int | str, payload: bytes) -> Outcome:
+        """One try of a delivery to an agent's A2A endpoint: an A2A ``SendMessage`` (ext/pircan/a2a/push.py);
+        a reply in the answer is stored as the agent's reply in the conversation."""
+        from ext.pircan.a2a import push
+        from ext.pircan.a2a import store as astore
+
+        ident = delivery_id if isinstance(delivery_id, str) else hexid(delivery_id)
+        key = await self.state.database.read(astore.signing_key)
+        issuer = self.api.http_base_url
+        if key is None or not issuer:
+            return Outcome(None, "no signing key or HTTP listener for A2A deliveries", 0)
+        body = push.request_body(payload.decode(), ident)
+        outcome = await self.sender.post(endpoint.url, body, push.headers(key, issuer, endpoint.account, ident,
+                                                                          self.api.now()), keep=push.ANSWER_BYTES)
+        if not outcome.ok:
+            return outcome
+        answer = push.answer_of(outcome.body)
+        if answer.error:
+            return Outcome(outcome.status, answer.error[:200], outcome.elapsed_ms)
+        if answer.reply is not None:
+            await self._a2a_reply(endpoint.account, payload, answer.reply, ident)
+        return outcome
+
+    async def _a2a_reply(self, account: str, payload: bytes, text: str, delivery: str) -> None:
+        """The agent's answer to a delivered message: its reply in the conversation (once per delivery,
+        whatever the retries), under the rules of every message; a refused one is logged."""
+        from ext.pircan.service import messages
+        from ext.pircan.service.refusals import Refused
+
+        data = json.loads(payload)
+        msg = data.get("message") if data.get("type") == "message" else None
+        if not isinstance(msg, dict):
+            return
+        try:
+            await messages.send_message(self.state, account, str(msg["sender"]), text, str(msg["message_id"]),
+                                        key=f"a2a-delivery-{delivery}")
+        except Refused as exc:
+            log.info("a2a reply of %s to %s refused: %s", account, msg.get("sender"), exc.code)
+
+    async def a2a_changed(self, account: str | None = None) -> None:
+        """The A2A endpoints agents publish changed (of ``account``, or any): their push endpoints follow."""
+        if not self.started or self.stopping:
+            return
+        changed, ended = await self.state.database.write(store.sync_a2a, self.state.now_ms(), rules.new_secret,
+                                                         account)
+        for name in ended:
+            self.forget(name)
+        for endpoint in changed:
+            self.endpoint_set(endpoint)
 
     async def _disable(self, ep: _Endpoint, endpoint: Endpoint, due: Due, now: int) -> None:
         """HTTP 410: the receiver is gone for good. The endpoint is disabled, its deliveries become
