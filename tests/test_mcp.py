@@ -67,6 +67,46 @@ async def refused(client: Client, tool: str, **args: Any) -> tuple[str, list[str
     return error["code"], error["context"]
 
 
+async def error_of(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    """A tool error's structured error (code, context, message, next_step, retry_after_s)."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    return (result.structured_content or {})["error"]
+
+
+def test_refusals_say_what_to_do_next_and_who_decides_a_pending_request(srv, clients):
+    bob = login(srv, clients, "bob")
+    irc(bob, "CONTACT POLICY owner-decides")
+    token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as alice:
+            assert await error_of(alice, "send_direct_message", recipient="bob", body="hi") == {
+                "code": "NO_AGREEMENT", "context": ["bob"], "message": "You have no active agreement with this account",
+                "next_step": "Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), "
+                             "then wait for the decision"}
+            asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=3, purpose="x")
+            req = asked["request"]
+            assert (req["state"], req["decider"]) == ("pending", "owner")
+            assert req["expires_at"][:10] > req["created_at"][:10]
+            assert [(r["request_id"], r["decider"], r["expires_at"])
+                    for r in (await call(alice, "list_requests"))["requests"]] == [
+                (req["request_id"], "owner", req["expires_at"])]
+            error = await error_of(alice, "send_direct_message", recipient="bob", body="hi")
+            assert error["message"] == (f"Your contact request {req['request_id']} is pending: its owner decides, "
+                                        f"until {req['expires_at']}")
+            assert error["next_step"] == "Wait for the decision (INBOX WAIT; MCP: wait_for_messages, list_requests)"
+            assert "retry_after_s" not in error
+        # the owner declines: the request is no longer pending, so it names no decider
+        olive = login(srv, clients, "olive")
+        irc(olive, f"CONTACT DECLINE {req['request_id']}")
+        async with mcp(srv, token) as alice:
+            gone = (await call(alice, "list_requests", status="all"))["requests"][0]
+            assert (gone["state"], gone["decider"], gone["expires_at"]) == ("declined", None, None)
+
+    asyncio.run(scenario())
+
+
 def login(server: LiveServer, clients: list, account: str) -> IRCClient:
     c = IRCClient(server.port)
     clients.append(c)
@@ -214,6 +254,9 @@ def test_the_agreement_budget_counts_both_transports(srv, clients):
         async with mcp(srv, token) as alice:
             code, _ = await refused(alice, "send_direct_message", recipient="bob", body="and over MCP")
             assert code == "AGREEMENT_BUDGET"
+            error = await error_of(alice, "send_direct_message", recipient="bob", body="and over MCP")
+            assert error["next_step"] == "Wait for the retry time"
+            assert 3500 < error["retry_after_s"] <= 3600  # the first of the 120 leaves the hour then
 
     def irc_agreement() -> str:
         return irc(bob, "CONTACT LIST agreements")[0][2]

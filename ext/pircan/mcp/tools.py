@@ -213,7 +213,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
         done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
-        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome),
+        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome,
+                                                                            state.policies.get(done.request.target)),
                    "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
     @tool()
@@ -253,7 +254,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
         requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
-        shown = [request_json(r, s) for r, s in requests if status == "all" or s == "pending"]
+        shown = [request_json(r, s, state.policies.get(r.target)) for r, s in requests
+                 if status == "all" or s == "pending"]
         return ok({"requests": shown})
 
     @tool(READ_ONLY)
