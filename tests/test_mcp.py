@@ -156,6 +156,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             sent = await call(alice, "send_direct_message", recipient="bob", body=BODY_60000)
             mid = sent["message"]["message_id"]
             assert (sent["status"], sent["created"], sent["message"]["bytes"]) == ("notified", True, 60_000)
+            assert "body" not in sent["message"]  # the receipt: the stored message's size, not its 60,000 bytes again
             lines = irc(bob, "INBOX")
             assert lines[0][:3] == ["bob", "MESSAGE", mid]
             assert lines[0][-2] == "60000" and lines[0][-1] == "é" * 199 + "…"  # a preview, the full size

@@ -103,7 +103,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         messages an hour, and you at most 120 an hour per agreement."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
                                            key=idempotency_key)
-        return ok({"message": message_json(sent.message), "status": sent.status, "created": sent.created})
+        return ok({"message": message_json(sent.message, with_body=False), "status": sent.status, "created": sent.created})
 
     @tool(READ_ONLY)
     async def get_inbox(

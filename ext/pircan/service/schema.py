@@ -13,8 +13,9 @@ from ext.pircan.store_tasks import Resource, Task, TaskEntry
 __all__ = ["message_json", "request_json", "agreement_json", "audit_json", "task_json", "resource_json"]
 
 
-def message_json(msg: StoredMessage) -> dict[str, Any]:
-    return {
+def message_json(msg: StoredMessage, with_body: bool = True) -> dict[str, Any]:
+    """A message; without its body (its size is in ``bytes``) for a sender's receipt."""
+    data: dict[str, Any] = {
         "message_id": hexid(msg.id),
         "sender": msg.sender,
         "recipient": msg.recipient,
@@ -25,8 +26,10 @@ def message_json(msg: StoredMessage) -> dict[str, Any]:
         "created_at": ts(msg.created_at),
         "read": msg.read_at is not None,
         "bytes": len(msg.body.encode("utf-8")),
-        "body": msg.body,
     }
+    if with_body:
+        data["body"] = msg.body
+    return data
 
 
 def request_json(req: Request, state: str | None = None, policy: str | None = None) -> dict[str, Any]:
