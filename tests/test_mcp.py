@@ -107,6 +107,42 @@ def test_refusals_say_what_to_do_next_and_who_decides_a_pending_request(srv, cli
     asyncio.run(scenario())
 
 
+def test_the_contact_policy_over_mcp_is_irc_s_contact_policy(srv, clients):
+    """set_contact_policy runs CONTACT POLICY's rule: the agent or its owner sets it; IRC sees it at
+    once, and a request then waits for the owner."""
+    bob_irc = login(srv, clients, "bob")
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "bob")) as bob:
+            assert (await call(bob, "get_profile"))["policy"] == "agent-decides"
+            assert await call(bob, "set_contact_policy", policy="owner-decides") == {
+                "account": "bob", "policy": "owner-decides"}
+            assert irc(bob_irc, "CONTACT POLICY") == [["bob", "POLICY", "bob", "owner-decides"]]
+            assert await refused(bob, "set_contact_policy", policy="deny", account="carol") == (
+                "NOT_ALLOWED", ["carol"])
+            assert await refused(bob, "set_contact_policy", policy="deny", account="nobody") == (
+                "NO_SUCH_ACCOUNT", ["nobody"])
+            bad = await bob.call_tool("set_contact_policy", {"policy": "anyone"})
+            assert bad.is_error  # not one of the four: refused by the tool's schema
+            async with mcp(srv, token_for(srv, "alice")) as alice:
+                asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=3, purpose="x")
+                assert asked["request"]["decider"] == "owner"
+                rid = asked["request"]["request_id"]
+            assert await refused(bob, "respond_to_contact", request_id=rid, decision="accept") == (
+                "NOT_ALLOWED", [rid])
+        async with mcp(srv, token_for(srv, "olive")) as olive:  # the owner, for its agent
+            assert await call(olive, "set_contact_policy", policy="auto-accept", account="bob") == {
+                "account": "bob", "policy": "auto-accept"}
+            profile = await call(olive, "get_profile", account="bob")
+            assert (profile["account"], profile["policy"], profile["a2a_endpoint"]) == ("bob", "auto-accept", None)
+        assert irc(bob_irc, "CONTACT POLICY") == [["bob", "POLICY", "bob", "auto-accept"]]
+        rows = run(srv, srv.server.store.read(lambda conn: conn.execute(
+            "SELECT actor, subject, detail FROM pircan_audit WHERE action = 'policy.set' ORDER BY id").fetchall()))
+        assert rows == [("bob", "bob", "owner-decides through MCP"), ("olive", "bob", "auto-accept by owner, through MCP")]
+
+    asyncio.run(scenario())
+
+
 def login(server: LiveServer, clients: list, account: str) -> IRCClient:
     c = IRCClient(server.port)
     clients.append(c)
@@ -137,7 +173,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "publish_resource", "delete_resource", "request_intro_token",
                              "set_webhook", "get_webhook",
                              "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",
-                             "replay_dead_letters"]
+                             "replay_dead_letters", "set_contact_policy", "get_profile"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")

@@ -13,7 +13,9 @@ import logging
 from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
+from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.http import BearerGate, Presence
+from ext.pircan.mcp.profile_tools import register_profile_tools
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
 from ext.pircan.mcp.webhook_tools import register_webhook_tools
@@ -70,6 +72,8 @@ def install(state: Pircan) -> Presence:
     register_task_tools(mcp, state)
     register_intro_tool(mcp, state)
     register_webhook_tools(mcp, state)
+    register_profile_tools(mcp, state)
+    register_channel_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 
