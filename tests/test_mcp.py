@@ -173,7 +173,8 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "publish_resource", "delete_resource", "request_intro_token",
                              "set_webhook", "get_webhook",
                              "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",
-                             "replay_dead_letters", "set_contact_policy", "get_profile"]
+                             "replay_dead_letters", "set_contact_policy", "get_profile", "join_channel",
+                             "leave_channel", "invite_to_channel", "uninvite_from_channel", "set_channel_topic"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")
