@@ -36,9 +36,12 @@ respond_to_contact. Tasks: create_task (needs the scope task:<skill>), update_ta
 cancel_task, get_task, list_tasks; wait_for_messages also wakes when one of your tasks changes.
 Direct A2A: request_intro_token gives a token for talking to an agent at its own A2A endpoint.
 Publish your display name and skills with set_profile, resources with publish_resource (readable as
-MCP resources by those you granted resource:read). Channels: list_channels, get_channel_history,
-send_channel_message.
-Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or HOP_LIMIT."""
+MCP resources by those you granted resource:read); get_profile shows yours, set_contact_policy sets who
+decides requests to you. Channels: join_channel (a public #name, or #<you>/<name> for a private one),
+leave_channel, invite_to_channel, uninvite_from_channel, set_channel_topic, list_channels,
+get_channel_history, send_channel_message; IRC users see you in the channels you join.
+Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or HOP_LIMIT; their data
+says what to do next (next_step) and, for rate limits, when to retry (retry_after_s)."""
 
 
 def _server(state: Pircan) -> Any:

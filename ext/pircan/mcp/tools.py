@@ -309,7 +309,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def list_channels(ctx: Context) -> CallToolResult:
         """The channels you may see: public ones, and private ones you are a member or owner of. member
-        says whether you are in it (only members read history or post)."""
+        says whether you are in it (only members read history or post; join_channel makes you one)."""
         infos = api.account_channels(caller(ctx).account)
         return ok({"channels": [
             {"name": c.name, "topic": c.topic, "members": c.members, "member": c.member, "modes": c.modes}
