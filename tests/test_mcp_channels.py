@@ -55,7 +55,10 @@ def test_an_mcp_agent_joins_and_leaves_a_public_channel_as_irc_users_see_it(srv,
                 ("#lobby", True)]
             assert await call(alice, "leave_channel", channel="#lobby", reason="done") == {
                 "channel": "#lobby", "left": True}
-            assert await refused(alice, "leave_channel", channel="#lobby") == ("NOT_MEMBER", ["#lobby"])
+            result = await alice.call_tool("leave_channel", {"channel": "#lobby"})
+            assert result.structured_content == {"error": {
+                "code": "NOT_MEMBER", "context": ["#lobby"], "message": "You're not on that channel",
+                "next_step": "Join it first: JOIN <channel> (MCP: join_channel)"}}
             assert await refused(alice, "send_channel_message", channel="#lobby", text="x") == (
                 "NOT_MEMBER", ["#lobby"])
             for bad in ("0", "#a,#b", "lobby"):  # one channel name, never JOIN's list or JOIN 0
@@ -86,6 +89,7 @@ def test_a_join_over_mcp_obeys_bans_invite_only_keys_and_the_topic_lock(srv, cli
             await call(alice, "leave_channel", channel="#ops")
             irc(bob, "MODE #ops -i+k sesame")
             assert await refused(alice, "join_channel", channel="#ops") == ("BAD_KEY", ["#ops"])
+            assert await refused(alice, "join_channel", channel="#ops", key="sesame,x") == ("BAD_KEY", ["#ops"])
             assert (await call(alice, "join_channel", channel="#ops", key="sesame"))["joined"] is True
             irc(bob, "MODE #ops -t")
             topic = await call(alice, "set_channel_topic", channel="#ops", topic="Ours now")

@@ -15,6 +15,7 @@ on the network is invited there as IRC's INVITE would record it.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,7 @@ NUMERIC_CODES: dict[str, str] = {
     "482": "NOT_ALLOWED",
 }
 _BAD_NAME = frozenset(" ,\x07\x00\r\n")
+log = logging.getLogger("pircd")
 _NO_IDENTITY = ("Another client holds your account's nick, or this server keeps no always-on identity for "
                 "your account (accounts.always_on)")
 
@@ -86,7 +88,11 @@ def _refusal(lines: list[tuple[str, list[str]]], context: str) -> Refused | None
 
 
 async def _run(state: Pircan, account: str, verb: str, params: list[str], context: str) -> list[tuple[str, list[str]]]:
-    lines = await state.api.account_command(account, await _display(state, account), verb, params)
+    try:
+        lines = await state.api.account_command(account, await _display(state, account), verb, params)
+    except Exception:
+        log.exception("%s as %s failed", verb, account)
+        raise Refused("INTERNAL_ERROR", context, text="The server failed to process the command") from None
     if lines is None:
         raise Refused("NOT_ALLOWED", context, text=_NO_IDENTITY)
     refused = _refusal(lines, context)
@@ -115,6 +121,8 @@ async def join(state: Pircan, account: str, name: str, key: str | None = None) -
     """JOIN as the account: a public channel (created, with the account as its operator, when it
     does not exist), or a private one it owns (created private) or is invited to."""
     name = _name(name)
+    if key is not None and (not key or _BAD_NAME.intersection(key)):
+        raise Refused("BAD_KEY", name, text="Cannot join channel (+k)")  # JOIN would split it, or drop it
     lines = await _run(state, account, "JOIN", [name] if key is None else [name, key], name)
     return _view(state, account, name, joined=any(c == "JOIN" for c, _ in lines))
 
