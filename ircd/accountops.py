@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from ircd.channel import Channel
     from ircd.server import Server
 
-__all__ = ["CannotSend", "ChannelInfo", "visible_channels", "find_channel", "is_member", "post", "history", "viewer_for"]
+__all__ = ["CannotSend", "ChannelInfo", "visible_channels", "find_channel", "is_member", "post", "history", "viewer_for",
+           "run_as"]
 
 
 class _NoConn:
@@ -145,3 +146,30 @@ async def history(server: "Server", channel: "Channel", limit: int, before_id: i
     return await server.history.read(
         rows.select, channel.folded, 0, high, limit, newest_first=True, commands=("PRIVMSG", "NOTICE", "TOPIC")
     )
+
+
+async def run_as(server: "Server", account: str, name: str, verb: str, params: list[str]) -> list[tuple[str, list[str]]] | None:
+    """Run the IRC command ``verb params`` as the account's identity (``Sessions.summon``: its
+    connection, or its always-on identity, made for it when it has none), with every rule the
+    command has for a client; the lines it answered, as (command, params) with the nick left
+    out of numerics. A connection of the account gets those lines too (it joined, it parted),
+    as if it had sent the command. None when the account can have no identity here (another
+    client holds its nick, or always-on is off for it)."""
+    from ircd.dispatch import CommandContext
+    from ircd.proto.lines import Message
+    from ircd.replies import ReplyBuffer
+
+    client = server.sessions.summon(account, name)
+    spec = server.commands.get(verb)
+    if client is None or spec is None:
+        return None
+    reply = ReplyBuffer(server, client)
+    msg = Message(verb, params)
+    ctx = CommandContext(server, client, reply, msg)
+    result = spec.handler(ctx, msg)
+    if result is not None:
+        await result
+    lines = [(ln.command, ln.params[1:] if ln.command.isdigit() else list(ln.params)) for ln in reply.lines]
+    reply.flush()  # to the account's connection, if it has one (a detached identity drops it)
+    server.flush_all()
+    return lines

@@ -310,6 +310,17 @@ class ExtensionAPI:
         except accountops.CannotSend as exc:
             return str(exc)
 
+    async def account_command(self, account_folded: str, name: str, verb: str,
+                              params: list[str]) -> list[tuple[str, list[str]]] | None:
+        """Run a channel command (JOIN, PART, TOPIC, INVITE, ...) as the account, with every rule
+        it has over IRC: through its connection, or its always-on identity (made when it has
+        none, so its memberships show in NAMES and WHO and last until it leaves). The lines the
+        command answered, as (command, params), numerics without the nick; None when the account
+        can have no identity (another client holds its nick, or always-on is off for it)."""
+        from ircd import accountops
+
+        return await accountops.run_as(self._server, account_folded, name, verb, params)
+
     async def channel_history(self, channel: Channel, limit: int, before_id: int | None = None) -> list[Any]:
         """``ircd.store.HistoryRow`` of the channel's stored messages, newest ``limit`` before ``before_id``."""
         from ircd import accountops

@@ -58,6 +58,8 @@ __all__ = ["Server"]
 _ACTIVITY: Final = frozenset(("PRIVMSG", "NOTICE", "TAGMSG"))  # what counts as activity (WHOIS idle time)
 _INVALID_UTF8 = "Message rejected, your message contained invalid UTF-8"
 _FORBIDDEN_CHARACTER = "Message rejected, your message contained a CR or NUL character"
+INPUT_TOO_LONG_TEXT = ("Input line was too long: at most 512 bytes with its CR LF, and 4094 bytes of client tags; "
+                       "split the text into shorter lines")
 _SWEEP_EVERY = 60.0  # seconds between sweeps of records that only matter inside a window
 WRITE_AT = 65536  # the largest write high-water mark (asyncio's and uvloop's default)
 _FULL_LOG_EVERY = 60.0  # seconds between two "Server is full" log lines
@@ -478,7 +480,7 @@ class Server:
         if kind == LineError.INPUT_TOO_LONG or kind == LineError.TAGS_TOO_LONG:
             reply.numeric(N.ERR_INPUTTOOLONG, "Input line was too long")
             if client.caps & C.STANDARD_REPLIES:
-                reply.fail(command_of(raw), "INPUT_TOO_LONG", "Input line was too long")
+                reply.fail(command_of(raw), "INPUT_TOO_LONG", INPUT_TOO_LONG_TEXT)
         elif kind == LineError.INVALID_UTF8:
             reply.fail(command_of(raw), "INVALID_UTF8", _INVALID_UTF8)
         else:  # FORBIDDEN_CHARACTER

@@ -175,6 +175,38 @@ class SessionManager:
             answer_join(server, other, own, channel, skip=self._joined)
             own.flush()
 
+    # an identity for an account with no connection ------------------------------------
+
+    def summon(self, account: str, name: str) -> Client | None:
+        """The account's identity, for a transport that acts as the account without an IRC
+        connection (joining a channel over MCP): the connection holding its nick, or its detached
+        identity; else, when the account may be always-on, a new detached identity (registered,
+        away, in no channel yet), which a connection of the account takes over as after a
+        disconnect. None when another client holds the nick or always-on is off for the account."""
+        from ircd.accountops import viewer_for
+
+        server = self.server
+        holder = server.registry.nicks.get(account)
+        if holder is not None:
+            return holder if holder.registered and holder.account_folded == account else None
+        ghost = viewer_for(server, account, name)
+        if not self.always_on(ghost):
+            return None
+        ghost.realname = name
+        ghost.registered = True
+        for mode in server.config.server.default_user_modes:
+            if mode in "iwB":
+                ghost.modes.add(mode)
+        if ghost.account_kind == "agent":
+            ghost.modes.add("B")  # as an agent's login sets it (ircd.accounts)
+        server.registry.add_nick(ghost)
+        server.registered_count += 1
+        if "i" in ghost.modes:
+            server.invisible_count += 1
+        self._detach(ghost)
+        server.notify_monitors(ghost, online=True)
+        return ghost
+
     # leaving --------------------------------------------------------------------------
 
     def keep(self, client: Client) -> bool:

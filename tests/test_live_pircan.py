@@ -54,7 +54,7 @@ def test_agents_and_owner_whole_exchange(srv, clients):
     (reply,) = alice.sync()
     assert reply.command == "CONTACT" and reply.params[:2] == ["alice", "REQUESTED"]
     rid = reply.params[2]
-    assert reply.params[3:] == ["bob", "pending"]
+    assert reply.params[3:5] == ["bob", "pending"] and reply.params[5] == "agent"  # who decides, then until when
     assert wire(bob.read_until(lambda m: m.command == "NOTIFY")) == [("irc.test", "NOTIFY", ["bob", "request", "1"])]
     assert wire(olive.read_until(lambda m: m.command == "NOTICE")) == [
         ("PIRCAN!pircan@services.pircd", "NOTICE", ["olive", "NOTIFY request 1"])
@@ -118,7 +118,7 @@ def test_agents_and_owner_whole_exchange(srv, clients):
     assert [m.params for m in olive.sync() if m.command == "CONTACT"] == [["olive", "REVOKED", aid, "bob"]]
     alice.send("SEND bob :still there?")
     assert wire(alice.sync())[-1] == (
-        "irc.test", "FAIL", ["SEND", "NO_AGREEMENT", "bob", "You have no active agreement with this account"]
+        "irc.test", "FAIL", ["SEND", "NO_AGREEMENT", "bob", "You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
     )
 
 

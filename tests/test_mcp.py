@@ -67,6 +67,82 @@ async def refused(client: Client, tool: str, **args: Any) -> tuple[str, list[str
     return error["code"], error["context"]
 
 
+async def error_of(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    """A tool error's structured error (code, context, message, next_step, retry_after_s)."""
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    return (result.structured_content or {})["error"]
+
+
+def test_refusals_say_what_to_do_next_and_who_decides_a_pending_request(srv, clients):
+    bob = login(srv, clients, "bob")
+    irc(bob, "CONTACT POLICY owner-decides")
+    token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as alice:
+            assert await error_of(alice, "send_direct_message", recipient="bob", body="hi") == {
+                "code": "NO_AGREEMENT", "context": ["bob"], "message": "You have no active agreement with this account",
+                "next_step": "Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), "
+                             "then wait for the decision"}
+            asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=3, purpose="x")
+            req = asked["request"]
+            assert (req["state"], req["decider"]) == ("pending", "owner")
+            assert req["expires_at"][:10] > req["created_at"][:10]
+            assert [(r["request_id"], r["decider"], r["expires_at"])
+                    for r in (await call(alice, "list_requests"))["requests"]] == [
+                (req["request_id"], "owner", req["expires_at"])]
+            error = await error_of(alice, "send_direct_message", recipient="bob", body="hi")
+            assert error["message"] == (f"Your contact request {req['request_id']} is pending: its owner decides, "
+                                        f"until {req['expires_at']}")
+            assert error["next_step"] == "Wait for the decision (INBOX WAIT; MCP: wait_for_messages, list_requests)"
+            assert "retry_after_s" not in error
+        # the owner declines: the request is no longer pending, so it names no decider
+        olive = login(srv, clients, "olive")
+        irc(olive, f"CONTACT DECLINE {req['request_id']}")
+        async with mcp(srv, token) as alice:
+            gone = (await call(alice, "list_requests", status="all"))["requests"][0]
+            assert (gone["state"], gone["decider"], gone["expires_at"]) == ("declined", None, None)
+
+    asyncio.run(scenario())
+
+
+def test_the_contact_policy_over_mcp_is_irc_s_contact_policy(srv, clients):
+    """set_contact_policy runs CONTACT POLICY's rule: the agent or its owner sets it; IRC sees it at
+    once, and a request then waits for the owner."""
+    bob_irc = login(srv, clients, "bob")
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "bob")) as bob:
+            assert (await call(bob, "get_profile"))["policy"] == "agent-decides"
+            assert await call(bob, "set_contact_policy", policy="owner-decides") == {
+                "account": "bob", "policy": "owner-decides"}
+            assert irc(bob_irc, "CONTACT POLICY") == [["bob", "POLICY", "bob", "owner-decides"]]
+            assert await refused(bob, "set_contact_policy", policy="deny", account="carol") == (
+                "NOT_ALLOWED", ["carol"])
+            assert await refused(bob, "set_contact_policy", policy="deny", account="nobody") == (
+                "NO_SUCH_ACCOUNT", ["nobody"])
+            bad = await bob.call_tool("set_contact_policy", {"policy": "anyone"})
+            assert bad.is_error  # not one of the four: refused by the tool's schema
+            async with mcp(srv, token_for(srv, "alice")) as alice:
+                asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=3, purpose="x")
+                assert asked["request"]["decider"] == "owner"
+                rid = asked["request"]["request_id"]
+            assert await refused(bob, "respond_to_contact", request_id=rid, decision="accept") == (
+                "NOT_ALLOWED", [rid])
+        async with mcp(srv, token_for(srv, "olive")) as olive:  # the owner, for its agent
+            assert await call(olive, "set_contact_policy", policy="auto-accept", account="bob") == {
+                "account": "bob", "policy": "auto-accept"}
+            profile = await call(olive, "get_profile", account="bob")
+            assert (profile["account"], profile["policy"], profile["a2a_endpoint"]) == ("bob", "auto-accept", None)
+        assert irc(bob_irc, "CONTACT POLICY") == [["bob", "POLICY", "bob", "auto-accept"]]
+        rows = run(srv, srv.server.store.read(lambda conn: conn.execute(
+            "SELECT actor, subject, detail FROM pircan_audit WHERE action = 'policy.set' ORDER BY id").fetchall()))
+        assert rows == [("bob", "bob", "owner-decides through MCP"), ("olive", "bob", "auto-accept by owner, through MCP")]
+
+    asyncio.run(scenario())
+
+
 def login(server: LiveServer, clients: list, account: str) -> IRCClient:
     c = IRCClient(server.port)
     clients.append(c)
@@ -97,7 +173,9 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "publish_resource", "delete_resource", "request_intro_token",
                              "set_webhook", "get_webhook",
                              "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",
-                             "replay_dead_letters", "search_messages"]
+                             "replay_dead_letters", "search_messages", "set_contact_policy", "get_profile",
+                             "join_channel", "leave_channel", "invite_to_channel", "uninvite_from_channel",
+                             "set_channel_topic"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")
@@ -116,6 +194,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             sent = await call(alice, "send_direct_message", recipient="bob", body=BODY_60000)
             mid = sent["message"]["message_id"]
             assert (sent["status"], sent["created"], sent["message"]["bytes"]) == ("notified", True, 60_000)
+            assert "body" not in sent["message"]  # the receipt: the stored message's size, not its 60,000 bytes again
             lines = irc(bob, "INBOX")
             assert lines[0][:3] == ["bob", "MESSAGE", mid]
             assert lines[0][-2] == "60000" and lines[0][-1] == "é" * 199 + "…"  # a preview, the full size
@@ -214,6 +293,9 @@ def test_the_agreement_budget_counts_both_transports(srv, clients):
         async with mcp(srv, token) as alice:
             code, _ = await refused(alice, "send_direct_message", recipient="bob", body="and over MCP")
             assert code == "AGREEMENT_BUDGET"
+            error = await error_of(alice, "send_direct_message", recipient="bob", body="and over MCP")
+            assert error["next_step"] == "Wait for the retry time"
+            assert 3500 < error["retry_after_s"] <= 3600  # the first of the 120 leaves the hour then
 
     def irc_agreement() -> str:
         return irc(bob, "CONTACT LIST agreements")[0][2]

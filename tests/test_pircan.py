@@ -26,6 +26,8 @@ SVC = ":PIRCAN!pircan@services.pircd"
 LOBBY = "pircan.dev/lobby"
 DAY = 86_400
 T0_MS = 1_800_000_000_000  # the harness clock's start
+NO_AGREEMENT_TEXT = ("You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message "
+                     "<days> :<purpose> (MCP: request_contact), then wait for the decision")
 
 
 class P:
@@ -186,7 +188,7 @@ def test_request_is_pending_stored_notified_and_audited(p):
     p.login("olive")
     out = p.cmd("alice", "CONTACT REQUEST bob task:translate,message 30 :Translate my docs, please")
     rid = word(out[0], 4)
-    assert out == [f"{S} CONTACT alice REQUESTED {rid} bob pending"]
+    assert out == [f"{S} CONTACT alice REQUESTED {rid} bob pending agent {ts(T0_MS + 7 * 86_400_000)}"]
     assert len(rid) == 16 and int(rid, 16)
     assert p.lines("bob") == []  # coalesced: not yet
     p.notifies()
@@ -527,6 +529,32 @@ def test_owner_decides_only_the_owner_accepts(p):
     assert p.lines("alice") == [f"{SVC} NOTICE alice :NOTIFY decision 1"]
 
 
+def test_a_pending_request_shows_who_decides_and_until_when_and_send_says_so(p):
+    """The requester learns that a person must decide (owner-decides) and when the request expires:
+    in the REQUESTED reply, in CONTACT LIST, and in SEND's and TASK's NO_AGREEMENT while it is pending."""
+    p.login("alice")
+    p.login("bob")
+    p.cmd("bob", "CONTACT POLICY owner-decides")
+    until = ts(T0_MS + 7 * 86_400_000)
+    out = p.cmd("alice", "CONTACT REQUEST bob message,task:x 30 :talk")
+    rid = word(out[0], 4)
+    assert out == [f"{S} CONTACT alice REQUESTED {rid} bob pending owner {until}"]
+    assert p.cmd("alice", "CONTACT LIST requests") == [
+        f"{S} CONTACT alice REQUEST {rid} alice bob message,task:x 30 pending {ts(T0_MS)} owner {until} talk",
+        f"{S} CONTACT alice END",
+    ]
+    waiting = (f":Your contact request {rid} is pending: its owner decides, until {until}. "
+               "Wait for the decision (INBOX WAIT; MCP: wait_for_messages, list_requests)")
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob {waiting}"]
+    assert p.cmd("alice", "TASK CREATE bob x :do it") == [f"{S} FAIL TASK NO_AGREEMENT bob {waiting}"]
+    p.cmd("bob", "CONTACT POLICY agent-decides")
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob {waiting.replace('its owner', 'the agent')}"]
+    p.at(7 * 86_400_000)  # expired: the way out is a new request again
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :{NO_AGREEMENT_TEXT}"]
+    assert word(p.cmd("alice", "CONTACT LIST requests")[0], 9) == "expired"
+    assert p.cmd("alice", "CONTACT LIST requests")[0].endswith(f" expired {ts(T0_MS)} * * talk")
+
+
 def test_auto_accept_grants_only_message(p):
     p.login("alice")
     p.login("bob")
@@ -589,8 +617,8 @@ def test_revoke_by_either_party_takes_effect_at_once(p):
     p.notifies()
     p.h.take("bob")
     assert p.cmd("alice", f"CONTACT REVOKE {aid}") == [f"{S} CONTACT alice REVOKED {aid} bob"]
-    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :You have no active agreement with this account"]
-    assert send(p, "bob", "alice") == [f"{S} FAIL SEND NO_AGREEMENT alice :You have no active agreement with this account"]
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
+    assert send(p, "bob", "alice") == [f"{S} FAIL SEND NO_AGREEMENT alice :You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
     p.notifies()
     assert p.lines("bob") == [f"{S} NOTIFY bob agreement 1"]
     assert p.rows("SELECT revoked_at, revoked_by FROM pircan_agreements") == [(p.now_ms() - 250, "alice")]
@@ -655,8 +683,8 @@ def test_list_requests_and_agreements(p):
     rid1 = p.rows("SELECT printf('%016x', id) FROM pircan_requests")[0][0]
     p.advance(1)
     rid2 = request(p, "alice", "carol", "resource:read", 5, purpose="Read your notes")
-    req1 = f"{S} CONTACT alice REQUEST {rid1} alice bob message,task:x 30 accepted {ts(T0_MS)} talk"
-    req2 = f"{S} CONTACT alice REQUEST {rid2} alice carol resource:read 5 pending {ts(T0_MS + 1250)} :Read your notes"
+    req1 = f"{S} CONTACT alice REQUEST {rid1} alice bob message,task:x 30 accepted {ts(T0_MS)} * * talk"
+    req2 = f"{S} CONTACT alice REQUEST {rid2} alice carol resource:read 5 pending {ts(T0_MS + 1250)} agent {ts(T0_MS + 1250 + 7 * 86_400_000)} :Read your notes"
     agr = f"{S} CONTACT alice AGREEMENT {aid} alice bob message,task:x {ts(T0_MS)} {expires(30)} active"
     end = f"{S} CONTACT alice END"
     assert p.cmd("alice", "CONTACT LIST") == [req1, req2, agr, end]
@@ -716,8 +744,8 @@ def test_owner_lists_its_agents_requests_and_agreements(p):
     lines = p.cmd("olive", "CONTACT LIST")
     rid2 = p.rows("SELECT printf('%016x', id) FROM pircan_requests WHERE target = 'bob'")[0][0]
     assert lines == [
-        f"{S} CONTACT olive REQUEST {rid} dave alice message 30 pending {ts(T0_MS)} :hello alice",
-        f"{S} CONTACT olive REQUEST {rid2} dave bob message 30 accepted {ts(T0_MS)} talk",
+        f"{S} CONTACT olive REQUEST {rid} dave alice message 30 pending {ts(T0_MS)} agent {ts(T0_MS + 7 * 86_400_000)} :hello alice",
+        f"{S} CONTACT olive REQUEST {rid2} dave bob message 30 accepted {ts(T0_MS)} * * talk",
         f"{S} CONTACT olive AGREEMENT {aid} dave bob message {ts(T0_MS)} {expires(30)} active",
         f"{S} CONTACT olive END",
     ]
@@ -858,7 +886,7 @@ def test_agreement_expires_at_its_end(p):
     p.h.clock.now = (end - 1) / 1000
     assert sent_id(send(p, "alice", "bob"))
     p.h.clock.now = end / 1000
-    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :You have no active agreement with this account"]
+    assert send(p, "alice", "bob") == [f"{S} FAIL SEND NO_AGREEMENT bob :You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
     p.h.take("bob")
     p.at(end - T0_MS + 60_000)
     p.notifies()
@@ -938,7 +966,7 @@ def test_send_refusals(p):
     assert p.cmd("alice", "SEND bob :") == [f"{S} FAIL SEND EMPTY bob :Empty message"]
     assert send(p, "alice", "nobody") == [f"{S} FAIL SEND NO_SUCH_ACCOUNT nobody :No such account"]
     assert send(p, "alice", "alice") == [f"{S} FAIL SEND SELF_CONTACT alice :You cannot do this with yourself"]
-    assert send(p, "alice", "dave") == [f"{S} FAIL SEND NO_AGREEMENT dave :You have no active agreement with this account"]
+    assert send(p, "alice", "dave") == [f"{S} FAIL SEND NO_AGREEMENT dave :You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
     assert send(p, "alice", "carol") == [
         f"{S} FAIL SEND SCOPE_MISSING carol :Your agreement with this account does not include the message scope"
     ]
@@ -958,7 +986,7 @@ def test_send_refusals(p):
 def test_send_to_a_person_needs_an_agreement_too(p):
     p.login("alice")
     assert send(p, "alice", "paul") == [
-        f"{S} FAIL SEND NO_AGREEMENT paul :You have no active agreement with this account"
+        f"{S} FAIL SEND NO_AGREEMENT paul :You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"
     ]
 
 
@@ -977,7 +1005,7 @@ def test_an_agent_and_its_owner_talk_without_an_agreement(p):
     assert answer
     p.login("dave")
     assert send(p, "olive", "dave") == [
-        f"{S} FAIL SEND NO_AGREEMENT dave :You have no active agreement with this account"
+        f"{S} FAIL SEND NO_AGREEMENT dave :You have no active agreement with this account. Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"
     ]
 
 
@@ -1020,7 +1048,7 @@ def test_hop_limit_at_the_ninth_hop(p):
         parent = sent_id(out)
         assert word(out[0], -1) == str(hop)
     assert send(p, "bob", "alice", "hop 9", reply_to=parent) == [
-        f"{S} FAIL SEND HOP_LIMIT {parent} :Reply chains stop at 8 hops"
+        f"{S} FAIL SEND HOP_LIMIT {parent} :Reply chains stop at 8 hops. Start a new conversation: send without in-reply-to"
     ]
     assert p.rows("SELECT MAX(hop_count), COUNT(*) FROM pircan_messages") == [(8, 9)]
     assert p.rows("SELECT actor, detail FROM pircan_audit WHERE action = 'refused'") == [
@@ -1038,10 +1066,12 @@ def test_forty_messages_per_conversation_per_hour(p):
         frm, to = ("bob", "alice") if i % 2 else ("alice", "bob")
         sent_id(send(p, frm, to, f"m{i}", reply_to=root))
     assert send(p, "alice", "bob", "m40", reply_to=root) == [
-        f"{S} FAIL SEND CONVERSATION_RATE {root} :This conversation reached 40 messages in the last hour"
+        f"{S} FAIL SEND CONVERSATION_RATE {root} :This conversation reached 40 messages in the last hour. Wait for the retry time, or end the exchange. Retry in 3600 s"
     ]
     p.at(start + 3600_000 - 1)
-    assert word(send(p, "bob", "alice", "m40", reply_to=root)[0], 3) == "CONVERSATION_RATE"
+    assert send(p, "bob", "alice", "m40", reply_to=root)[0].endswith(" CONVERSATION_RATE " + root + (
+        " :This conversation reached 40 messages in the last hour. Wait for the retry time, or end the exchange. "
+        "Retry in 1 s"))  # a millisecond, rounded up
     p.at(start + 3600_000)  # the first 40 were all sent at the same ms: the window is empty again
     sent_id(send(p, "bob", "alice", "m40", reply_to=root))
     # other conversations of the pair were never limited
@@ -1060,7 +1090,7 @@ def test_120_messages_per_sender_per_agreement_per_hour(p):
         if i % 10 == 9:
             p.advance(60)
     assert send(p, "alice", "bob", "n120") == [
-        f"{S} FAIL SEND AGREEMENT_BUDGET {aid} :You sent 120 messages under this agreement in the last hour"
+        f"{S} FAIL SEND AGREEMENT_BUDGET {aid} :You sent 120 messages under this agreement in the last hour. Wait for the retry time. Retry in 2880 s"
     ]
     # the other party has its own budget
     sent_id(send(p, "bob", "alice", "mine"))

@@ -160,7 +160,7 @@ def test_task_changes_count_against_the_budget_with_messages(p, pair):
         assert word(p.cmd("alice", f"SEND bob :m{i}")[0], 3) == "OK"
     tid = task_from(p)  # the 120th
     assert p.cmd("alice", "TASK CREATE bob translate :121") == [
-        f"{S} FAIL TASK AGREEMENT_BUDGET {pair} :120 messages and task changes under this agreement in the last hour"]
+        f"{S} FAIL TASK AGREEMENT_BUDGET {pair} :120 messages and task changes under this agreement in the last hour. Wait for the retry time. Retry in 3600 s"]
     assert word(p.cmd("alice", "SEND bob :121")[0], 3) == "AGREEMENT_BUDGET"
     assert p.cmd("bob", f"TASK UPDATE {tid} working") == [f"{S} TASK bob UPDATED {tid} working"]  # bob's own budget
 

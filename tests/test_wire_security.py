@@ -9,6 +9,7 @@ import pytest
 
 from ircd.dispatch import CommandContext, make_spec
 from ircd.proto.lines import Message
+from ircd.server import INPUT_TOO_LONG_TEXT
 from tests.harness import Harness, config
 
 CR_REFUSED = "FAIL {verb} INVALID_CHARACTERS :Message rejected, your message contained a CR or NUL character"
@@ -173,7 +174,7 @@ def test_over_long_line_answer_carries_its_label(live, client_factory):
     assert [(m.tags, m.command, m.params) for m in got] == [
         ({"label": "L1"}, "BATCH", ["+" + ref, "labeled-response"]),
         ({"batch": ref}, "417", ["alice", "Input line was too long"]),
-        ({"batch": ref}, "FAIL", ["PRIVMSG", "INPUT_TOO_LONG", "Input line was too long"]),
+        ({"batch": ref}, "FAIL", ["PRIVMSG", "INPUT_TOO_LONG", INPUT_TOO_LONG_TEXT]),
         (None, "BATCH", ["-" + ref]),
         ({"label": "L2"}, "ACK", []),
     ]

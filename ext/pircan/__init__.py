@@ -76,6 +76,7 @@ def setup(api: ExtensionAPI) -> Pircan:
         syntax, _, rest = text.partition("\n")
         api.command(name, verb(fn), syntax=syntax, help=rest)
     chans = install_channels(state)
+    state.private_channels = chans
 
     async def uninvite(ctx: CommandContext, msg: Message) -> None:
         await handle_uninvite(state, chans, ctx, msg)

@@ -98,6 +98,16 @@ class PrivateChannels:
         access = self.access.get(channel.folded)
         return account == owner or (access is not None and account in access.members)
 
+    def leave_standing(self, channel: Channel, account: str) -> None:
+        """A standing member with no identity in the channel leaves it (as its PART would)."""
+        access = self.access.get(channel.folded)
+        if access is None or account not in access.members:
+            return
+        access.members.discard(account)
+        self.state.database.write_nowait(
+            db.remove_member, channel.folded, account, account, self.state.now_ms(), self.state.new_id(), False,
+        )
+
     # hooks --------------------------------------------------------------------------
 
     def join_check(self, client: Client, name: str, channel: Channel | None) -> tuple[str, str] | None:
@@ -145,10 +155,13 @@ class PrivateChannels:
     def invited(self, client: Client, target: Client, channel: Channel) -> None:
         if not self.is_private(channel) or target.account_folded is None:
             return
-        self.access.setdefault(channel.folded, Access()).invited.add(target.account_folded)
+        self.invite_account(channel, target.account_folded, client.account_folded or "")
+
+    def invite_account(self, channel: Channel, account: str, by: str) -> None:
+        """A standing invitation of ``account`` to the private ``channel`` (the owner ``by`` checked)."""
+        self.access.setdefault(channel.folded, Access()).invited.add(account)
         self.state.database.write_nowait(
-            db.add_invite, channel.folded, target.account_folded, client.account_folded or "",
-            self.state.now_ms(), self.state.new_id(),
+            db.add_invite, channel.folded, account, by, self.state.now_ms(), self.state.new_id(),
         )
 
     def joined(self, event: Joined) -> None:

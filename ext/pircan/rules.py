@@ -168,6 +168,13 @@ class SlidingWindow:
     def add(self, at: int) -> None:
         self.times.append(at)
 
+    def retry_after_s(self, now: int) -> int:
+        """Whole seconds until the oldest time leaves the window (a slot frees), at least 1."""
+        self.count(now)
+        if not self.times:
+            return 1
+        return max(1, -(-(self.times[0] + self.span - now) // 1000))
+
     def remove(self, at: int) -> None:
         try:
             self.times.remove(at)

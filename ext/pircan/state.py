@@ -110,6 +110,7 @@ class Pircan:
         # webhook deliveries
         self.event_hooks: list[Callable[[str, str, int, int], None]] = []
         self.webhooks: Any = None  # the webhook delivery worker (ext/pircan/webhooks)
+        self.private_channels: Any = None  # invitations and standing members (ext/pircan/channels.py)
         self.wakers: list[Waker] = []  # who can start an agent that is not present (the agent host)
         self.reviving: set[str] = set()  # accounts whose start an event began and that have not arrived
         # account -> True when its events are pushed to it while it is away (an enabled webhook, an

@@ -7,7 +7,7 @@ from ircd.api import CommandContext, Message
 
 from ext.pircan import rules
 from ext.pircan.irc.common import Subcommand, fail, run_subcommand
-from ext.pircan.irc.wire import agreement_line, hexid, request_line, ts
+from ext.pircan.irc.wire import agreement_line, hexid, pending_fields, request_line, ts
 from ext.pircan.service import contact as service
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
@@ -34,7 +34,8 @@ async def _request(state: Pircan, ctx: CommandContext, account: str, args: list[
         ctx.reply.send(VERB, nick, "ACCEPTED", hexid(done.request.id), hexid(agr.id), agr.target,
                        ",".join(agr.scopes), ts(agr.expires_at))
     else:
-        ctx.reply.send(VERB, nick, "REQUESTED", hexid(done.request.id), done.request.target, "pending")
+        ctx.reply.send(VERB, nick, "REQUESTED", hexid(done.request.id), done.request.target, "pending",
+                       *pending_fields(done.request, "pending", state.policies.get(done.request.target)))
 
 
 async def _accept(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
@@ -73,7 +74,7 @@ async def _list(state: Pircan, ctx: CommandContext, account: str, args: list[str
     reply = ctx.reply
     ref = reply.start_batch("pircan/contacts")
     for req, req_state in requests:
-        request_line(reply, nick, req, req_state)
+        request_line(reply, nick, req, req_state, state.policies.get(req.target))
     for agr, agr_state in agreements:
         agreement_line(reply, nick, agr, agr_state)
     reply.send(VERB, nick, "END")

@@ -5,11 +5,12 @@ from __future__ import annotations
 from ircd.api import ReplyBuffer
 
 from ext.pircan.ids import hexid, ts
+from ext.pircan.rules import Limits
 from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
 
 __all__ = [
     "hexid", "ts", "preview", "message_header", "body_chunks", "full_message", "request_line",
-    "agreement_line", "audit_line", "BODY_CHUNK", "PREVIEW_CHARS",
+    "agreement_line", "audit_line", "pending_fields", "BODY_CHUNK", "PREVIEW_CHARS",
 ]
 
 BODY_CHUNK = 400  # bytes of body text per BODY line
@@ -71,10 +72,18 @@ def full_message(reply: ReplyBuffer, nick: str, msg: StoredMessage) -> None:
     reply.end_batch(ref)
 
 
-def request_line(reply: ReplyBuffer, nick: str, req: Request, state: str) -> None:
+def pending_fields(req: Request, state: str, policy: str | None) -> tuple[str, str]:
+    """(decider, expires) of a request: while it is pending, who decides it (``owner`` under the
+    policy owner-decides, else ``agent``) and when it expires undecided; ``*`` ``*`` after."""
+    if state != "pending":
+        return "*", "*"
+    return ("owner" if policy == "owner-decides" else "agent"), ts(req.created_at + Limits.request_ttl_ms)
+
+
+def request_line(reply: ReplyBuffer, nick: str, req: Request, state: str, policy: str | None = None) -> None:
     reply.send(
         "CONTACT", nick, "REQUEST", hexid(req.id), req.requester, req.target, ",".join(req.scopes),
-        str(req.days), state, ts(req.created_at), req.purpose or " ",
+        str(req.days), state, ts(req.created_at), *pending_fields(req, state, policy), req.purpose or " ",
     )
 
 

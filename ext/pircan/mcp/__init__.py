@@ -13,8 +13,10 @@ import logging
 from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
+from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.http import BearerGate, Presence
 from ext.pircan.mcp.search_tools import register_search_tools
+from ext.pircan.mcp.profile_tools import register_profile_tools
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
 from ext.pircan.mcp.webhook_tools import register_webhook_tools
@@ -35,9 +37,12 @@ Decide requests to you with respond_to_contact. Tasks: create_task (needs the sc
 cancel_task, get_task, list_tasks; wait_for_messages also wakes when one of your tasks changes.
 Direct A2A: request_intro_token gives a token for talking to an agent at its own A2A endpoint.
 Publish your display name and skills with set_profile, resources with publish_resource (readable as
-MCP resources by those you granted resource:read). Channels: list_channels, get_channel_history,
-send_channel_message.
-Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or HOP_LIMIT."""
+MCP resources by those you granted resource:read); get_profile shows yours, set_contact_policy sets who
+decides requests to you. Channels: join_channel (a public #name, or #<you>/<name> for a private one),
+leave_channel, invite_to_channel, uninvite_from_channel, set_channel_topic, list_channels,
+get_channel_history, send_channel_message; IRC users see you in the channels you join.
+Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or HOP_LIMIT; their data
+says what to do next (next_step) and, for rate limits, when to retry (retry_after_s)."""
 
 
 def _server(state: Pircan) -> Any:
@@ -72,6 +77,8 @@ def install(state: Pircan) -> Presence:
     register_intro_tool(mcp, state)
     register_webhook_tools(mcp, state)
     register_search_tools(mcp, state)
+    register_profile_tools(mcp, state)
+    register_channel_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 

@@ -103,7 +103,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         messages an hour, and you at most 120 an hour per agreement."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
                                            key=idempotency_key)
-        return ok({"message": message_json(sent.message), "status": sent.status, "created": sent.created})
+        return ok({"message": message_json(sent.message, with_body=False), "status": sent.status, "created": sent.created})
 
     @tool(READ_ONLY)
     async def get_inbox(
@@ -213,7 +213,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
         done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
-        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome),
+        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome,
+                                                                            state.policies.get(done.request.target)),
                    "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
     @tool()
@@ -253,7 +254,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
         requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
-        shown = [request_json(r, s) for r, s in requests if status == "all" or s == "pending"]
+        shown = [request_json(r, s, state.policies.get(r.target)) for r, s in requests
+                 if status == "all" or s == "pending"]
         return ok({"requests": shown})
 
     @tool(READ_ONLY)
@@ -307,7 +309,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def list_channels(ctx: Context) -> CallToolResult:
         """The channels you may see: public ones, and private ones you are a member or owner of. member
-        says whether you are in it (only members read history or post)."""
+        says whether you are in it (only members read history or post; join_channel makes you one)."""
         infos = api.account_channels(caller(ctx).account)
         return ok({"channels": [
             {"name": c.name, "topic": c.topic, "members": c.members, "member": c.member, "modes": c.modes}

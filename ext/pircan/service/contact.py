@@ -35,6 +35,9 @@ __all__ = [
     "owns",
     "request_state",
     "agreement_state",
+    "decider",
+    "request_expires_at",
+    "no_agreement",
     "sweep",
     "PURPOSE_CHARS",
 ]
@@ -344,6 +347,41 @@ async def revoke(state: Pircan, actor: str, agreement_id: str, *, via: str = "ir
 
 
 # LIST ------------------------------------------------------------------------------------
+
+
+def decider(state: Pircan, target: str) -> str:
+    """Who decides a pending request to ``target`` now: ``owner`` (policy owner-decides) or ``agent``."""
+    return "owner" if state.policies.get(target) == "owner-decides" else "agent"
+
+
+def request_expires_at(req: Request) -> int:
+    """When a request still pending then expires (7 days after it was made)."""
+    return req.created_at + Limits.request_ttl_ms
+
+
+def _pending_from(conn: sqlite3.Connection, requester: str, target: str, since: int) -> Request | None:
+    row = conn.execute(
+        f"SELECT {db._REQ} FROM pircan_requests WHERE requester = ? AND target = ? AND state = 'pending' "
+        "AND created_at > ? ORDER BY created_at DESC LIMIT 1", (requester, target, since),
+    ).fetchone()
+    return db._request(row)
+
+
+async def no_agreement(state: Pircan, actor: str, target: str, code: str, *context: str,
+                       text: str | None = None) -> Refused:
+    """The refusal of an operation that needs an agreement ``actor`` lacks toward ``target``
+    (``code``: NO_AGREEMENT or SCOPE_MISSING). While a request of ``actor``'s to ``target`` is
+    pending, it says so: who decides it (the agent or its owner) and when it expires."""
+    if code == "NO_AGREEMENT":
+        now = state.now_ms()
+        req = await state.database.read(_pending_from, actor, target, now - Limits.request_ttl_ms)
+        if req is not None:
+            who = "its owner decides" if decider(state, target) == "owner" else "the agent decides"
+            return Refused(code, *context,
+                           text=f"Your contact request {hexid(req.id)} is pending: {who}, until "
+                                f"{ts(request_expires_at(req))}",
+                           next_step="Wait for the decision (INBOX WAIT; MCP: wait_for_messages, list_requests)")
+    return Refused(code, *context, text=text)
 
 
 def request_state(req: Request, now: int) -> str:

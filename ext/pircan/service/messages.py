@@ -21,7 +21,7 @@ from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
-from ext.pircan.service.contact import peer_of
+from ext.pircan.service.contact import no_agreement, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan, Waiter
@@ -141,7 +141,7 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     if agreement is None and not await owner_pair(state, sender, recipient):
         code = why or "NO_AGREEMENT"
         audit_refusal(state, sender, recipient, "SEND", code)
-        raise Refused(code, recipient_name)
+        raise await no_agreement(state, sender, recipient, code, recipient_name)
     ident = state.new_id()
     hop, conversation_id, parent_id = 0, ident, None
     if in_reply_to is not None and in_reply_to not in ("", "*"):
@@ -158,11 +158,11 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     conv_window = state.conversation_window(conversation_id)
     if conv_window.count(now) >= Limits.conversation_per_hour:
         audit_refusal(state, sender, recipient, "SEND", "CONVERSATION_RATE", hexid(conversation_id))
-        raise Refused("CONVERSATION_RATE", hexid(conversation_id))
+        raise Refused("CONVERSATION_RATE", hexid(conversation_id), retry_after_s=conv_window.retry_after_s(now))
     budget = state.budget_window(sender, agreement_id)
     if budget.count(now) >= Limits.sender_per_agreement_per_hour:
         audit_refusal(state, sender, recipient, "SEND", "AGREEMENT_BUDGET", hexid(agreement_id))
-        raise Refused("AGREEMENT_BUDGET", hexid(agreement_id))
+        raise Refused("AGREEMENT_BUDGET", hexid(agreement_id), retry_after_s=budget.retry_after_s(now))
     conv_window.add(now)  # reserve now, so concurrent sends see the slot taken
     budget.add(now)
     stored = StoredMessage(ident, sender, recipient, agreement_id, conversation_id, parent_id, hop, now, body, None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["Refused", "TEXT", "text_for"]
+__all__ = ["Refused", "TEXT", "NEXT_STEP", "text_for"]
 
 TEXT: dict[str, str] = {
     "ACCOUNT_REQUIRED": "You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>",
@@ -38,6 +38,18 @@ TEXT: dict[str, str] = {
 }
 
 
+# the way out of a refusal, named for every agent transport (IRC verb; MCP tool), used when the
+# raising code gives none of its own
+NEXT_STEP: dict[str, str] = {
+    "NO_AGREEMENT": "Ask for one: CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), "
+                    "then wait for the decision",
+    "HOP_LIMIT": "Start a new conversation: send without in-reply-to",
+    "CONVERSATION_RATE": "Wait for the retry time, or end the exchange",
+    "AGREEMENT_BUDGET": "Wait for the retry time",
+    "NOT_MEMBER": "Join it first: JOIN <channel> (MCP: join_channel)",
+}
+
+
 def text_for(code: str) -> str:
     return TEXT.get(code, code.replace("_", " ").capitalize())
 
@@ -56,7 +68,7 @@ class Refused(Exception):
         self.code = code
         self.context = context
         self.text = text if text is not None else text_for(code)
-        self.next_step = next_step
+        self.next_step = next_step if next_step is not None else NEXT_STEP.get(code)
         self.retry_after_s = retry_after_s
 
     @property

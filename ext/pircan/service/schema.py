@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from ext.pircan.ids import hexid, ts
+from ext.pircan.rules import Limits
 from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
 from ext.pircan.store_tasks import Resource, Task, TaskEntry
 
 __all__ = ["message_json", "request_json", "agreement_json", "audit_json", "task_json", "resource_json"]
 
 
-def message_json(msg: StoredMessage) -> dict[str, Any]:
-    return {
+def message_json(msg: StoredMessage, with_body: bool = True) -> dict[str, Any]:
+    """A message; without its body (its size is in ``bytes``) for a sender's receipt."""
+    data: dict[str, Any] = {
         "message_id": hexid(msg.id),
         "sender": msg.sender,
         "recipient": msg.recipient,
@@ -24,11 +26,17 @@ def message_json(msg: StoredMessage) -> dict[str, Any]:
         "created_at": ts(msg.created_at),
         "read": msg.read_at is not None,
         "bytes": len(msg.body.encode("utf-8")),
-        "body": msg.body,
     }
+    if with_body:
+        data["body"] = msg.body
+    return data
 
 
-def request_json(req: Request, state: str | None = None) -> dict[str, Any]:
+def request_json(req: Request, state: str | None = None, policy: str | None = None) -> dict[str, Any]:
+    """A request; while it is pending, ``decider`` says who decides it (``owner`` under the target's
+    policy ``owner-decides``, else ``agent``) and ``expires_at`` when it expires undecided."""
+    now_state = state or req.state
+    pending = now_state == "pending"
     return {
         "request_id": hexid(req.id),
         "requester": req.requester,
@@ -36,8 +44,10 @@ def request_json(req: Request, state: str | None = None) -> dict[str, Any]:
         "scopes": list(req.scopes),
         "days": req.days,
         "purpose": req.purpose,
-        "state": state or req.state,
+        "state": now_state,
         "created_at": ts(req.created_at),
+        "decider": ("owner" if policy == "owner-decides" else "agent") if pending else None,
+        "expires_at": ts(req.created_at + Limits.request_ttl_ms) if pending else None,
         "decided_at": None if req.decided_at is None else ts(req.decided_at),
         "decided_by": req.decided_by,
         "agreement_id": None if req.agreement_id is None else hexid(req.agreement_id),

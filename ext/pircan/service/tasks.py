@@ -23,7 +23,7 @@ from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
-from ext.pircan.service.contact import managed_accounts, owns, peer_of
+from ext.pircan.service.contact import managed_accounts, no_agreement, owns, peer_of
 from ext.pircan.service.events import Events, audit_refusal, by_whom
 from ext.pircan.service.messages import body_refusal
 from ext.pircan.service.refusals import Refused
@@ -67,7 +67,8 @@ def _budget(state: Pircan, actor: str, agreement_id: int, now: int, context: str
     if window.count(now) >= Limits.sender_per_agreement_per_hour:
         audit_refusal(state, actor, target, "TASK", "AGREEMENT_BUDGET", hexid(agreement_id))
         raise Refused("AGREEMENT_BUDGET", hexid(agreement_id),
-                      text="120 messages and task changes under this agreement in the last hour")
+                      text="120 messages and task changes under this agreement in the last hour",
+                      retry_after_s=window.retry_after_s(now))
     window.add(now)
 
 
@@ -100,7 +101,8 @@ async def create_task(state: Pircan, requester: str, target_name: str, skill: st
     if agreement is None:
         code = why or "NO_AGREEMENT"
         audit_refusal(state, requester, target, "TASK", code, skill)
-        raise Refused(code, target_name, text=f"You need an active agreement with task:{skill} for this")
+        raise await no_agreement(state, requester, target, code, target_name,
+                                 text=f"You need an active agreement with task:{skill} for this")
     _budget(state, requester, agreement.id, now, target_name, target)
     ident = state.new_id()
     task = Task(ident, requester, target, skill, agreement.id, "submitted", now, now, requester, 1, 1, 0)
