@@ -111,10 +111,11 @@ def check_extensions(config: Config) -> None:
     from ircd.api import load_extensions
 
     _check_extension_names(config)
-    unknown = set(config.extensions) - set(config.server.extensions)
+    server = Server(config)
+    load_extensions(server)
+    unknown = set(config.extensions) - set(config.server.extensions) - server.config_sections
     if unknown:
         raise ConfigError([(key, "unknown section (no such extension enabled)") for key in sorted(unknown)])
-    load_extensions(Server(config))
 
 
 def _check_extension_names(config: Config) -> None:

@@ -1,0 +1,200 @@
+"""The agent host (docs/host.md): hosted agents started on demand by the events that others put to
+them, with the environment they sign in with, restarted by policy, and refused in the config when
+an entry is wrong.
+
+The server runs in-process on port 0 with its database in tmp_path; the hosted agent is
+bench/host_echo.py (it answers every message with "echo: <text>"). Clients synchronise by reading
+until the line they expect; the host's state is polled with a deadline, never slept on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.live import IRCClient, LiveServer
+from tests.proc import cli
+
+ECHO = str(Path(__file__).resolve().parent.parent / "bench" / "host_echo.py")
+PASSWORD = "sesame123"
+
+
+def make_accounts(db: Path, *specs: tuple[str, str, str | None]) -> None:
+    for name, kind, owner in specs:
+        args = ["account", "add", name, "--kind", kind, "--password-stdin", "--db", str(db)]
+        if owner:
+            args += ["--owner", owner]
+        result = cli(*args, stdin=PASSWORD + "\n")
+        assert result.returncode == 0, result.stderr
+
+
+def echo_entry(**extra: Any) -> dict[str, Any]:
+    return {"account": "echo", "command": [sys.executable, ECHO], "ready": {"log": "^ready"}, **extra}
+
+
+def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> LiveServer:
+    from tests.harness import config
+
+    cfg = config(
+        server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
+        storage={"durability": "normal"},
+        flood={"enabled": False},
+        host={"agents": agents, "stop_grace_seconds": 5, **host},
+    )
+    return LiveServer(cfg, db=str(tmp_path / "pircd.db")).start()
+
+
+def run(srv: LiveServer, coro: Any) -> Any:
+    return asyncio.run_coroutine_threadsafe(coro, srv.loop).result(30)
+
+
+def until(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)  # polling a condition with a deadline, not synchronising on time
+    raise AssertionError("condition not met within the deadline")
+
+
+def audit_actions(db: Path, account: str) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [r[0] for r in conn.execute(
+            "SELECT action FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' ORDER BY id", (account,))]
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def world(tmp_path):
+    make_accounts(tmp_path / "pircd.db", ("olive", "person", None), ("alice", "agent", "olive"),
+                  ("echo", "agent", "olive"))
+    servers: list[LiveServer] = []
+    clients: list[IRCClient] = []
+
+    def start(agents: list[dict[str, Any]] | None = None, **host: Any) -> LiveServer:
+        srv = host_server(tmp_path, [echo_entry()] if agents is None else agents, **host)
+        servers.append(srv)
+        return srv
+
+    def login(srv: LiveServer, account: str) -> IRCClient:
+        c = IRCClient(srv.port)
+        clients.append(c)
+        c.login(account, PASSWORD)
+        return c
+
+    yield start, login, tmp_path
+    for c in clients:
+        c.close()
+    for srv in servers:
+        srv.stop()
+
+
+def agree(srv: LiveServer, alice: IRCClient, olive: IRCClient) -> None:
+    """alice asks echo for contact (which revives echo: a contact request wakes); olive, the
+    owner, accepts for it."""
+    alice.send("CONTACT REQUEST echo message 30 :let us talk")
+    request_id = alice.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
+    olive.send(f"CONTACT ACCEPT {request_id}")
+    assert olive.read_until(lambda m: m.command in ("CONTACT", "FAIL"))[-1].params[1] == "ACCEPTED"
+
+
+def test_message_to_parked_agent_revives_it_and_it_replies(world):
+    """A message for a hosted agent that is not running starts it once; it signs in with
+    PIRCAN_TOKEN over SASL PLAIN, finds the message in its inbox and replies."""
+    start, login, tmp = world
+    srv = start()
+    alice, olive = login(srv, "alice"), login(srv, "olive")
+    agree(srv, alice, olive)
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running" and state.present("echo"))
+    first_pid = hosted.pid
+    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
+    until(lambda: not state.present("echo") and hosted.state == "parked")
+
+    for i in range(3):  # three messages while it starts: one process
+        alice.send(f"SEND echo :hello {i}")
+        receipt = alice.read_until(lambda m: m.command in ("SEND", "FAIL"))[-1]
+        assert receipt.command == "SEND" and receipt.params[1] == "OK", receipt
+    alice.send("INBOX WAIT echo 20000")
+    reply = alice.read_until(lambda m: m.command == "INBOX" and m.params[1] in ("BODY", "TIMEOUT"))[-1]
+    assert reply.params[1:] == ["BODY", reply.params[2], "echo: hello 0"]
+    assert hosted.pid != first_pid
+    actions = audit_actions(tmp / "pircd.db", "echo")
+    assert actions == ["host.revive", "host.start", "host.stop", "host.revive", "host.start"]
+
+
+def _state(srv: LiveServer) -> Any:
+    """PIRCAN's state (its message check is one of its methods)."""
+    return next(fn.__self__ for fn in srv.server.message_checks if type(getattr(fn, "__self__", None)).__name__ == "Pircan")
+
+
+def test_bearer_token_is_a_sasl_plain_password_of_its_account(world):
+    """PIRCAN_TOKEN (any bearer token of the account) signs in with SASL PLAIN; a token of another
+    account or a wrong one is refused like a wrong password."""
+    start, login, tmp = world
+    db = tmp / "pircd.db"
+    token = cli("token", "add", "alice", "--db", str(db)).stdout.split()[-1]
+    assert token.startswith("pircd_")
+    srv = start(agents=[])
+    ok = IRCClient(srv.port)
+    try:
+        got = ok.login("alice", token)
+        assert [m.params[2] for m in got if m.command == "900"] == ["alice"]
+    finally:
+        ok.close()
+    for name, password in (("echo", token), ("alice", token[:-2] + "xx")):
+        bad = IRCClient(srv.port)
+        try:
+            with pytest.raises(AssertionError, match="904"):
+                bad.login(name, password)
+        finally:
+            bad.close()
+
+
+def _config(tmp: Path, agents_toml: str) -> Path:
+    path = tmp / "host.toml"
+    path.write_text(
+        f'[server]\nlisten = ["127.0.0.1:0"]\ndb = "{tmp / "pircd.db"}"\nextensions = ["pircan"]\n'
+        f'[http]\nlisten = ["127.0.0.1:0"]\n{agents_toml}'
+    )
+    return path
+
+
+@pytest.mark.parametrize("entries, line", [
+    ('[[host.agents]]\naccount = "olive"\ncommand = ["python3"]\n',
+     "  host.agents.0.account: 'olive': a person, not an agent (pircd agent add)"),
+    ('[[host.agents]]\naccount = "nobody"\ncommand = ["python3"]\n',
+     "  host.agents.0.account: 'nobody': no such account (pircd agent add)"),
+    ('[[host.agents]]\naccount = "echo"\ncommand = ["/no/such/agent"]\n',
+     "  host.agents.0.command: Value error, '/no/such/agent' is not an executable file"),
+    ('[[host.agents]]\naccount = "echo"\ncommand = ["python3"]\n[[host.agents]]\naccount = "Echo"\ncommand = ["python3"]\n',
+     "  host.agents.1.account: 'Echo' is hosted twice (also host.agents.0)"),
+    ('[[host.agents]]\naccount = "echo"\ncommand = ["python3"]\nrestart = "sometimes"\n',
+     "  host.agents.0.restart: Input should be 'no', 'on-failure' or 'always'"),
+])
+def test_bad_host_entries_are_refused_by_check_config_and_serve(world, entries, line):
+    """Bad input: one line naming the key, the same from check-config and from serve."""
+    _, _, tmp = world
+    path = _config(tmp, entries)
+    checked = cli("check-config", str(path))
+    served = cli("serve", "--config", str(path))
+    assert (checked.returncode, checked.stderr) == (2, f"configuration is not valid:\n{line}\n")
+    assert served.returncode == 2
+    assert served.stderr.splitlines()[-2:] == ["configuration is not valid:", line]  # after its log line
+
+
+def test_host_section_is_known_to_check_config(world):
+    _, _, tmp = world
+    path = _config(tmp, f'[[host.agents]]\naccount = "echo"\ncommand = ["{sys.executable}", "{ECHO}"]\n')
+    result = cli("check-config", str(path))
+    assert (result.returncode, result.stdout) == (0, f"{path}: configuration is valid\n")
