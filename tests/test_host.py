@@ -129,8 +129,8 @@ def test_message_to_parked_agent_revives_it_and_it_replies(world):
     reply = alice.read_until(lambda m: m.command == "INBOX" and m.params[1] in ("BODY", "TIMEOUT"))[-1]
     assert reply.params[1:] == ["BODY", reply.params[2], "echo: hello 0"]
     assert hosted.pid != first_pid
-    actions = audit_actions(tmp / "pircd.db", "echo")
-    assert actions == ["host.revive", "host.start", "host.stop", "host.revive", "host.start"]
+    expected = ["host.revive", "host.start", "host.stop", "host.revive", "host.start"]
+    until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)  # audit rows are queued writes
 
 
 def _state(srv: LiveServer) -> Any:
@@ -198,3 +198,27 @@ def test_host_section_is_known_to_check_config(world):
     path = _config(tmp, f'[[host.agents]]\naccount = "echo"\ncommand = ["{sys.executable}", "{ECHO}"]\n')
     result = cli("check-config", str(path))
     assert (result.returncode, result.stdout) == (0, f"{path}: configuration is valid\n")
+
+
+def test_a_process_that_keeps_failing_ends_in_failed_not_in_a_loop(world):
+    """on-failure restarts with a doubling backoff (1 s, 2 s); after max_failures failed runs in a
+    row the agent is failed: not restarted, not woken by a message, and its owner sees why."""
+    start, login, tmp = world
+    crash = {"account": "echo", "command": [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
+             "start": "always", "restart": "on-failure"}
+    srv = start(agents=[crash], max_failures=3)
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    began = time.monotonic()
+    until(lambda: hosted.state == "failed")
+    assert time.monotonic() - began >= 3.0  # the two backoffs
+    assert hosted.restarts == 2 and hosted.last_exit == "exit 3"
+    expected = ["host.start", "host.crash", "host.start", "host.crash", "host.start", "host.crash", "host.failed"]
+    until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)
+    assert state.wakeable("echo") is False
+    assert run(srv, _wake(state)) is False
+    assert audit_actions(tmp / "pircd.db", "echo") == expected
+
+
+async def _wake(state: Any) -> bool:
+    return bool(state.wake("echo", "message"))

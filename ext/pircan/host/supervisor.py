@@ -170,11 +170,13 @@ class Host:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 argv = [part.decode("utf-8", "replace") for part in f.read().split(b"\0") if part]
         except OSError:
-            return  # gone (or not Linux: the parent-death signal took it)
-        if argv != json.loads(row.command):
+            argv = []  # the leader is gone (the parent-death signal took it); its group may not be
+        if argv and argv != json.loads(row.command):  # (a zombie's command line is empty)
+            return  # the pid is another program's now
+        try:
+            os.killpg(pid, signal.SIGKILL)  # a group id is not reused while the group has members
+        except OSError:
             return
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
         self._audit(row.account, "host.stop", f"pid {pid} left by a server that did not stop cleanly, killed")
 
     async def _revoke_leftover_tokens(self, account: str) -> None:
