@@ -222,3 +222,65 @@ def test_a_process_that_keeps_failing_ends_in_failed_not_in_a_loop(world):
 
 async def _wake(state: Any) -> bool:
     return bool(state.wake("echo", "message"))
+
+
+CAT = ("import sys; print('ready', flush=True)\n"
+       "for line in sys.stdin:\n    print('got', line.strip(), flush=True)\n")
+
+
+def test_owner_controls_a_hosted_agent_with_host(world):
+    """HOST over IRC: the owner lists, reads the log, writes a stdin line, signals, stops and
+    starts; another account gets the answer of an agent that is not hosted."""
+    start, login, tmp = world
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
+                         "ready": {"log": "^ready"}}])
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running")
+    olive, alice = login(srv, "olive"), login(srv, "alice")
+    olive.send("HOST")
+    listing = olive.sync()
+    assert [m.params for m in listing] == [
+        ["olive", "AGENT", "echo", "running", str(hosted.pid), "0", listing[0].params[6], "always/on-failure",
+         listing[0].params[8], "-"],
+        ["olive", "END", "1"],
+    ]
+    olive.send("HOST STDIN echo :hello there")
+    assert [m.params for m in olive.sync()] == [["olive", "SENT", "echo", "12", "Written to its standard input"]]
+    olive.send(f"HOST LOGS echo GREP ^got FROM {listing[0].params[8]} WAIT 10000")
+    got = olive.sync()
+    assert [m.params[1:] for m in got[:-1]] == [["LOG", "echo", "got hello there"]]
+    assert got[-1].params[1:3] == ["LOGEND", "echo"]
+    cursor = int(got[-1].params[3])
+    olive.send(f"HOST LOGS echo FROM {cursor}")
+    assert [m.params[1:4] for m in olive.sync()] == [["LOGEND", "echo", str(cursor)]]
+    olive.send("HOST LOGS echo LINES 2")
+    assert [m.params[3] for m in olive.sync()[:-1]] == ["ready", "got hello there"]
+
+    for who, line in ((alice, "STATUS echo"), (alice, "STOP echo"), (alice, "STATUS nobody"), (olive, "STOP alice"),
+                      (alice, "SIGNAL echo KILL"), (alice, "STDIN echo :x"), (alice, "LOGS echo")):
+        who.send(f"HOST {line}")
+        (fail,) = who.sync()
+        name = line.split()[1]
+        assert (fail.command, fail.params) == ("FAIL", ["HOST", "NOT_HOSTED", name,
+                                                        "No hosted agent of yours by that name"])
+    alice.send("HOST")
+    assert [m.params for m in alice.sync()] == [["alice", "END", "0"]]
+
+    first = hosted.pid
+    olive.send("HOST SIGNAL echo hup")
+    assert [m.params for m in olive.sync()] == [["olive", "SIGNALLED", "echo", "HUP", "SIGHUP sent to its process group"]]
+    until(lambda: hosted.pid not in (None, first) and hosted.state == "running")  # on-failure: restarted
+    assert hosted.restarts == 1
+    olive.send("HOST STOP echo")
+    (stopped,) = olive.sync()
+    assert stopped.params[1:5] == ["AGENT", "echo", "parked", "*"]
+    olive.send("HOST STDIN echo :anyone?")
+    (fail,) = olive.sync()
+    assert fail.params[:3] == ["HOST", "NOT_RUNNING", "echo"]
+    olive.send("HOST START echo")
+    (started,) = olive.sync()
+    assert started.params[1:4] == ["AGENT", "echo", "starting"]
+    until(lambda: hosted.state == "running")
+    expected = ["host.start", "host.stdin", "host.signal", "host.crash", "host.start", "host.stop", "host.start"]
+    until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)

@@ -40,6 +40,7 @@ def install(state: Pircan) -> Host:
         raise ConfigError(problems)
     host = Host(state, cfg, log_dir_for(cfg, api.database_path))
     state.host = host
+    _verb(state)
     if not cfg.agents:
         return host
     state.wakers.append(host)
@@ -59,3 +60,15 @@ def install(state: Pircan) -> Host:
     api.on_ready(host.ready_to_run)
     api.on_shutdown(stop)
     return host
+
+
+def _verb(state: Pircan) -> None:
+    from ext.pircan.irc import help as help_text
+    from ext.pircan.irc.host import handle_host
+
+    async def verb(ctx, msg):  # type: ignore[no-untyped-def]
+        await handle_host(state, ctx, msg)
+
+    syntax, _, rest = help_text.HOST.partition("\n")
+    state.api.command("HOST", verb, syntax=syntax, help=rest)
+    state.api.help_footer("  HELP HOST (the agents this server runs for you: state, logs, start and stop)")

@@ -120,7 +120,7 @@ class Host:
             return False
         hosted.last_event_ms = self.state.now_ms()
         if hosted.task is None:
-            self._audit(account, "host.revive", f"for a {kind}")
+            self.audit(account, "host.revive", f"for a {kind}")
             self._ensure_running(hosted, "revive")
         return True
 
@@ -177,7 +177,7 @@ class Host:
             os.killpg(pid, signal.SIGKILL)  # a group id is not reused while the group has members
         except OSError:
             return
-        self._audit(row.account, "host.stop", f"pid {pid} left by a server that did not stop cleanly, killed")
+        self.audit(row.account, "host.stop", f"pid {pid} left by a server that did not stop cleanly, killed")
 
     async def _revoke_leftover_tokens(self, account: str) -> None:
         try:
@@ -248,6 +248,7 @@ class Host:
             return
         hosted.want = True
         hosted.why = why
+        hosted.state = "starting"
         hosted.task = asyncio.get_running_loop().create_task(self._run(hosted))
 
     async def _run(self, hosted: Hosted) -> None:
@@ -265,7 +266,7 @@ class Host:
                     hosted.failures += 1
                 if hosted.failures >= self.cfg.max_failures:
                     hosted.state = "failed"
-                    self._audit(hosted.account, "host.failed",
+                    self.audit(hosted.account, "host.failed",
                                 f"{hosted.failures} failed runs in a row (last: {hosted.last_exit}); "
                                 "start it again by hand")
                     break
@@ -303,7 +304,7 @@ class Host:
             proc, token_name = await self._spawn(hosted)
         except Exception as exc:
             hosted.last_exit = f"cannot start: {exc}"
-            self._audit(hosted.account, "host.crash", hosted.last_exit)
+            self.audit(hosted.account, "host.crash", hosted.last_exit)
             hosted.log.write(f"--- pircd host: {hosted.last_exit}\n".encode())
             return 1
         hosted.proc, hosted.pid, hosted.token_name = proc, proc.pid, token_name
@@ -315,7 +316,7 @@ class Host:
                 os.killpg(proc.pid, signal.SIGTERM)
         hosted.started_at = self.state.now_ms()
         hosted.log.write(f"--- pircd host: started pid {proc.pid} ({hosted.why})\n".encode())
-        self._audit(hosted.account, "host.start", f"pid {proc.pid} ({hosted.why})")
+        self.audit(hosted.account, "host.start", f"pid {proc.pid} ({hosted.why})")
         readers = [asyncio.ensure_future(self._read(hosted, stream)) for stream in (proc.stdout, proc.stderr)]
         readiness = asyncio.ensure_future(self._readiness(hosted))
         await self._save(hosted)
@@ -330,9 +331,9 @@ class Host:
         hosted.last_exit = f"exit {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
         hosted.log.write(f"--- pircd host: pid {proc.pid} ended: {hosted.last_exit}\n".encode())
         if hosted.state == "stopping":
-            self._audit(hosted.account, "host.stop", f"pid {proc.pid}: {hosted.last_exit} ({hosted.note})")
+            self.audit(hosted.account, "host.stop", f"pid {proc.pid}: {hosted.last_exit} ({hosted.note})")
         else:
-            self._audit(hosted.account, "host.crash" if code != 0 else "host.exit", f"pid {proc.pid}: {hosted.last_exit}")
+            self.audit(hosted.account, "host.crash" if code != 0 else "host.exit", f"pid {proc.pid}: {hosted.last_exit}")
         return code
 
     async def _spawn(self, hosted: Hosted) -> tuple[asyncio.subprocess.Process, str]:
@@ -426,7 +427,7 @@ class Host:
                     os.killpg(proc.pid, signal.SIGKILL)
         else:
             hosted.wakeup.set()  # in a backoff: end it
-            self._audit(hosted.account, "host.stop", f"{why}, while {hosted.state}")
+            self.audit(hosted.account, "host.stop", f"{why}, while {hosted.state}")
         await asyncio.shield(task)
 
     # idle agents, the operator's requests --------------------------------------------------
@@ -481,7 +482,7 @@ class Host:
     async def _save(self, hosted: Hosted) -> None:
         await self.state.database.write(hdb.save, self._row(hosted))
 
-    def _audit(self, account: str, action: str, detail: str, actor: str = "server") -> None:
+    def audit(self, account: str, action: str, detail: str, actor: str = "server") -> None:
         log.info("%s account=%s %s", action, account, detail)
         self.state.database.write_nowait(db.audit, self.state.new_id(), self.state.now_ms(), actor, account,
                                          action, detail)
