@@ -284,3 +284,50 @@ def test_owner_controls_a_hosted_agent_with_host(world):
     until(lambda: hosted.state == "running")
     expected = ["host.start", "host.stdin", "host.signal", "host.crash", "host.start", "host.stop", "host.start"]
     until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)
+
+
+def test_owner_tools_on_mcp_match_host(world):
+    """The MCP owner tools call the same operations: list, logs with a cursor that a follow
+    resumes from, stdin, signal, control; another account gets NOT_HOSTED as for no hosted agent."""
+    from tests.test_mcp import call, mcp, refused, token_for
+
+    start, login, tmp = world
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
+                         "ready": {"log": "^ready"}}])
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running")
+    olive_token, alice_token = token_for(srv, "olive"), token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with mcp(srv, olive_token) as client:
+            listed = await call(client, "list_hosted_agents")
+            (agent,) = listed["agents"]
+            assert (agent["account"], agent["state"], agent["pid"], agent["restart"]) == (
+                "echo", "running", hosted.pid, "on-failure")
+            cursor = agent["log_cursor"]
+            assert await call(client, "write_hosted_agent_stdin", agent="echo", line="one") == {
+                "agent": "echo", "bytes": 4}
+            got = await call(client, "read_hosted_agent_logs", agent="echo", cursor=cursor, follow_ms=10000)
+            assert got["text"] == "got one\n" and got["start"] == cursor
+            assert await call(client, "write_hosted_agent_stdin", agent="echo", line="two")
+            more = await call(client, "read_hosted_agent_logs", agent="echo", cursor=got["cursor"], follow_ms=10000)
+            assert more["text"] == "got two\n"  # resumed where the last read stopped
+            tail = await call(client, "read_hosted_agent_logs", agent="echo", lines=1, grep="^got")
+            assert tail["text"] == "got two\n"
+            assert await refused(client, "read_hosted_agent_logs", agent="echo", grep="(") == (
+                "INVALID_PARAMS", ["("])
+            stopped = await call(client, "control_hosted_agent", agent="echo", action="stop")
+            assert stopped["agent"]["state"] == "parked"
+            assert await refused(client, "signal_hosted_agent", agent="echo", signal="TERM") == (
+                "NOT_RUNNING", ["echo"])
+            started = await call(client, "control_hosted_agent", agent="echo", action="start")
+            assert started["agent"]["state"] == "starting"
+        async with mcp(srv, alice_token) as client:
+            assert await call(client, "list_hosted_agents") == {"agents": []}
+            for tool, args in (("control_hosted_agent", {"action": "stop"}), ("signal_hosted_agent", {"signal": "KILL"}),
+                               ("read_hosted_agent_logs", {})):
+                assert await refused(client, tool, agent="echo", **args) == ("NOT_HOSTED", ["echo"])
+                assert await refused(client, tool, agent="nobody", **args) == ("NOT_HOSTED", ["nobody"])
+
+    run(srv, scenario())

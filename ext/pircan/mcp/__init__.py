@@ -17,6 +17,7 @@ from ext.pircan.mcp.http import BearerGate, Presence
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
 from ext.pircan.mcp.webhook_tools import register_webhook_tools
+from ext.pircan.mcp.host_tools import register_host_tools
 from ext.pircan.state import Pircan
 
 __all__ = ["install", "PATH", "INSTRUCTIONS"]
@@ -70,6 +71,7 @@ def install(state: Pircan) -> Presence:
     register_task_tools(mcp, state)
     register_intro_tool(mcp, state)
     register_webhook_tools(mcp, state)
+    register_host_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 
