@@ -132,3 +132,38 @@ def test_kill9_loses_nothing_acknowledged_and_leaves_one_process(tmp_path):
             c.close()
         server.terminate()
 
+
+
+def test_operator_cli_ps_logs_start_stop(tmp_path):
+    """pircd host ps/logs read the database and the log files; start/stop/restart are answered by
+    the running server through the database."""
+    make_accounts(tmp_path / "pircd.db", ("olive", "person", None), ("echo", "agent", "olive"))
+    config = hosted_config(tmp_path, f'[[host.agents]]\naccount = "echo"\ncommand = ["{sys.executable}", "{ECHO}"]\n'
+                                     f'ready = {{ log = "^ready" }}\n')
+    server = ServerProcess(config)
+    try:
+        def host(*args: str):
+            return cli("host", *args, "--config", str(config))
+
+        ps = host("ps")
+        assert ps.returncode == 0, ps.stderr
+        assert ps.stdout.splitlines()[1].split() == ["echo", "parked", "-", "0", "*", "-"]
+        assert host("start", "echo").stdout == "echo: starting\n"
+        until(lambda: host("ps").stdout.splitlines()[1].split()[1] == "running")
+        assert host("start", "echo").stdout == "echo: running already\n"
+        logs = host("logs", "echo", "--lines", "1", "--grep", "^ready")
+        assert (logs.returncode, logs.stdout) == (0, "ready\n")
+        assert host("restart", "echo").stdout == "echo: restarting\n"
+        log_pids(tmp_path, "echo", 2)  # its second run said ready
+        assert host("stop", "echo").stdout == "echo: stopped\n"
+        assert host("ps").stdout.splitlines()[1].split()[:3] == ["echo", "parked", "-"]
+        bad = host("stop", "nobody")
+        assert (bad.returncode, bad.stderr.splitlines()[-1]) == (1, "error: nobody is not a hosted agent")
+        assert host("logs", "echo", "--grep", "(").stderr.splitlines()[-1].startswith(
+            "error: --grep: not a regular expression")
+    finally:
+        server.terminate()
+    db = sqlite3.connect(tmp_path / "pircd.db")
+    actions = [r[0] for r in db.execute("SELECT action FROM pircan_audit WHERE subject = 'echo' ORDER BY id")]
+    db.close()
+    assert actions == ["host.start", "host.stop", "host.start", "host.stop"]
