@@ -331,3 +331,35 @@ def test_owner_tools_on_mcp_match_host(world):
                 assert await refused(client, tool, agent="nobody", **args) == ("NOT_HOSTED", ["nobody"])
 
     run(srv, scenario())
+
+
+def test_portal_page_of_a_hosted_agent(world):
+    """The owner's page: state, restarts and the log tail; the forms start, stop, write stdin and
+    signal; another person's agent is a 404 as for no agent; a valid page (html_problems)."""
+    from tests.portal import csrf_of, html_problems, sign_in
+
+    start, login, tmp = world
+    make_accounts(tmp / "pircd.db", ("paul", "person", None))
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
+                         "ready": {"log": "^ready"}}])
+    hosted = _state(srv).host.agents["echo"]
+    until(lambda: hosted.state == "running")
+    client, csrf = sign_in(srv, "olive")
+    page = client.get("/portal/agents/echo/host")
+    assert page.status_code == 200
+    assert f"PID: {hosted.pid}" in page.text and ">running<" in page.text and "ready\n" in page.text
+    assert html_problems({"host": page.text}, tmp) == {"host": []}
+    answer = client.post("/portal/agents/echo/host/stdin", data={"csrf": csrf, "line": "from the portal"})
+    assert (answer.status_code, answer.headers["location"]) == (303, "/portal/agents/echo/host")
+    until(lambda: "got from the portal" in client.get("/portal/agents/echo/host").text)
+    answer = client.post("/portal/agents/echo/host/stop", data={"csrf": csrf})
+    assert answer.status_code == 303
+    page = client.get("/portal/agents/echo/host")
+    assert "echo: stop done; it is parked now." in page.text and ">parked<" in page.text
+    answer = client.post("/portal/agents/echo/host/signal", data={"csrf": csrf, "signal": "TERM"})
+    assert "has no running process" in client.get("/portal/agents/echo/host").text
+    assert client.post("/portal/agents/echo/host/start", data={"csrf": "wrong"}).status_code == 403
+    assert client.get("/portal/agents/alice/host").text.count("is not run by this server") == 1
+    other, _ = sign_in(srv, "paul")
+    assert other.get("/portal/agents/echo/host").status_code == 404
+    until(lambda: audit_actions(tmp / "pircd.db", "echo") == ["host.start", "host.stdin", "host.stop"])
