@@ -241,16 +241,17 @@ class ExtensionAPI:
         tokens = self._server.tokens
         return 0.0 if tokens is None else tokens.retry_after(ip)
 
-    async def create_token(self, actor: str, account_folded: str, name: str | None = None) -> tuple[Any, str]:
+    async def create_token(self, actor: str | None, account_folded: str, name: str | None = None) -> tuple[Any, str]:
         """A new bearer token for the account (``actor``: itself or its owner): (its
-        ``ircd.store.tokens.TokenRow``, the token text, shown once). Raises ``TokenRefused``."""
+        ``ircd.store.tokens.TokenRow``, the token text, shown once; ``actor`` None: the operator,
+        e.g. the agent host). Raises ``TokenRefused``."""
         return await self._tokens().create(actor, account_folded, name)
 
-    async def list_tokens(self, actor: str, account_folded: str) -> list[Any]:
+    async def list_tokens(self, actor: str | None, account_folded: str) -> list[Any]:
         """The account's ``TokenRow``s (``actor``: itself or its owner). Raises ``TokenRefused``."""
         return await self._tokens().list(actor, account_folded)
 
-    async def revoke_token(self, actor: str, account_folded: str, name: str | None = None) -> int:
+    async def revoke_token(self, actor: str | None, account_folded: str, name: str | None = None) -> int:
         """Revoke the account's token of that name (every one for None): refused from the next
         request on, and sessions holding it hear at once. How many. Raises ``TokenRefused``."""
         return await self._tokens().revoke(actor, account_folded, name)
@@ -333,6 +334,23 @@ class ExtensionAPI:
     def on_shutdown(self, fn: Callable[[], Awaitable[None]]) -> None:
         self._server.on_shutdown.append(fn)
 
+    def on_ready(self, fn: Callable[[], None]) -> None:
+        """``fn()`` once every listener is bound (``irc_address`` and ``http_base_url`` known)."""
+        self._server.on_ready.append(fn)
+
+    @property
+    def irc_address(self) -> str | None:
+        """``host:port`` of the first plain IRC listener once bound (None: none, or not yet)."""
+        addresses = self._server.plain_addresses
+        if not addresses:
+            return None
+        host, port = addresses[0]
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
     def config(self, model: type[M], section: str | None = None) -> M:
         """A config table of this extension, validated by ``model``: ``[<name>]``, or ``[<section>]``
         for a table of its own name. Calling it in ``setup`` declares the table: a table that no
@@ -353,6 +371,12 @@ class ExtensionAPI:
     @property
     def server_name(self) -> str:
         return self._server.name
+
+    @property
+    def database_path(self) -> str:
+        """The database file the server uses (or would use: ``server.db``)."""
+        store = self._server.store
+        return str(store.path) if store is not None else self._server.config.server.db
 
     @property
     def database(self) -> Any:

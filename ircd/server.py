@@ -133,6 +133,9 @@ class Server:
         self.tick_hooks: list[Callable[[], None]] = []
         self.sweep_hooks: list[Callable[[float], None]] = []  # once a minute, with the clock's time
         self.on_shutdown: list[Callable[[], Awaitable[None]]] = []
+        # after every listener is bound, the IRC and HTTP addresses known (extensions' on_ready)
+        self.on_ready: list[Callable[[], None]] = []
+        self.plain_addresses: list[tuple[str, int]] = []  # the bound plain IRC listeners (host, port)
         # Hooks for accounts and extensions: a registration check returns an
         # ircd.accounts.Refusal (answer, maybe disconnect) or None; a nick
         # check returns (numeric, text) to refuse a nick, or None.

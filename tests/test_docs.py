@@ -41,9 +41,9 @@ def _extension_models() -> dict[str, type[BaseModel]]:
     models: dict[str, type[BaseModel]] = {}
     original = ExtensionAPI.config
 
-    def recording(self: ExtensionAPI, model: type[BaseModel]) -> Any:
-        models[self.name] = model
-        return original(self, model)
+    def recording(self: ExtensionAPI, model: type[BaseModel], section: str | None = None) -> Any:
+        models[section or self.name] = model
+        return original(self, model, section)
 
     config = from_dict({"server": {"extensions": names}})
     ExtensionAPI.config = recording  # type: ignore[method-assign]

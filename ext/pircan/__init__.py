@@ -147,6 +147,9 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.on_startup(start)
     api.on_shutdown(stop)
     webhooks.install(state)  # after start: its tables and trigger need PIRCAN's
+    from ext.pircan import host
+
+    host.install(state)  # after start too: its audit rows are PIRCAN's
     return state
 
 

@@ -65,6 +65,7 @@ def _prune_refusals(conn: sqlite3.Connection, before_ms: int) -> int:
 
 def commands() -> list[click.Command]:
     from ext.pircan.a2a.cli import a2a
+    from ext.pircan.host.cli import host
     from ext.pircan.webhooks.cli import webhook
 
-    return [audit, a2a, webhook]
+    return [audit, a2a, webhook, host]

@@ -8,7 +8,7 @@ import binascii
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.accounts import InvalidAccountName, login_limits, valid_account_name
+from ircd.accounts import InvalidAccountName, login_limits, throttled_text, valid_account_name
 from ircd.caps import Capability
 from ircd.commands.registration import try_register
 from ircd.dispatch import CommandContext, command
@@ -18,6 +18,7 @@ from ircd.proto.lines import Message
 from ircd.sasl import CHUNK, MAX_PAYLOAD, MECHANISMS, SaslState, split_payload
 from ircd.sasl.scram import ScramError, ScramServer, fake_keys
 from ircd.store import Account, AccountExists
+from ircd.store.tokens import PREFIX as TOKEN_PREFIX
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -137,8 +138,31 @@ async def _plain(ctx: CommandContext, state: SaslState, payload: bytes) -> None:
         _sasl_fail(ctx, "SASL authentication failed: authorization identity must match")
         return
     assert ctx.server.accounts is not None
+    if password.startswith(TOKEN_PREFIX) and ctx.server.tokens is not None:
+        _finish(ctx, await _plain_token(ctx, authcid, password))
+        return
     result = await ctx.server.accounts.check_password(ctx.client.ip, authcid, password, "PLAIN")
     _finish(ctx, result)
+
+
+async def _plain_token(ctx: CommandContext, authcid: str, token: str) -> Account | str:
+    """A bearer token of the account as its PLAIN password (a hosted agent's ``PIRCAN_TOKEN``):
+    checked and counted like a token on HTTP, so a wrong one costs the source an attempt."""
+    server = ctx.server
+    assert server.tokens is not None and server.store is not None
+    wait = server.tokens.retry_after(ctx.client.ip)
+    if wait > 0:
+        return throttled_text(wait)
+    identity = await server.tokens.verify(token, ctx.client.ip)
+    if identity is None or identity.account != server.casefold(authcid):
+        log.warning("login failed account=%s ip=%s mechanism=PLAIN (token)", server.casefold(authcid), ctx.client.ip)
+        return "Invalid account name or password"
+    account = await server.store.get_account(identity.account)
+    if account is None:
+        return "Invalid account name or password"
+    if account.suspended:
+        return "Account suspended"
+    return account
 
 
 def _finish(ctx: CommandContext, result: Account | str) -> None:

@@ -261,6 +261,8 @@ async def start_listeners(server: Server) -> list[Listener | asyncio.Server]:
                     listeners.extend(own)
                     socks = [listener.sock.getsockname() for listener in own]
                 for name in socks:
+                    if ctx is None:
+                        server.plain_addresses.append((name[0], name[1]))
                     log.info("listening on %s%s", _addr(name), " (TLS)" if ctx else "")
     except BaseException:
         for listener in listeners:

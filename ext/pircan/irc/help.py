@@ -249,3 +249,23 @@ GET: the RESOURCE line, then RESOURCE <you> BODY <name> :<text> lines (BODY+ con
   then RESOURCE <you> END <account> <name>. Over MCP they are MCP resources (pircan://<agent>/resources/<name>).
 Errors: FAIL RESOURCE <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, NOT_ALLOWED, NO_SUCH_RESOURCE,
   INVALID_NAME, INVALID_PARAMS, TOO_LONG, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
+
+
+HOST = """HOST [LIST | STATUS|START|STOP|RESTART <agent> | LOGS <agent> [LINES <n>] [GREP <re>] [FROM <cursor> [WAIT <ms>]] | STDIN <agent> :<line> | SIGNAL <agent> TERM|INT|HUP|KILL]
+The agents you own that this server runs for you (the operator lists them in [[host.agents]];
+docs/host.md). A hosted agent that is not running is parked: a message, task or contact request
+for it starts it. HOST LIST (or HOST alone): one line per hosted agent of yours, then END:
+  HOST <you> AGENT <agent> <state> <pid|*> <restarts> <started|*> <start>/<restart> <log-cursor> :<note>
+  state: parked, starting, running, stopping, backoff (waiting to restart) or failed (it kept
+  failing; HOST START starts it again). HOST <you> END <count>
+HOST STATUS|START|STOP|RESTART <agent>: its AGENT line (after the change). STOP parks it.
+HOST LOGS <agent>: the last 100 lines of its output (stdout and stderr), LINES <n> (at most 1000),
+  GREP <regex> keeps the matching ones; FROM <cursor> gives what came after a cursor instead, and
+  WAIT <ms> (at most 60000) waits for output past it. Lines, then the cursor to continue from:
+  HOST <you> LOG <agent> :<line>   ...   HOST <you> LOGEND <agent> <cursor> :<count> lines
+HOST STDIN <agent> :<line>: the line (and a newline) to its standard input: HOST <you> SENT <agent> <bytes>
+HOST SIGNAL <agent> <sig>: TERM, INT, HUP or KILL to its process group: HOST <you> SIGNALLED <agent> <sig>
+Every start, stop, crash, revive, stdin line and signal is in the audit log (AUDIT, host.*).
+Errors: FAIL HOST <code> with ACCOUNT_REQUIRED, NOT_HOSTED (no hosted agent of yours by that
+  name: also the answer for another's agent), NOT_RUNNING, INVALID_PARAMS, NEED_MORE_PARAMS,
+  UNKNOWN_SUBCOMMAND."""

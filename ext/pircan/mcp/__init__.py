@@ -14,9 +14,10 @@ from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.mcp.channel_tools import register_channel_tools
+from ext.pircan.mcp.host_tools import register_host_tools
 from ext.pircan.mcp.http import BearerGate, Presence
-from ext.pircan.mcp.search_tools import register_search_tools
 from ext.pircan.mcp.profile_tools import register_profile_tools
+from ext.pircan.mcp.search_tools import register_search_tools
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
 from ext.pircan.mcp.webhook_tools import register_webhook_tools
@@ -79,6 +80,7 @@ def install(state: Pircan) -> Presence:
     register_search_tools(mcp, state)
     register_profile_tools(mcp, state)
     register_channel_tools(mcp, state)
+    register_host_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 

@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ext.pircan.portal.host import HostPages
 from ext.pircan.portal.live import PER_SESSION, Streams
 from ext.pircan.portal.pages import Pages
 from ext.pircan.portal.sessions import Sessions
@@ -91,6 +92,7 @@ class Portal:
             Route(agent + "/webhook/clear", p.clear_page, methods=get),
             Route(agent + "/webhook/clear", p.clear_webhook, methods=post),
             Route(agent + "/webhook/replay", p.replay, methods=post),
+            *HostPages(p).routes(agent),
             Route("/audit", p.audit, methods=get),
             Route("/account", p.account, methods=get),
             Route("/account/password", p.change_password, methods=post),

@@ -1,0 +1,74 @@
+"""The agent host: the server runs the agents its config lists (``[[host.agents]]``), starts a
+parked one when a message, task or contact request arrives for it, restarts by policy, and keeps
+their logs (docs/host.md).
+
+``config.py`` is the section and its checks; ``supervisor.py`` the processes (PIRCAN's waker);
+``logs.py`` the captured output with cursors; ``store.py`` the rows the CLI reads and the
+operator's requests; ``service.py`` the owner operations every transport calls.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ircd.api import ConfigError
+
+from ext.pircan.host.config import HostConfig, check_accounts, check_duplicates, kinds_from_file
+from ext.pircan.host.supervisor import Host
+from ext.pircan.state import Pircan
+
+__all__ = ["Host", "HostConfig", "install", "log_dir_for"]
+
+
+def log_dir_for(cfg: HostConfig, database_path: str) -> Path:
+    if cfg.log_dir:
+        return Path(cfg.log_dir)
+    return Path(os.path.dirname(os.path.abspath(database_path))) / "pircd-host"
+
+
+def install(state: Pircan) -> Host:
+    """Read ``[host]`` and refuse a bad entry with a line naming its key (``check-config`` and
+    ``serve`` alike); the host is PIRCAN's waker, started after PIRCAN's tables, stopped first."""
+    api = state.api
+    cfg = api.config(HostConfig, section="host")
+    problems = check_duplicates(cfg, api.casefold)
+    kinds = kinds_from_file(api.database_path) if cfg.agents else None
+    if kinds is not None:
+        problems += check_accounts(cfg, kinds, api.casefold)
+    if problems:
+        raise ConfigError(problems)
+    host = Host(state, cfg, log_dir_for(cfg, api.database_path))
+    state.host = host
+    _verb(state)
+    if not cfg.agents:
+        return host
+    state.wakers.append(host)
+    state.event_hooks.append(host.event_seen)
+    state.sweep_hooks.append(host.sweep)
+
+    async def start() -> None:
+        problems = check_accounts(cfg, api.account_kind, api.casefold)
+        if problems:
+            raise RuntimeError("; ".join(f"{key}: {text}" for key, text in problems))
+        await host.start()
+
+    async def stop() -> None:
+        await host.stop()
+
+    api.on_startup(start)
+    api.on_ready(host.ready_to_run)
+    api.on_shutdown(stop)
+    return host
+
+
+def _verb(state: Pircan) -> None:
+    from ext.pircan.irc import help as help_text
+    from ext.pircan.irc.host import handle_host
+
+    async def verb(ctx, msg):  # type: ignore[no-untyped-def]
+        await handle_host(state, ctx, msg)
+
+    syntax, _, rest = help_text.HOST.partition("\n")
+    state.api.command("HOST", verb, syntax=syntax, help=rest)
+    state.api.help_footer("  HELP HOST (the agents this server runs for you: state, logs, start and stop)")
