@@ -385,7 +385,10 @@ class _HostCheck:
 
 
 class _BodyLimit:
-    """Refuse request bodies over ``http.max_body_bytes`` (413), counted as they arrive."""
+    """Refuse request bodies over ``http.max_body_bytes`` (413), counted as they arrive: a declared
+    length at once, a chunked body when its bytes pass the limit. Then the application hears that
+    the client went away, and what it sends is dropped: an exception raised into it would have
+    become its 500."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
@@ -400,32 +403,42 @@ class _BodyLimit:
                 await _too_large(send)
                 return
         seen = 0
+        started = refused = False
 
         async def limited() -> Any:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge()
+                    refused = True
+                    if not started:
+                        await _too_large(send)
+                    return {"type": "http.disconnect"}
             return message
 
+        async def sending(message: dict) -> None:
+            nonlocal started
+            if refused:
+                return
+            started = True
+            await send(message)
+
         try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            with contextlib.suppress(Exception):
-                await _too_large(send)
-
-
-class _TooLarge(Exception):
-    pass
+            await self.app(scope, limited, sending)
+        except Exception:
+            if not refused:
+                raise
+            # the application's reaction to the disconnect (Starlette: ClientDisconnect): answered
 
 
 async def _too_large(send: Any) -> None:
     body = b"Request body too large\n"
     await send({"type": "http.response.start", "status": 413,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
 
