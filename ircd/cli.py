@@ -189,7 +189,12 @@ def init(directory: str, name: str, force: bool) -> None:
     template = template.replace('# tls_client_ca = "tls/client-ca.pem"', f'tls_client_ca = "{ca.resolve()}"', 1)
     template = template.replace('# tls_client_ca_key = "tls/client-ca.key"', f'tls_client_ca_key = "{ca_key.resolve()}"', 1)
     template = template.replace('db = "pircd.db"', f'db = "{(target / "pircd.db").resolve()}"', 1)
-    config_file.write_text(template, encoding="utf-8")
+    # 0600 like the database: the file can hold SMTP and operator secrets (fchmod: also when
+    # --force overwrites a file that others could read)
+    fd = os.open(config_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fd, 0o600)
+        fh.write(template)
     write_self_signed(cert, key, name)
     write_client_ca(ca, ca_key, name)
     click.echo(f"wrote {config_file}")

@@ -257,6 +257,18 @@ class HttpSection(_Section):
     allowed_origins: list[str] = []
     max_body_bytes: int = Field(default=1_048_576, ge=65_536, le=67_108_864, description="largest request body")
     max_connections: int = Field(default=1000, ge=1, description="HTTP connections at once")
+    # Per address (an IPv4 address, an IPv6 /64) at accept, except loopback when
+    # connections.exempt_loopback and the trusted proxies: connections at once (and never
+    # more than half of max_connections), and new connections per connections.throttle_window.
+    max_per_ip: int = Field(default=64, ge=1, description="HTTP connections at once from one address")
+    throttle_count: int = Field(
+        default=600, ge=1, description="new HTTP connections from one address per connections.throttle_window"
+    )
+    head_timeout: float = Field(default=10.0, gt=0, le=600, description="seconds for a complete request head")
+    body_timeout: float = Field(default=30.0, gt=0, le=3600, description="seconds for a complete request body")
+    # Reverse proxies (addresses or networks) whose Forwarded / X-Forwarded-For header names the
+    # client: behind one, every client would otherwise have the proxy's address.
+    trusted_proxies: list[str] = []
     # IRC over WebSocket (IRCv3): a WebSocket request for this path is an IRC connection; "" turns it off.
     websocket_path: str = "/"
 
@@ -265,6 +277,18 @@ class HttpSection(_Section):
     def _check_addresses(cls, value: list[str]) -> list[str]:
         for item in value:
             parse_hostport(item)
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_proxies(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted_proxies: {item!r} is not an address or a network") from None
         return value
 
     @field_validator("websocket_path")

@@ -27,3 +27,6 @@ class HttpRoutes:
     # once listening: Host and Origin values accepted (``name:*`` for any port)
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
+    # the most HTTP connections the open-file limit leaves room for (None: http.max_connections)
+    fd_cap: int | None = None
+    gate: Any = None  # once listening: the HTTP connections counted at accept (ircd.net.http.HttpGate)

@@ -31,6 +31,7 @@ def _write_key(path: Path, key: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
+        os.fchmod(fd, 0o600)  # also when an existing file is overwritten
         fh.write(data)
 
 

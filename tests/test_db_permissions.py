@@ -50,3 +50,16 @@ def test_init_makes_its_directory_0700(tmp_path):
     target = tmp_path / "conf"
     assert cli("init", str(target)).returncode == 0
     assert mode(target) == 0o700
+
+
+def test_init_writes_its_config_and_keys_0600(tmp_path):
+    """pircd.toml can hold SMTP and operator secrets: readable by its owner only, like the database,
+    also when --force overwrites a file others could read."""
+    target = tmp_path / "conf"
+    assert cli("init", str(target)).returncode == 0
+    config, key, ca_key = target / "pircd.toml", target / "tls" / "key.pem", target / "tls" / "client-ca.key"
+    assert (mode(config), mode(key), mode(ca_key)) == (0o600, 0o600, 0o600)
+    for path in (config, key):
+        path.chmod(0o644)
+    assert cli("init", str(target), "--force").returncode == 0
+    assert (mode(config), mode(key)) == (0o600, 0o600)

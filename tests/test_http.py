@@ -7,6 +7,7 @@ Live servers bind port 0 for IRC and HTTP; the kill -9 test runs pircd as a proc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import sqlite3
 import subprocess
@@ -53,6 +54,28 @@ def test_health_host_check_and_body_limit(live_http):
             assert r.status_code == 404
 
     asyncio.run(scenario())
+
+
+def test_a_chunked_body_over_the_limit_gets_413(live_http, caplog):
+    """A body without Content-Length is counted as it arrives; past the limit the client gets 413
+    (it got 500: the refusal was an exception raised into the application) and nothing is logged
+    as an application error."""
+    host, port = live_http.server.http.addresses[0]
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(f"POST /portal/signin HTTP/1.1\r\nHost: {host}:{port}\r\nTransfer-Encoding: chunked\r\n"
+                     "Content-Type: application/x-www-form-urlencoded\r\n\r\n".encode())
+        chunk = b"x" * 30000
+        with contextlib.suppress(OSError):  # the server may close before the last chunk
+            for _ in range(3):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sock.sendall(b"0\r\n\r\n")
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := sock.recv(4096):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413 "), answer
+    assert answer.endswith(b"\r\n\r\nRequest body too large\n")
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 def _response(sock: socket.socket) -> bytes:

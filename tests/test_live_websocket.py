@@ -139,6 +139,27 @@ def test_websocket_line_limits_and_quit(ws_server):
         web.recv()
 
 
+@pytest.mark.parametrize("inside", ["\n", "\r\n"])
+def test_a_websocket_message_with_a_line_break_inside_is_one_refused_line(ws_server, client_factory, inside):
+    """One message is one line (IRCv3 WebSocket): a LF or CR LF inside it does not run a second
+    command, the message is refused whole like a line with a CR in it. A trailing CR LF is still
+    dropped."""
+    server, ws_client = ws_server
+    victim = client_factory(server.port)
+    victim.register("victim")
+    web = ws_client()
+    web.register("web")
+    web.send("CAP REQ :standard-replies")
+    web.sync()
+    web.send(f"PRIVMSG victim :hello{inside}PRIVMSG victim :forged")
+    assert [line.decode() for line in web.sync()] == [
+        ":irc.test FAIL PRIVMSG INVALID_CHARACTERS :Message rejected, your message contained a CR or NUL character"
+    ]
+    web.send("PRIVMSG victim :fine\r\n")
+    web.sync()
+    assert [m.params[-1] for m in victim.sync() if m.command == "PRIVMSG"] == ["fine"]
+
+
 def test_websocket_path_and_origin(live):
     """Only http.websocket_path is IRC; a browser page from a foreign Origin is refused (the
     HTTP listener's check against cross-site use)."""

@@ -155,6 +155,24 @@ def test_whois_hides_secret_channels(room):
     assert not any("#secret" in ln for ln in lines)
 
 
+def test_whois_of_an_invisible_user_shows_only_shared_channels(room):
+    """A +i user's channels are listed only to those in them too (irctest's testInvisibleWhois):
+    bob shares #a with alice and sees it, not #b; carol shares nothing and gets no 319."""
+    h = room
+    h.register("carol")
+    h.send("alice", "JOIN #b")
+    h.send("carol", "WHOIS alice")
+    assert ":irc.test 319 carol alice :@#a @#b" in h.lines("carol")
+    h.send("alice", "MODE alice +i")
+    h.lines("alice")
+    h.send("carol", "WHOIS alice")
+    assert not [ln for ln in h.lines("carol") if " 319 " in ln]
+    h.send("bob", "WHOIS alice")
+    assert [ln for ln in h.lines("bob") if " 319 " in ln] == [":irc.test 319 bob alice @#a"]
+    h.send("alice", "WHOIS alice")
+    assert [ln for ln in h.lines("alice") if " 319 " in ln] == [":irc.test 319 alice alice :@#a @#b"]
+
+
 # WHOWAS ----------------------------------------------------------------------
 
 

@@ -124,9 +124,15 @@ def handle_who(ctx: CommandContext, msg: Message) -> None:
 
 
 def whois_channels(server: "Server", viewer: "Client", target: "Client") -> list[str]:
+    """The channels a WHOIS of ``target`` shows ``viewer``: all of them to the target itself; of a
+    +i user only those the viewer is in too (an operator: those it may see), as for WHO; of others
+    those the viewer may see (not +s or +p unless it is in them)."""
     multi = bool(viewer.caps & C.MULTI_PREFIX)
+    hidden = viewer is not target and "i" in target.modes and not viewer.is_oper
     names = []
     for channel in target.channels.values():
+        if hidden and viewer not in channel.members:
+            continue
         if viewer is target or server.visibility.channel_listed_for(viewer, channel):
             names.append(prefix_of(channel.members.get(target) or "", multi) + channel.name)
     return names

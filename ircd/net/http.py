@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
+import math
 import socket
 import ssl
-from urllib.parse import urlsplit
+import time
+from collections import deque
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ircd.config import parse_hostport
+from ircd.logins import source_of
+from ircd.net.connection import peer_ip
 
 WS_MAX_MESSAGE = 65536  # the largest WebSocket message (ircd/net/websocket.py); past it, close 1009
 
@@ -30,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pircd")
 
-__all__ = ["HttpListener", "allowed_hosts", "allowed_origins"]
+__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address"]
 
 # How long an idle keep-alive connection stays open. Longer than clients keep idle connections in
 # their pools (httpx, the MCP SDK's client: 5 s; aiohttp: 15 s), so that a client does not send a
@@ -70,6 +76,288 @@ def allowed_origins(server: "Server", addresses: list[tuple[str, int]], tls: boo
     return sorted(origins)
 
 
+_LINGER_SECONDS = 1.0  # how long a connection refused or timed out is read (and dropped) before it closes
+_REFUSAL_LOG_EVERY = 60.0  # seconds between two log lines about refused or timed-out HTTP connections
+
+
+def canned(status: int, reason: str, text: str, retry_after: int | None = None) -> bytes:
+    """A whole HTTP/1.1 response that closes the connection, for answers given outside a request
+    cycle (refused at accept, a request head or body too slow)."""
+    body = text.encode() + b"\n"
+    head = [f"HTTP/1.1 {status} {reason}", "content-type: text/plain; charset=utf-8",
+            f"content-length: {len(body)}", "connection: close"]
+    if retry_after is not None:
+        head.append(f"retry-after: {retry_after}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+class _Counted:
+    """One log line per interval for a kind of refusal, with how many happened since the last."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+
+    def hit(self, kind: str, text: str, *args: Any) -> None:
+        self.count[kind] = self.count.get(kind, 0) + 1
+        now = time.monotonic()
+        if now - self.last.get(kind, -_REFUSAL_LOG_EVERY) < _REFUSAL_LOG_EVERY:
+            return
+        log.warning(text + " (%d time(s) since the last such line)", *args, self.count[kind])
+        self.last[kind] = now
+        self.count[kind] = 0
+
+
+def _networks(items: list[str]) -> list[Any]:
+    return [ipaddress.ip_network(item, strict=False) for item in items]
+
+
+def _in(ip: str, networks: list[Any]) -> bool:
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
+
+
+class HttpGate:
+    """Every HTTP connection, counted from its accept to its close (also once it became a
+    WebSocket): at most ``http.max_connections`` at once, and per address (``source_of``) at most
+    ``http.max_per_ip`` (never more than half of the total) and ``http.throttle_count`` new ones per
+    ``connections.throttle_window``, as IRC's accept counts. Loopback (with
+    ``connections.exempt_loopback``) and ``http.trusted_proxies`` are held only to the total."""
+
+    def __init__(self, server: "Server") -> None:
+        self.server = server
+        self.open: dict[Any, str] = {}  # transport -> its source ("" when exempt)
+        self.per_source: dict[str, int] = {}
+        self.recent: dict[str, deque[float]] = {}
+        self.alarm = _Counted()
+        self.trusted = _networks(server.config.http.trusted_proxies)
+
+    def exempt(self, ip: str) -> bool:
+        if self.server.config.connections.exempt_loopback and _in(ip, _LOOPBACK):
+            return True
+        return _in(ip, self.trusted)
+
+    def admit(self, transport: Any, ip: str) -> bytes | None:
+        """Count a new connection, or return the response that refuses it."""
+        cfg, limits = self.server.config.http, self.server.config.connections
+        total = min(cfg.max_connections, self.server.http.fd_cap or cfg.max_connections)
+        if len(self.open) >= total:
+            self.alarm.hit("full", "http connection refused ip=%s reason='server is full' (limit %d)", ip, total)
+            return canned(503, "Service Unavailable", "Too many HTTP connections; try again later", 5)
+        source = "" if self.exempt(ip) else source_of(ip)
+        if source:
+            most = min(cfg.max_per_ip, max(1, cfg.max_connections // 2))
+            if self.per_source.get(source, 0) >= most:
+                self.alarm.hit("per_ip", "http connection refused ip=%s reason='too many connections from "
+                               "the address' (limit %d)", ip, most)
+                return canned(429, "Too Many Requests", "Too many HTTP connections from your address", 5)
+            now = time.monotonic()
+            times = self.recent.setdefault(source, deque())
+            while times and times[0] <= now - limits.throttle_window:
+                times.popleft()
+            if len(times) >= cfg.throttle_count:
+                wait = math.ceil(times[0] + limits.throttle_window - now)
+                self.alarm.hit("throttle", "http connection refused ip=%s reason='too many new connections "
+                               "from the address' (limit %d per %.0f s)", ip, cfg.throttle_count,
+                               limits.throttle_window)
+                return canned(429, "Too Many Requests", "Too many new HTTP connections from your address; "
+                              f"retry in {wait} s", wait)
+            times.append(now)
+            self.per_source[source] = self.per_source.get(source, 0) + 1
+        self.open[transport] = source
+        return None
+
+    def release(self, transport: Any) -> None:
+        source = self.open.pop(transport, None)
+        if source:
+            count = self.per_source.get(source, 0) - 1
+            if count > 0:
+                self.per_source[source] = count
+            else:
+                self.per_source.pop(source, None)
+                times = self.recent.get(source)
+                if times is not None and not times:
+                    del self.recent[source]
+
+    def sweep(self) -> None:
+        """Forget the throttle records of addresses without connections that left the window."""
+        edge = time.monotonic() - self.server.config.connections.throttle_window
+        for source in [s for s, times in self.recent.items() if not times or times[-1] <= edge]:
+            if source not in self.per_source:
+                del self.recent[source]
+
+
+_LOOPBACK = _networks(["127.0.0.0/8", "::1/128"])
+
+
+def _protocols(gate: HttpGate, ws: str) -> tuple[type, type | None]:
+    """uvicorn's h11 and WebSocket protocols, counted by ``gate`` and held to deadlines: a complete
+    request head within ``http.head_timeout`` of its first byte (or of the accept), a complete body
+    within ``http.body_timeout`` of its head. uvicorn starts no timer before a request's head, and
+    none for a body: a connection that sent nothing, half a head, or 1 byte of a long body was held
+    open for ever. A late head or body gets 408 and the connection closes."""
+    import h11
+    from uvicorn.config import WS_PROTOCOLS
+    from uvicorn.importer import import_from_string
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    cfg = gate.server.config.http
+
+    class Http(H11Protocol):  # type: ignore[misc]
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._timer: asyncio.TimerHandle | None = None
+            self._waiting = ""  # "head", "body" or "" (no deadline running)
+            self._upgraded = False
+            self._ending = False
+            refusal = gate.admit(transport, peer_ip(transport.get_extra_info("peername")))
+            if refusal is not None:
+                self._answer_and_close(refusal)
+                return
+            self._arm("head")
+
+        def _answer_and_close(self, answer: bytes) -> None:
+            """Write a last answer and close gently: what the client is still sending is read and
+            dropped for a moment, as closing with unread data would reset the connection and could
+            lose the answer."""
+            self._disarm()
+            self._ending = True
+            transport = self.transport
+            transport.write(answer)
+            if transport.can_write_eof():
+                transport.write_eof()
+                self.loop.call_later(_LINGER_SECONDS, transport.close)
+            else:
+                transport.close()
+
+        def _arm(self, what: str) -> None:
+            self._disarm()
+            self._waiting = what
+            delay = cfg.head_timeout if what == "head" else cfg.body_timeout
+            self._timer = self.loop.call_later(delay, self._expired)
+
+        def _disarm(self) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._waiting = ""
+
+        def data_received(self, data: bytes) -> None:
+            if self._ending:
+                return
+            if not self._waiting and self.conn.their_state is h11.IDLE:
+                self._arm("head")  # the first bytes of a request on a kept-alive connection
+            super().data_received(data)
+            if self._upgraded or self.transport.is_closing():
+                return
+            state = self.conn.their_state
+            if state is h11.SEND_BODY:
+                if self._waiting != "body":
+                    self._arm("body")
+            elif state is not h11.IDLE:
+                self._disarm()  # the request is in: the application takes its time
+
+        def handle_websocket_upgrade(self, event: Any) -> None:
+            self._disarm()
+            self._upgraded = True
+            super().handle_websocket_upgrade(event)
+
+        def _expired(self) -> None:
+            what, self._timer, self._waiting = self._waiting, None, ""
+            if self.transport.is_closing():
+                return
+            ip = self.client[0] if self.client else "?"
+            gate.alarm.hit("timeout_" + what, "http request %s too slow ip=%s: closed after %g s",
+                           what, ip, cfg.head_timeout if what == "head" else cfg.body_timeout)
+            cycle = self.cycle
+            answered = what == "body" and cycle is not None and cycle.response_started
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True  # the application's answer, if any, is not written
+                cycle.message_event.set()
+            if answered:
+                self.transport.close()
+            else:
+                self._answer_and_close(canned(408, "Request Timeout", f"The request {what} took too long"))
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            gate.release(self.transport)
+            super().connection_lost(exc)
+
+    if not ws:
+        return Http, None
+    base = import_from_string(WS_PROTOCOLS[ws])
+
+    class WebSocket(base):  # type: ignore[misc, valid-type]
+        def connection_lost(self, exc: Exception | None) -> None:
+            gate.release(self.transport)
+            super().connection_lost(exc)
+
+    return Http, WebSocket
+
+
+def _forwarded_for(value: str) -> list[str]:
+    """The ``for=`` addresses of a ``Forwarded`` header (RFC 7239), nearest the client first."""
+    found = []
+    for element in value.split(","):
+        for pair in element.split(";"):
+            name, _, item = pair.strip().partition("=")
+            if name.strip().lower() != "for":
+                continue
+            item = item.strip().strip('"')
+            if item.startswith("["):
+                item = item[1:].partition("]")[0]
+            elif item.count(":") == 1:
+                item = item.partition(":")[0]
+            found.append(item)
+    return found
+
+
+def client_address(peer: str, headers: list[tuple[bytes, bytes]], trusted: list[Any]) -> str:
+    """The client's address: ``peer`` itself, unless ``peer`` is a trusted proxy; then the nearest
+    address of ``X-Forwarded-For`` (or, without it, of ``Forwarded``) that is not a trusted proxy
+    too, reading from the proxy back towards the client (the farther entries are the client's
+    word, not a proxy's)."""
+    if not trusted or not _in(peer, trusted):
+        return peer
+    xff: list[str] = []
+    forwarded: list[str] = []
+    for key, value in headers:
+        name = key.lower()
+        if name == b"x-forwarded-for":
+            xff += [item.strip() for item in value.decode("latin-1").split(",") if item.strip()]
+        elif name == b"forwarded":
+            forwarded += _forwarded_for(value.decode("latin-1"))
+    chain = xff or forwarded
+    for item in reversed(chain):
+        if not _in(item, trusted):
+            return item.removeprefix("::ffff:")
+    return chain[0] if chain else peer
+
+
+class _ClientAddress:
+    """Behind ``http.trusted_proxies``, the client of a request is the address the proxy names
+    (``client_address``), for every limit, log line and IRC connection made over WebSocket."""
+
+    def __init__(self, app: Any, trusted: list[Any]) -> None:
+        self.app = app
+        self.trusted = trusted
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket") and scope.get("client"):
+            peer = scope["client"][0]
+            ip = client_address(peer, scope.get("headers", ()), self.trusted)
+            if ip != peer:
+                scope = dict(scope)
+                scope["client"] = (ip, 0)
+        await self.app(scope, receive, send)
+
+
 class _HostCheck:
     """Refuse requests whose Host is not one of ours (DNS rebinding), and browser requests from
     foreign origins, before any route sees them."""
@@ -97,7 +385,10 @@ class _HostCheck:
 
 
 class _BodyLimit:
-    """Refuse request bodies over ``http.max_body_bytes`` (413), counted as they arrive."""
+    """Refuse request bodies over ``http.max_body_bytes`` (413), counted as they arrive: a declared
+    length at once, a chunked body when its bytes pass the limit. Then the application hears that
+    the client went away, and what it sends is dropped: an exception raised into it would have
+    become its 500."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
@@ -112,32 +403,42 @@ class _BodyLimit:
                 await _too_large(send)
                 return
         seen = 0
+        started = refused = False
 
         async def limited() -> Any:
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge()
+                    refused = True
+                    if not started:
+                        await _too_large(send)
+                    return {"type": "http.disconnect"}
             return message
 
+        async def sending(message: dict) -> None:
+            nonlocal started
+            if refused:
+                return
+            started = True
+            await send(message)
+
         try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            with contextlib.suppress(Exception):
-                await _too_large(send)
-
-
-class _TooLarge(Exception):
-    pass
+            await self.app(scope, limited, sending)
+        except Exception:
+            if not refused:
+                raise
+            # the application's reaction to the disconnect (Starlette: ClientDisconnect): answered
 
 
 async def _too_large(send: Any) -> None:
     body = b"Request body too large\n"
     await send({"type": "http.response.start", "status": 413,
                 "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode())]})
+                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -167,6 +468,7 @@ class HttpListener:
         self._lifespans: contextlib.AsyncExitStack | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._hosts: set[str] = set()
+        self.gate: HttpGate | None = None
         self._any_port: set[str] = set()
         self._origins: set[str] = set()
 
@@ -201,7 +503,9 @@ class HttpListener:
             from ircd.net.websocket import irc_endpoint
 
             app = _WebSocketIrc(app, path, irc_endpoint(self.server))
-        return _HostCheck(app, self)
+        app = _HostCheck(app, self)
+        trusted = _networks(self.server.config.http.trusted_proxies)
+        return _ClientAddress(app, trusted) if trusted else app
 
     async def start(self) -> list[tuple[str, int]]:
         """Bind, start the lifespans, serve; raises OSError naming the address that failed."""
@@ -243,12 +547,16 @@ class HttpListener:
         for lifespan in self.server.http.lifespans:
             await self._lifespans.enter_async_context(lifespan())
         app = self._app()
+        self.gate = self.server.http.gate = HttpGate(self.server)
+        http_protocol, ws_protocol = _protocols(self.gate, "websockets-sansio" if cfg.websocket_path else "")
         for sock, ctx in bound:
+            # the gate counts connections (uvicorn's limit_concurrency would count them too, but only
+            # answer 503 once a request head came in, while idle connections held every place)
             config = uvicorn.Config(
                 app, log_config=None, access_log=False, lifespan="off", proxy_headers=False,
-                server_header=False, limit_concurrency=cfg.max_connections, timeout_graceful_shutdown=2,
-                timeout_keep_alive=_KEEP_ALIVE_SECONDS,
-                ws="websockets-sansio" if cfg.websocket_path else "none", ws_max_size=WS_MAX_MESSAGE,
+                server_header=False, limit_concurrency=None, timeout_graceful_shutdown=2,
+                timeout_keep_alive=_KEEP_ALIVE_SECONDS, http=http_protocol,
+                ws=ws_protocol or "none", ws_max_size=WS_MAX_MESSAGE,
             )
             config.load()
             config.ssl = ctx
@@ -265,6 +573,8 @@ class HttpListener:
         while True:
             for srv in self._uvicorn:
                 await srv.on_tick(0)
+            if self.gate is not None and int(time.monotonic()) % 60 == 0:
+                self.gate.sweep()
             await asyncio.sleep(1.0)
 
     async def stop(self) -> None:

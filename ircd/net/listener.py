@@ -24,7 +24,8 @@ has no handshake to count, and meets the limits when it is made.
 
 At start-up ``limit_clients`` raises the soft open-file limit as far as the
 hard one allows and lowers ``max_clients`` to what the limit leaves room
-for, so that a full server refuses with ``ERROR`` before descriptors run out.
+for after the reserve and ``http.max_connections``, so that a full server refuses
+with ``ERROR`` (and a full HTTP listener with 503) before descriptors run out.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def limit_clients(server: Server) -> None:
         return
     wanted = server.config.connections.max_clients
     in_use = _open_files()
-    needed = wanted + in_use + FD_RESERVE
+    http = http_descriptors(server)
+    needed = wanted + http + in_use + FD_RESERVE
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < needed:
         target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
@@ -98,12 +100,24 @@ def limit_clients(server: Server) -> None:
                 log.info("open-file limit stays %d: %s", soft, exc)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return
-    most = server.cap_clients(soft - in_use - FD_RESERVE)
+    available = soft - in_use - FD_RESERVE
+    if http:  # HTTP keeps its count as long as it is at most a quarter of what there is (at least 16)
+        http = min(http, max(16, available // 4))
+        server.http.fd_cap = http
+    most = server.cap_clients(available - http)
     log.warning(
         "connections.max_clients = %d is more than the open-file limit allows (ulimit -n: %d, %d in use, "
-        "%d kept in reserve): serving at most %d clients; raise the limit to serve more",
-        wanted, soft, in_use, FD_RESERVE, most,
+        "%d kept in reserve, %d for HTTP connections): serving at most %d clients; raise the limit to "
+        "serve more",
+        wanted, soft, in_use, FD_RESERVE, http, most,
     )
+
+
+def http_descriptors(server: Server) -> int:
+    """Descriptors the HTTP listener may hold: ``http.max_connections`` (its gate refuses more), none
+    when it serves nothing. They come out of the open-file limit before IRC clients do."""
+    cfg = server.config.http
+    return cfg.max_connections if cfg.enabled and (cfg.listen or cfg.tls_listen) else 0
 
 
 class _FdAlarm:

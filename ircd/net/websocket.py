@@ -9,7 +9,8 @@ and the output pause all apply unchanged; only framing differs.
 Framing, as the spec says: "each message MUST consist of a single IRC line,
 except that servers and clients MUST NOT include trailing \\r or \\n". A
 received message becomes one line (a trailing CR LF is tolerated and
-dropped); what the connection writes is cut at CR LF and sent one line per
+dropped; a message with a LF or CR LF inside it is refused whole with
+``FAIL <verb> INVALID_CHARACTERS``, as a line with a CR inside is); what the connection writes is cut at CR LF and sent one line per
 message. The subprotocol is the client's first of ``binary.ircv3.net`` and
 ``text.ircv3.net``; without either, text. Text messages carry only UTF-8:
 "Servers MUST NOT relay non-UTF-8 content to clients using text messages",
@@ -220,6 +221,10 @@ def irc_endpoint(server: Server) -> Any:
                     data = (message.get("text") or "").encode("utf-8")
                 if data[-1:] == b"\n":
                     data = data[:-1]
+                if b"\n" in data:
+                    # one message is one line: a LF inside it would make it two commands. As a
+                    # CR it is refused whole, like a TCP line with a CR inside (INVALID_CHARACTERS)
+                    data = data.replace(b"\n", b"\r")
                 conn.data_received(data + b"\n")
         finally:
             conn.connection_lost(None)
