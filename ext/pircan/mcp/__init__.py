@@ -13,6 +13,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
+from ext.pircan.delivery import Watched
 from ext.pircan.mcp.http import BearerGate, Presence
 from ext.pircan.mcp.task_tools import register_task_tools
 from ext.pircan.mcp.tools import register_tools
@@ -96,6 +97,6 @@ def install(state: Pircan) -> Presence:
             return
         await app(scope, receive, send)
 
-    api.http_route(PATH, BearerGate(endpoint, state, presence))
+    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence))
     api.http_lifespan(lifespan)
     return presence
