@@ -62,6 +62,8 @@ from ext.pircan.a2a.convert import (
     task_proto,
     text_of,
 )
+from ext.pircan.delivery import Delivery
+from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.service import intro as intros
 from ext.pircan.service import messages, tasks
@@ -201,15 +203,26 @@ class Watch:
                     del self.replies[key]
 
 
-async def _next(queue: asyncio.Queue[Any], deadline: float) -> Any:
-    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops)."""
+async def _next(queue: asyncio.Queue[Any], deadline: float, delivery: Delivery | None = None) -> Any:
+    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops, or
+    the request's client disconnected)."""
     remaining = deadline - asyncio.get_running_loop().time()
-    if remaining <= 0:
+    if remaining <= 0 or (delivery is not None and delivery.gone.is_set()):
         return None
+    if delivery is None:
+        try:
+            return await asyncio.wait_for(queue.get(), remaining)
+        except TimeoutError:
+            return None
+    getting = asyncio.ensure_future(queue.get())
+    gone = asyncio.ensure_future(delivery.gone.wait())
     try:
-        return await asyncio.wait_for(queue.get(), remaining)
-    except TimeoutError:
-        return None
+        await asyncio.wait({getting, gone}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not getting.done():
+            getting.cancel()
+    return getting.result() if getting.done() and not getting.cancelled() else None
 
 
 def _string(meta: dict[str, Any], key: str) -> str | None:
@@ -310,15 +323,18 @@ class GatewayHandler(RequestHandler):
             reply = None
             if not sent.created:  # a retry: the reply may have come already
                 reply = await self._reply_in_history(caller, sent.message)
+            delivery = current_delivery()
             while reply is None and wait_ms:
-                item = await _next(replies, deadline)
+                item = await _next(replies, deadline, delivery)
                 if item is None:
                     break
                 if item.conversation_id == sent.message.conversation_id:
                     reply = item
         if reply is None:
             return receipt_proto(sent, state.new_id(), wait_ms)
-        await messages.acknowledge(state, caller, [hexid(reply.id)])
+        # read once the answer is written to a client still there: a client gone before puts it back
+        if await messages.acknowledge(state, caller, [hexid(reply.id)]) and delivery is not None:
+            delivery.hold(lambda: messages.put_back(state, caller, reply))
         return message_proto(reply)
 
     async def _newest(self, caller: str, target: str, conversation_id: str) -> str:

@@ -31,6 +31,7 @@ from ext.pircan.a2a import cards
 from ext.pircan.a2a import store as astore
 from ext.pircan.a2a.gateway import GatewayHandler, Watch
 from ext.pircan.a2a.keys import jwk_set
+from ext.pircan.delivery import Watched
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY, UNAUTHORIZED, BearerGate, Presence, bearer_token
 from ext.pircan.service import intro as intros
@@ -182,7 +183,7 @@ def install(state: Pircan, presence: Presence) -> None:
     checks = Router(routes=[Route("/{agreement_id}", agreement, methods=["GET"])])
     api.http_route(CARD_PATH, network_card)
     api.http_route(intros.JWKS_PATH, jwks)
-    api.http_route(cards.GATEWAY_PATH, BearerGate(network, state, presence))
+    api.http_route(cards.GATEWAY_PATH, BearerGate(Watched(network), state, presence))
     api.http_mount(AGREEMENTS_PATH, _IntroOrBearer(checks, state, presence))
-    api.http_mount(cards.GATEWAY_PATH, BearerGate(nested, state, presence, optional=True))
+    api.http_mount(cards.GATEWAY_PATH, BearerGate(Watched(nested), state, presence, optional=True))
     api.http_on_stop(watch.stop_all)  # open streams end, waiting requests answer: the shutdown does not wait

@@ -13,6 +13,7 @@ import logging
 from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
+from ext.pircan.delivery import Watched
 from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.host_tools import register_host_tools
 from ext.pircan.mcp.http import BearerGate, Presence
@@ -107,6 +108,6 @@ def install(state: Pircan) -> Presence:
             return
         await app(scope, receive, send)
 
-    api.http_route(PATH, BearerGate(endpoint, state, presence))
+    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence))
     api.http_lifespan(lifespan)
     return presence

@@ -18,8 +18,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
+from ext.pircan.delivery import Delivery, of_scope
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.service import contact, messages, roster
@@ -148,29 +148,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         account = caller(ctx).account
         limit = state.cfg.mcp_wait_max_ms
         timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
-        loop = asyncio.get_running_loop()
-        outcome: asyncio.Future[Any] = loop.create_future()
-
-        def on_message(item: StoredMessage | Task) -> None:
-            if outcome.done():  # the caller went away: it stays unread (unseen)
-                if isinstance(item, Task):
-                    state.database.write_nowait(tdb.unsee, item.id, account, item.seen_by(account))
-                else:
-                    state.database.write_nowait(db.unread_again, item.id)
-            else:
-                outcome.set_result(("message", item))
-
-        def on_end(kind: str, detail: str) -> None:
-            if not outcome.done():
-                outcome.set_result((kind, detail))
-
-        waiter = messages.start_wait(state, account, sender, timeout, on_message, on_end)
-        try:
-            kind, value = await outcome
-        finally:
-            if not outcome.done():
-                outcome.cancel()
-                state.end_wait(waiter)
+        kind, value = await _wait(state, ctx, account, sender, timeout)
         if kind == "message" and isinstance(value, Task):  # a change of one of its tasks
             entries = await state.database.read(tdb.entries, value.id)
             return ok({"task": task_json(value, entries)})
@@ -368,6 +346,49 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
 
 
 CHANNEL_TEXT_BYTES = 400
+
+
+def request_delivery(ctx: Context) -> Delivery | None:
+    """The HTTP request's Delivery (whether its client is still there), when it has one."""
+    request = ctx.request_context.request
+    return of_scope(request.scope) if request is not None else None
+
+
+async def _wait(state: Pircan, ctx: Context, account: str, senders: list[str] | None,
+                timeout: int | None) -> tuple[str, Any]:
+    """Run one wait (service.messages.start_wait) for a tool call: (kind, value). What it takes counts
+    as taken only if the call's client is still there when the answer is written: a client that
+    disconnects ends the wait, and anything taken for it is unread (unseen) again."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Any] = loop.create_future()
+    delivery = request_delivery(ctx)
+
+    def on_message(item: StoredMessage | Task) -> None:
+        if outcome.done():  # the caller went away: it stays unread (unseen)
+            messages.put_back(state, account, item)
+        elif delivery is None or delivery.hold(lambda: messages.put_back(state, account, item)):
+            outcome.set_result(("message", item))
+        else:
+            outcome.set_result(("cancelled", "The client disconnected"))
+
+    def on_end(kind: str, detail: str) -> None:
+        if not outcome.done():
+            outcome.set_result((kind, detail))
+
+    waiter = messages.start_wait(state, account, senders, timeout, on_message, on_end)
+    gone = None if delivery is None else loop.create_task(delivery.gone.wait())
+    try:
+        if gone is not None:
+            await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not outcome.done():
+                outcome.set_result(("cancelled", "The client disconnected"))
+        return await outcome
+    finally:
+        if gone is not None:
+            gone.cancel()
+        if not outcome.done():
+            outcome.cancel()
+        state.end_wait(waiter)
 
 
 def _no_channel(name: str, found: Any) -> Refused:

@@ -36,6 +36,7 @@ __all__ = [
     "acknowledge",
     "take",
     "start_wait",
+    "put_back",
     "history",
     "conversation",
     "body_refusal",
@@ -289,6 +290,11 @@ def _take_first(conn: sqlite3.Connection, account: str, senders: frozenset[str] 
                 at: int) -> StoredMessage | Task | None:
     message = db.take_oldest_of(conn, account, senders, at)
     return message if message is not None else tdb.take_oldest_task_update(conn, account, senders)
+
+
+def put_back(state: Pircan, account: str, item: StoredMessage | Task) -> None:
+    """A taken message is unread again, a seen task change unseen (its answer never reached a client)."""
+    state.database.write_nowait(_put_back, item, account)
 
 
 def _put_back(conn: sqlite3.Connection, item: StoredMessage | Task, account: str) -> None:
