@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ExtensionAPI",
     "load_extensions",
+    "extension_schema_tracks",
     "open_database_sync",
     "extension_config_sync",
     "get_account_sync",
@@ -596,6 +597,16 @@ def get_account_sync(conn: Any, folded: str) -> Any:
     from ircd.store.accounts import get_account
 
     return get_account(conn, folded)
+
+
+def extension_schema_tracks(names: list[str]) -> dict[str, int]:
+    """The schema tracks of the named extensions that have tables (``ext.<name>.schema_tracks()``),
+    with their newest versions, without setting the extensions up (for ``pircd restore``)."""
+    tracks: dict[str, int] = {}
+    for name in names:
+        module = importlib.import_module(f"ext.{name}")
+        tracks.update(getattr(module, "schema_tracks", dict)())
+    return tracks
 
 
 def load_extensions(server: "Server") -> list[ExtensionAPI]:

@@ -16,7 +16,6 @@ has the file open. The database it replaces is kept as ``<db>.before-restore``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sqlite3
 import click
@@ -29,14 +28,12 @@ __all__ = ["backup", "restore", "known_tracks"]
 def known_tracks(extensions: list[str]) -> dict[str, int]:
     """The schema tracks this pircd knows, with their newest versions: the core's, and those of
     the enabled extensions that have tables (``ext.<name>.schema_tracks()``, reached by name)."""
+    from ircd.api import extension_schema_tracks
     from ircd.store import tokens
     from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
-    tracks = {CORE_TRACK: len(CORE_MIGRATIONS), tokens.TRACK: len(tokens.MIGRATIONS)}
-    for name in extensions:
-        module = importlib.import_module(f"ext.{name}")
-        tracks.update(getattr(module, "schema_tracks", dict)())
-    return tracks
+    return {CORE_TRACK: len(CORE_MIGRATIONS), tokens.TRACK: len(tokens.MIGRATIONS),
+            **extension_schema_tracks(extensions)}
 
 
 def _private_file(path: str) -> None:

@@ -57,12 +57,14 @@ def test_publishing_an_endpoint(p):
 def test_intro_refusals(p):
     p.cmd("bob", "PROFILE ENDPOINT * https://bob.example/a2a")
     assert p.cmd("alice", "INTRO bob") == [
-        f"{S} FAIL INTRO NO_AGREEMENT bob :You need an active agreement with this account for an intro token"]
+        f"{S} FAIL INTRO NO_AGREEMENT bob :You need an active agreement with this account for an intro token. Ask for one: "
+        "CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
     agree(p, "alice", "bob", "task:summarise")
     assert p.cmd("bob", "INTRO alice") == [  # task scopes go one way: bob holds none toward alice
         f"{S} FAIL INTRO SCOPE_MISSING alice :You need an active agreement with this account for an intro token"]
     assert p.cmd("alice", "INTRO olive") == [
-        f"{S} FAIL INTRO NO_AGREEMENT olive :You need an active agreement with this account for an intro token"]
+        f"{S} FAIL INTRO NO_AGREEMENT olive :You need an active agreement with this account for an intro token. Ask for one: "
+        "CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision"]
     # without the HTTP listener (the harness has none) no key can be published: no token
     assert p.cmd("alice", "INTRO bob") == [
         f"{S} FAIL INTRO NOT_ALLOWED bob :Intro tokens need the server's HTTP listener ([http])"]

@@ -434,6 +434,11 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
                       ([str(tmp_path / "b.db"), "--config", str(latin1)], None)],
         ("restore",): [([str(latin1), "--yes", "--db", good], None), ([str(tmp_path / "nofile.db"), "--db", good], None),
                        ([good, "--yes", "--db", good], None), ([copy, "--db", good], "n\n")],
+        ("host", "ps"): [(missing, None), (["--config", str(latin1)], None)],
+        ("host", "logs"): [(["ghost", "--db", good], None), (["alice", *missing], None)],
+        ("host", "start"): [(["ghost", "--db", good], None)],
+        ("host", "stop"): [(["alice", "--db", good], None)],
+        ("host", "restart"): [(["alice", *missing], None)],
         ("serve",): [],  # below, in a process of its own
     }
     commands = _leaf_commands(main)

@@ -76,7 +76,7 @@ def ps(config_path: str | None, db: str | None) -> None:
                    f"{row.last_exit or '-'}")
 
 
-@host.command("logs")
+@host.command("logs", short_help="The last lines of a hosted agent's output; --follow for more.")
 @click.argument("name")
 @click.option("--lines", "-n", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @click.option("--grep", metavar="REGEX", help="Only the lines matching this regular expression.")
