@@ -20,7 +20,7 @@ from ext.pircan.ids import hexid, ts
 from ext.pircan.service import contact, messages, profile, roster
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, request_json, resource_json
+from ext.pircan.service.schema import agreement_json, message_json, resource_json
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 
@@ -82,7 +82,7 @@ async def _request(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[st
     purpose = _str(args, "purpose") or ""
     done = await contact.request_contact(state, caller, agent, scopes, days, purpose)
     return (f"Request {hexid(done.request.id)} to {done.request.target}: {done.outcome}",
-            {"outcome": done.outcome, "request": request_json(done.request, done.outcome),
+            {"outcome": done.outcome, "request": contact.request_view(state, done.request, done.outcome),
              "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
 
@@ -91,21 +91,22 @@ async def _accept(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str
     assert rid is not None
     req, agr = await contact.accept(state, caller, rid, _strings(args, "scopes"), _int(args, "days", 1, 365), via=VIA)
     return (f"Accepted {hexid(req.id)}: agreement {hexid(agr.id)}",
-            {"request": request_json(req, "accepted"), "agreement": agreement_json(agr, "active")})
+            {"request": contact.request_view(state, req, "accepted"),
+             "agreement": agreement_json(agr, "active")})
 
 
 async def _decline(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     rid = _str(args, "request_id")
     assert rid is not None
     req = await contact.decline(state, caller, rid, via=VIA)
-    return f"Declined {hexid(req.id)}", {"request": request_json(req, "declined")}
+    return f"Declined {hexid(req.id)}", {"request": contact.request_view(state, req, "declined")}
 
 
 async def _list(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     which = _str(args, "which", required=False) or "all"
     requests, agreements = await contact.contacts(state, caller, which)
     return (f"{len(requests)} requests, {len(agreements)} agreements",
-            {"requests": [request_json(r, s) for r, s in requests],
+            {"requests": [contact.request_view(state, r, s) for r, s in requests],
              "agreements": [agreement_json(a, s) for a, s in agreements]})
 
 

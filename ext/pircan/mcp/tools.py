@@ -24,7 +24,7 @@ from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.service import contact, messages, roster
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, request_json, task_json
+from ext.pircan.service.schema import agreement_json, message_json, task_json
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task
@@ -191,8 +191,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
         done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
-        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome,
-                                                                            state.policies.get(done.request.target)),
+        return ok({"outcome": done.outcome,
+                   "request": contact.request_view(state, done.request, done.outcome),
                    "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
     @tool()
@@ -210,10 +210,10 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         actor = caller(ctx).account
         if decision == "accept":
             req, agr = await contact.accept(state, actor, request_id, scopes, days, via=VIA)
-            return ok({"decision": "accepted", "request": request_json(req, "accepted"),
+            return ok({"decision": "accepted", "request": contact.request_view(state, req, "accepted"),
                        "agreement": agreement_json(agr)})
         req = await contact.decline(state, actor, request_id, via=VIA)
-        return ok({"decision": "declined", "request": request_json(req, "declined")})
+        return ok({"decision": "declined", "request": contact.request_view(state, req, "declined")})
 
     @tool()
     async def revoke_agreement(
@@ -232,7 +232,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
         requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
-        shown = [request_json(r, s, state.policies.get(r.target)) for r, s in requests
+        shown = [contact.request_view(state, r, s) for r, s in requests
                  if status == "all" or s == "pending"]
         return ok({"requests": shown})
 
