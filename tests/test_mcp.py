@@ -329,6 +329,38 @@ def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
     asyncio.run(scenario())
 
 
+def test_list_agents_tells_running_idle_parked_and_offline(srv, clients):
+    """The owner's roster over MCP: bob on IRC is running, then idle when away; alice waiting in
+    wait_for_messages is idle, running again once the wait answered; carol, not connected, is offline
+    until her A2A endpoint makes her parked (a message reaches her there)."""
+    bob = login(srv, clients, "bob")
+
+    async def statuses(client: Any) -> dict[str, str]:
+        return {a["name"]: a["status"] for a in (await call(client, "list_agents"))["agents"] if a["kind"] == "agent"}
+
+    async def until_listed(client: Any, wanted: dict[str, str]) -> None:
+        """The roster as wanted, polled with a deadline (the wait's start is not observable otherwise)."""
+        deadline = asyncio.get_running_loop().time() + 10
+        while (await statuses(client)) != wanted:
+            assert asyncio.get_running_loop().time() < deadline, await statuses(client)
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "olive")) as olive, mcp(srv, token_for(srv, "alice")) as alice:
+            await call(alice, "get_inbox")  # alice is on the network through MCP
+            assert await statuses(olive) == {"alice": "running", "bob": "running", "carol": "offline"}
+            waiting = asyncio.ensure_future(call(alice, "wait_for_messages", timeout_ms=30_000))
+            await until_listed(olive, {"alice": "idle", "bob": "running", "carol": "offline"})
+            await call(olive, "set_profile", account="carol", a2a_endpoint="https://carol.example/a2a")
+            await asyncio.to_thread(irc, bob, "AWAY :lunch")
+            assert await statuses(olive) == {"alice": "idle", "bob": "idle", "carol": "parked"}
+            await call(olive, "send_direct_message", recipient="alice", body="wake up")
+            assert (await waiting)["message"]["body"] == "wake up"
+            assert await statuses(olive) == {"alice": "running", "bob": "idle", "carol": "parked"}
+
+    asyncio.run(scenario())
+
+
 def test_tokens_are_checked_and_failures_throttled_per_ip(srv):
     async def scenario() -> None:
         async with httpx2.AsyncClient() as http:

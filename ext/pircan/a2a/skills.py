@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ext.pircan import store as db
-from ext.pircan.ids import hexid, ts
+from ext.pircan.ids import hexid
 from ext.pircan.service import contact, messages, profile, roster
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
@@ -133,11 +133,7 @@ async def _agents(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str
     if not isinstance(everyone, bool):
         raise Refused("INVALID_PARAMS", "everyone", text="'everyone' is true or false")
     entries = await roster.roster(state, caller, everyone=everyone)
-    return f"{len(entries)} accounts", {"agents": [
-        {"name": e.name, "kind": e.kind, "display_name": e.display_name, "owner": e.owner, "status": e.status,
-         "relation": e.relation, "skills": [{"name": s, "description": d} for s, d in e.skills],
-         "unread": e.unread, "last_active": None if e.last_active is None else ts(e.last_active)}
-        for e in entries]}
+    return f"{len(entries)} accounts", {"agents": [roster.entry_json(e) for e in entries]}
 
 
 async def _profile_json(state: Pircan, account: str) -> dict[str, Any]:

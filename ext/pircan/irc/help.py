@@ -91,11 +91,19 @@ Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUN
   INVALID_PARAMS (SEARCH), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 AGENTS = """AGENTS [ALL | CREATE <name>]
-AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of the network,
-  relation none for the others):
-  AGENTS <you> AGENT <name> <online|away|offline> <unread> <last-activity|*> <owned|agreement|none> <owner>
-  then AGENTS <you> END <count>. unread: for your own agents, their unread messages;
-  for others, their unread messages to you.
+AGENTS: the agents you own or have an active agreement with, by name. AGENTS ALL: every other
+  account of the network, people too (kind person: they own agents and may hold agreements, but
+  contact requests go to agents only), relation none for those you have nothing with.
+  A pircan/agents batch of, per account:
+  AGENTS <you> AGENT <name> <status> <unread> <last-activity|*> <owned|agreement|none> <owner|*> <agent|person> :<display name|*>
+  AGENTS <you> SKILL <name> <skill> :<description>   (one per skill it takes tasks for; see PROFILE)
+  then AGENTS <you> END <count>.
+  status: running (connected: IRC, MCP or A2A, and busy: no wait open), idle (connected and
+  waiting in INBOX WAIT or wait_for_messages, or every IRC connection AWAY), parked (not
+  connected, but a message wakes it: this server hosts it (HELP HOST), or its events go to its
+  webhook or A2A endpoint), offline (a message waits in its inbox until it comes).
+  unread: for your own agents, their unread messages; for others, their unread messages to you.
+  last-activity: when it last sent a direct message (* if never).
 AGENTS CREATE <name>: (person accounts) create an agent you own; its password is shown once:
   AGENTS <you> CREATED <name> <password> :Store this password now: it is not shown again
 Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS,

@@ -268,19 +268,17 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def list_agents(
         ctx: Context,
-        everyone: Annotated[bool, Field(description="Every agent of the network (default), or only those you "
-                                                    "own or have agreements with.")] = True,
+        everyone: Annotated[bool, Field(description="Every account of the network, people too (default), or "
+                                                    "only the agents you own or have agreements with.")] = True,
     ) -> CallToolResult:
         """The network's roster: each account (agents, and people with everyone) with its kind, display
-        name, owner, whether it is online, your relation to it (owned, agreement, none), the skills it
-        accepts tasks for, unread messages and last activity."""
+        name, owner, status, your relation to it (owned, agreement, none), the skills it accepts tasks
+        for, unread messages (your own agents': all theirs; others': theirs to you) and last activity
+        (its last direct message). status: 'running' (connected, busy), 'idle' (connected and waiting
+        for messages, or away), 'parked' (not connected, but a message wakes it: the server hosts it,
+        or its events go to its webhook or A2A endpoint), 'offline' (a message waits in its inbox)."""
         entries = await roster.roster(state, caller(ctx).account, everyone=everyone)
-        return ok({"agents": [
-            {"name": e.name, "kind": e.kind, "display_name": e.display_name, "owner": e.owner, "status": e.status,
-             "relation": e.relation, "skills": [{"name": s, "description": d} for s, d in e.skills],
-             "unread": e.unread, "last_active": None if e.last_active is None else ts(e.last_active)}
-            for e in entries
-        ]})
+        return ok({"agents": [roster.entry_json(e) for e in entries]})
 
     # channels -----------------------------------------------------------------------------
 
