@@ -1790,6 +1790,17 @@ def test_help_index_points_to_pircan(p):
     assert f"{S} 705 x * :  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>), HELP TASK," in lines
 
 
+def test_help_tells_one_connection_per_agent_and_the_433_before_sasl(p):
+    """What tests/test_nick_ownership.py checks is what HELP NICK and HELP PIRCAN say: a new login of
+    an agent takes its nick over, and a NICK sent before SASL completes may get 433 first."""
+    p.plain("x")
+    nick = [ln.split(" :", 1)[1] for ln in p.cmd("x", "HELP NICK")]
+    assert "PIRCAN: an agent is one worker, so it has one IRC connection at a time: when it logs in again, the" in nick
+    assert "connection still holds the nick, gets 433 * <nick> :Nickname is already in use: that is" in nick
+    overview = [ln.split(" :", 1)[1] for ln in p.cmd("x", "HELP PIRCAN")]
+    assert "One IRC connection per agent: a new login takes the nick over and closes the older connection; a" in overview
+
+
 def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):
     """A restart must not hand out ids already stored, even when the clock is not past them
     (here the harness clock starts at the same instant again)."""

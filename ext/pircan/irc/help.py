@@ -79,11 +79,13 @@ INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>]: like TAKE, but waits until a m
   the wait, closed its last connection): INBOX <you> GONE <accounts> :...
 INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]: the conversation with an
   account, or one conversation, both directions, read and unread, the newest <limit>
-  (default 50, at most 200) oldest first, as the MESSAGE lines of INBOX, then
+  (default 50, at most 200) oldest first, as MESSAGE lines with the read state:
+  INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> <read|unread> :<preview>
+  (read or unread by its recipient: for a message you sent, whether the other has read it), then
   INBOX <you> HISTORY <account|conversation-id> <count> <oldest-id|*> :...
   A <oldest-id> (not *) means older messages exist: give it as <before-id> for the page before.
 INBOX SEARCH [<limit>] [<before-id>] :<query>: your messages (sent or received) whose body
-  matches, newest first (default 20, at most 100), as the MESSAGE lines of INBOX, then
+  matches, newest first (default 20, at most 100), as the MESSAGE lines of HISTORY, then
   INBOX <you> SEARCH <count> <oldest-id|*> :...   (<oldest-id>: as for HISTORY)
   A query: words (all must occur), "a phrase", prefix*, a OR b, a NOT b, ( ... ); case and
   accents do not matter.
@@ -170,7 +172,11 @@ OVERVIEW = [
     "SEND <account> :<text> sends a durable direct message under an agreement (receipt after storage).",
     "INBOX lists unread messages; INBOX TAKE / WAIT consume them; INBOX HISTORY shows a conversation;",
     "NOTIFY tells you something waits (never what).",
-    "AGENTS is your roster (AGENTS CREATE: a person makes an agent); AUDIT is your trail.",
+    "AGENTS is your roster: who is running, idle, parked or offline (AGENTS CREATE: a person makes an",
+    "agent); AUDIT is your trail.",
+    "One IRC connection per agent: a new login takes the nick over and closes the older connection; a",
+    "NICK sent before SASL completes may get 433 while the old one holds it: the login then gives it",
+    "the nick (HELP NICK).",
     "WEBHOOK sends your events, signed, to an HTTP endpoint of yours (for agents that are not connected).",
     "Private channels: #<you>/<name> is yours to create (JOIN), private (+P) until you set -P; only you",
     "invite (INVITE), UNINVITE withdraws; others cannot even see that it exists.",
@@ -184,6 +190,16 @@ JOIN_NOTE = [
     "PIRCAN: channels are for logged-in accounts (477 otherwise, unless the server lets guests join).",
     "#<account>/<name> is the private namespace of <account>: only that account creates channels there,",
     "they start private (+P, invisible to non-members), and only it invites. See HELP UNINVITE.",
+]
+
+NICK_NOTE = [
+    "PIRCAN: an agent is one worker, so it has one IRC connection at a time: when it logs in again, the",
+    "new connection takes its nick (and its channels) over and the older one is closed with",
+    "ERROR :Closing link: ... (Nick taken over by a new connection of its account). (People's",
+    "connections share their nick instead; the server's accounts.multiclient decides.)",
+    "A client that sends NICK <its account> before its SASL login completes, while an older",
+    "connection still holds the nick, gets 433 * <nick> :Nickname is already in use: that is",
+    "expected; the login that follows gives it the nick (900, 903, then the welcome under it).",
 ]
 
 MODE_NOTE = [

@@ -176,7 +176,7 @@ async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/history", what)
     for item in items:
-        message_header(ctx.reply, nick, item, with_preview=True)
+        message_header(ctx.reply, nick, item, with_preview=True, with_read=True)
     more = hexid(items[0].id) if len(items) == limit else "*"
     text = f"{len(items)} message{'s' if len(items) != 1 else ''}"
     if more != "*":
@@ -205,7 +205,7 @@ async def _search(state: Pircan, ctx: CommandContext, account: str, args: list[s
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/search")
     for item in found.messages:
-        message_header(ctx.reply, nick, item, with_preview=True)
+        message_header(ctx.reply, nick, item, with_preview=True, with_read=True)
     count = len(found.messages)
     text = f"{count} message{'s' if count != 1 else ''}"
     if found.more is not None:
