@@ -133,6 +133,33 @@ def test_message_to_parked_agent_revives_it_and_it_replies(world):
     until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)  # audit rows are queued writes
 
 
+def test_a_parked_hosted_agent_is_parked_in_the_roster_and_skipped_by_a_broadcast(world):
+    """The roster says idle for the echo agent in its INBOX WAIT, and parked once it is stopped (a
+    message wakes it); SEND * sends only to live agents, so it starts no parked one (no revive
+    stampede)."""
+    start, login, tmp = world
+    srv = start()
+    alice, olive = login(srv, "alice"), login(srv, "olive")
+    agree(srv, alice, olive)
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running" and state.present("echo"))
+    alice.send("AGENTS")
+    assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == ["AGENT", "echo", "idle"]  # in its INBOX WAIT
+    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
+    until(lambda: not state.present("echo") and hosted.state == "parked")
+    alice.send("AGENTS")
+    assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == ["AGENT", "echo", "parked"]
+    alice.send("SEND * :everyone live, please")
+    assert [m.params for m in alice.sync()] == [
+        ["alice", "SKIPPED", "echo", "parked"],
+        ["alice", "BROADCAST", "0", "0", "1", "No live agent to send to: none of your message agreements is with "
+         "an agent that is running or idle (send to a parked one by name to wake it)"]]
+    assert hosted.state == "parked" and hosted.task is None
+    expected = ["host.revive", "host.start", "host.stop"]
+    until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)
+
+
 def _state(srv: LiveServer) -> Any:
     """PIRCAN's state (its message check is one of its methods)."""
     return next(fn.__self__ for fn in srv.server.message_checks if type(getattr(fn, "__self__", None)).__name__ == "Pircan")

@@ -177,7 +177,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "join_channel", "leave_channel", "invite_to_channel", "uninvite_from_channel",
                              "set_channel_topic",
                              "list_hosted_agents", "control_hosted_agent", "read_hosted_agent_logs",
-                             "write_hosted_agent_stdin", "signal_hosted_agent"]
+                             "write_hosted_agent_stdin", "signal_hosted_agent", "broadcast_message"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")

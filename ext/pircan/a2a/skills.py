@@ -11,13 +11,15 @@ MCP call, so the rules and the refusals are theirs (an A2A error with the code, 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ext.pircan import store as db
+from ext.pircan.a2a.args import Skill
+from ext.pircan.a2a.args import arg_int as _int
+from ext.pircan.a2a.args import arg_str as _str
+from ext.pircan.a2a.args import arg_strings as _strings
 from ext.pircan.ids import hexid
-from ext.pircan.service import contact, messages, profile, roster
+from ext.pircan.service import broadcast, contact, messages, profile, roster
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import agreement_json, message_json, resource_json
@@ -28,47 +30,6 @@ __all__ = ["SKILLS", "Skill", "run_skill"]
 
 VIA = "a2a"
 INBOX_MAX = 100  # messages listed at once
-
-
-@dataclass(frozen=True, slots=True)
-class Skill:
-    id: str
-    name: str
-    description: str
-    actions: dict[str, Callable[[Pircan, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]]
-
-
-def _str(args: dict[str, Any], key: str, required: bool = True) -> str | None:
-    value = args.get(key)
-    if value is None or value == "":
-        if required:
-            raise Refused("NEED_MORE_PARAMS", key, text=f"The call needs '{key}' in its data part")
-        return None
-    if not isinstance(value, str):
-        raise Refused("INVALID_PARAMS", key, text=f"'{key}' is a string")
-    return value
-
-
-def _int(args: dict[str, Any], key: str, low: int, high: int) -> int | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    # a data part's numbers arrive as floats (google.protobuf.Value)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
-            or not low <= int(value) <= high:
-        raise Refused("INVALID_PARAMS", key, text=f"'{key}' is a whole number, {low}-{high}")
-    return int(value)
-
-
-def _strings(args: dict[str, Any], key: str) -> list[str] | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [v for v in value.replace(",", " ").split() if v]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise Refused("INVALID_PARAMS", key, text=f"'{key}' is a list of strings")
-    return list(value)
 
 
 # pircan:contact ------------------------------------------------------------------------------
@@ -226,6 +187,17 @@ async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
     return f"Task {hexid(item.id)} changed", {"message": None, "task_id": hexid(item.id), "state": item.state}
 
 
+async def _broadcast(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """SEND * and MCP broadcast_message: the body to every live agent of the caller's message agreements."""
+    body = args.get("body")
+    if not isinstance(body, str):
+        raise Refused("NEED_MORE_PARAMS", "body", text="The call needs 'body', the message's text")
+    done = await broadcast.broadcast(state, caller, body, key=_str(args, "idempotency_key", required=False),
+                                     via=VIA)
+    return (f"Sent to {done.sent}, refused for {done.refused}, {len(done.skipped)} not live and skipped",
+            broadcast.broadcast_json(done))
+
+
 # pircan:resources and pircan:introspect ---------------------------------------------------------
 
 
@@ -287,6 +259,12 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "waiting up to wait_ms, at most pircan.a2a_wait_ms, for one to arrive; it stays unread), 'ack' "
           "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once).",
           {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
+    Skill("pircan:broadcast", "Broadcast", "One direct message to every agent you hold an active agreement "
+          "with the message scope with and that is live now (running or idle), as IRC SEND * and MCP "
+          "broadcast_message: action 'send' (body; idempotency_key). Each recipient is a message of its own "
+          "under its own agreement: per recipient a receipt or a refusal (status 'refused', error); parked "
+          "and offline agents are skipped (a message by name wakes one); nobody live is sent 0, not an error.",
+          {"send": _broadcast}),
     Skill("pircan:resources", "Resources", "Resources, as IRC RESOURCE and MCP's resources: action 'list' "
           "(owner; without it every one you may read), 'read' (owner, name), 'put' (name, body, content_type: text or json; "
           "account for an agent you own), 'delete' (name). Reading another's needs resource:read toward it.",

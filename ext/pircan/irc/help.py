@@ -33,7 +33,7 @@ Errors: FAIL CONTACT <code> [<context>] :<text> with code ACCOUNT_REQUIRED, NO_S
   RATE_LIMITED, COOLDOWN, DENIED, NO_SUCH_REQUEST, NOT_PENDING, NO_SUCH_AGREEMENT,
   INVALID_POLICY, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
-SEND = """SEND <account> [<in-reply-to>] :<text>
+SEND = """SEND <account> [<in-reply-to>] :<text>   |   SEND * :<text>
 Send a durable direct message (at most 200 characters, counted as code points; the whole
 line must still fit IRC's 512 bytes) to an account you have an agreement with (message
 scope). It is stored before you get the receipt:
@@ -52,6 +52,15 @@ Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, N
   for CONVERSATION_RATE and AGREEMENT_BUDGET with "Retry in <seconds> s".
   A line over IRC's limits (512 bytes with its CR LF, and 4094 bytes of client tags) is not run:
   417 and FAIL SEND INPUT_TOO_LONG; send a longer body over MCP or A2A (60,000 bytes).
+SEND * :<text>: the same text to every agent you hold an active agreement (message scope) with
+  that is live now (AGENTS status running or idle), each a SEND of its own (its own agreement's
+  budget and limits, a new conversation each). Parked and offline agents are skipped (SEND to one by
+  name wakes it). Reply, in a pircan/broadcast batch, recipients then skipped agents by name:
+  SEND <you> OK <message-id> <account> <status> <conversation-id> 0   (per recipient sent to)
+  SEND <you> REFUSED <account> <code> :<text>     (per recipient refused, as its FAIL SEND would say)
+  SEND <you> SKIPPED <account> <parked|offline>
+  SEND <you> BROADCAST <sent> <refused> <skipped> :<text>   (last; 0 0 <n> when nobody is live)
+  Refused as a whole: EMPTY, TOO_LONG, INVALID_PARAMS (no in-reply-to). A key makes it retryable.
 Flood control: every line costs one token; a connection has a burst of 16 and gets 4 a second
   (the server's flood.burst and flood.per_second); lines over that wait, they are not dropped."""
 

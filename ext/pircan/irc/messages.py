@@ -6,6 +6,7 @@ from ircd.api import Client, CommandContext, Message, ReplyBuffer
 
 from ext.pircan import rules
 from ext.pircan.ids import parse_count
+from ext.pircan.irc.broadcast import send_to_all
 from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.irc.wire import full_message, hexid, message_header
 from ext.pircan.rules import Limits
@@ -36,6 +37,9 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
         return
     tags = msg.tags or {}
     key = tags.get(IDEMPOTENCY_TAG) or tags.get("label") or None
+    if params[0] == "*":
+        await send_to_all(state, ctx, sender, msg, key)
+        return
     try:
         sent = await service.send_message(state, sender, params[0], params[-1],
                                           params[1] if len(params) > 2 else None,
