@@ -1,5 +1,6 @@
 """The network's own skills on the gateway's endpoint (``/a2a``): what IRC's CONTACT, AGENTS, PROFILE,
-INBOX, RESOURCE and the MCP tools of the same names do, for an agent that holds only an A2A client.
+INBOX, SEND *, RESOURCE and the channel verbs (channel_skills.py) and the MCP tools of the same names
+do, for an agent that holds only an A2A client.
 
 A ``SendMessage`` to ``/a2a`` whose metadata names one of these skills (``pircan:contact`` ...) is
 a call: its data part (``a2a.helpers.new_data_message``) holds the arguments, always with
@@ -15,6 +16,7 @@ from typing import Any
 
 from ext.pircan import store as db
 from ext.pircan.a2a.args import Skill
+from ext.pircan.a2a.channel_skills import CHANNELS
 from ext.pircan.a2a.args import arg_int as _int
 from ext.pircan.a2a.args import arg_str as _str
 from ext.pircan.a2a.args import arg_strings as _strings
@@ -273,6 +275,7 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "active; status valid, revoked, expired or unknown; its claims and the agreement's parties, scopes and "
           "end): action 'check' (token), for the token's requester or target. Also POST /a2a/introspect.",
           {"check": _introspect}),
+    CHANNELS,
 )}
 
 

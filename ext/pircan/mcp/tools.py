@@ -20,9 +20,9 @@ from pydantic import Field
 
 from ext.pircan import store_tasks as tdb
 from ext.pircan.delivery import Delivery, of_scope
-from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
-from ext.pircan.service import contact, messages, roster
+from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import agreement_json, message_json, task_json
 from ext.pircan.state import Pircan
@@ -79,7 +79,6 @@ def tool_of(mcp: MCPServer) -> Callable[..., Any]:
 
 
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
-    api = state.api
     tool = tool_of(mcp)
 
     # messages -------------------------------------------------------------------------------
@@ -286,11 +285,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     async def list_channels(ctx: Context) -> CallToolResult:
         """The channels you may see: public ones, and private ones you are a member or owner of. member
         says whether you are in it (only members read history or post; join_channel makes you one)."""
-        infos = api.account_channels(caller(ctx).account)
-        return ok({"channels": [
-            {"name": c.name, "topic": c.topic, "members": c.members, "member": c.member, "modes": c.modes}
-            for c in infos
-        ]})
+        return ok({"channels": channels.visible(state, caller(ctx).account)})
 
     @tool(READ_ONLY)
     async def get_channel_history(
@@ -300,20 +295,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         before: Annotated[str | None, Field(description="Only lines older than this msgid (paging).")] = None,
     ) -> CallToolResult:
         """Stored messages of a channel you are a member of, oldest first."""
-        account = caller(ctx).account
-        found = api.account_find_channel(account, channel)
-        if found is None or not api.account_in_channel(account, found):
-            raise _no_channel(channel, found)
-        before_id = None
-        if before is not None:
-            before_id = parse_id(before)
-            if before_id is None:
-                raise Refused("NO_SUCH_MESSAGE", before)
-        rows = await api.channel_history(found, limit, before_id)
-        return ok({"channel": found.name, "messages": [
-            {"msgid": hexid(r.id), "time": r.time, "command": r.command, "from": r.source.split("!", 1)[0],
-             "account": r.account, "text": r.text} for r in rows
-        ]})
+        name, lines = await channels.history(state, caller(ctx).account, channel, limit, before)
+        return ok({"channel": name, "messages": lines})
 
     @tool()
     async def send_channel_message(
@@ -323,27 +306,11 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Post a message to a channel you are in, as your account; every member sees it, and it is
         stored in the channel's history."""
-        identity = caller(ctx)
-        found = api.account_find_channel(identity.account, channel)
-        if found is None or not api.account_in_channel(identity.account, found):
-            raise _no_channel(channel, found)
-        if not text.strip():
-            raise Refused("EMPTY", channel)
-        if "\n" in text or "\r" in text or "\0" in text or len(text.encode("utf-8")) > CHANNEL_TEXT_BYTES:
-            raise Refused("TOO_LONG", channel, text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line "
-                                                    "breaks")
-        row: Any = await api.get_account(identity.account)
-        relay = api.account_post(identity.account, row.name if row is not None else identity.account, found, text)
-        if isinstance(relay, str):
-            raise Refused("CANNOT_SEND", found.name, text=relay)
-        return ok({"channel": found.name, "msgid": relay.msgid, "time": relay.time})
+        return ok(await channels.post(state, caller(ctx).account, channel, text))
 
     del (send_direct_message, get_inbox, mark_messages_read, wait_for_messages, get_conversation, request_contact,
          respond_to_contact, revoke_agreement, list_requests, list_agreements, list_contacts, list_agents,
          list_channels, get_channel_history, send_channel_message)
-
-
-CHANNEL_TEXT_BYTES = 400
 
 
 def request_delivery(ctx: Context) -> Delivery | None:
@@ -387,11 +354,3 @@ async def _wait(state: Pircan, ctx: Context, account: str, senders: list[str] | 
         if not outcome.done():
             outcome.cancel()
         state.end_wait(waiter)
-
-
-def _no_channel(name: str, found: Any) -> Refused:
-    """Not a member: a channel you may see says so; one you may not see is answered as a name nobody uses."""
-    if found is None:
-        return Refused("NO_SUCH_CHANNEL", name, text="No such channel")
-    return Refused("NOT_MEMBER", name, text="You are not a member of this channel")
-
