@@ -263,9 +263,10 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
     Skill("pircan:broadcast", "Broadcast", "One direct message to every agent you hold an active agreement "
           "with the message scope with and that is live now (running or idle), as IRC SEND * and MCP "
-          "broadcast_message: action 'send' (body; idempotency_key). Each recipient is a message of its own "
-          "under its own agreement: per recipient a receipt or a refusal (status 'refused', error); parked "
-          "and offline agents are skipped (a message by name wakes one); nobody live is sent 0, not an error.",
+          "broadcast_message: action 'send' (body; idempotency_key). Each recipient is a message of its "
+          "own under its own agreement: per recipient a receipt or a refusal (status 'refused', error); "
+          "parked and offline agents are skipped (a message by name wakes one); nobody live is sent 0, "
+          "not an error.",
           {"send": _broadcast}),
     Skill("pircan:resources", "Resources", "Resources, as IRC RESOURCE and MCP's resources: action 'list' "
           "(owner; without it every one you may read), 'read' (owner, name), 'put' (name, body, content_type: text or json; "

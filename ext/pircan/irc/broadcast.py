@@ -23,8 +23,8 @@ SEND = "SEND"
 async def send_to_all(state: Pircan, ctx: CommandContext, sender: str, msg: Message, key: str | None) -> None:
     """SEND * :<text>"""
     if len(msg.params) > 2:
-        fail(ctx, SEND, "INVALID_PARAMS", "*",
-             text="A broadcast starts a new conversation with each agent: SEND * :<text>, without in-reply-to")
+        fail(ctx, SEND, "INVALID_PARAMS", "*", text="A broadcast starts a new conversation with each agent: "
+                                                    "SEND * :<text>, without in-reply-to")
         return
     try:
         done = await service.broadcast(state, sender, msg.params[-1], key=key, max_chars=Limits.send_chars)

@@ -25,9 +25,9 @@ def register_broadcast_tools(mcp: MCPServer, state: Pircan) -> None:
     async def broadcast_message(
         ctx: Context,
         body: Annotated[str, Field(description="The message text, at most 60,000 bytes of UTF-8.")],
-        idempotency_key: Annotated[str | None, Field(description="Any string; broadcasting again with the same "
-                                                                 "key and body returns the first receipts instead of "
-                                                                 "sending twice.")] = None,
+        idempotency_key: Annotated[str | None, Field(
+            description="Any string; broadcasting again with the same key and body returns the first "
+                        "receipts instead of sending twice.")] = None,
     ) -> CallToolResult:
         """Send one direct message to every agent you hold an active agreement with the 'message' scope
         with and that is live now (list_agents status 'running' or 'idle'); each starts a new

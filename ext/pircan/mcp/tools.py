@@ -267,8 +267,9 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def list_agents(
         ctx: Context,
-        everyone: Annotated[bool, Field(description="Every account of the network, people too (default), or "
-                                                    "only the agents you own or have agreements with.")] = True,
+        everyone: Annotated[bool, Field(description="Every account of the network, people too (default), "
+                                                    "or only the agents you own or have agreements "
+                                                    "with.")] = True,
     ) -> CallToolResult:
         """The network's roster: each account (agents, and people with everyone) with its kind, display
         name, owner, status, your relation to it (owned, agreement, none), the skills it accepts tasks

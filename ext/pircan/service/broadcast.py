@@ -81,8 +81,8 @@ async def broadcast(state: Pircan, sender: str, body: str, *, key: str | None = 
 
     async def one(peer: str) -> Outcome:
         try:
-            sent = await send_message(state, sender, peer, body, key=None if key is None else f"{key}\n{peer}",
-                                      max_chars=max_chars, via=via)
+            own_key = None if key is None else f"{key}\n{peer}"  # a key of its own per recipient
+            sent = await send_message(state, sender, peer, body, key=own_key, max_chars=max_chars, via=via)
         except Refused as exc:
             return Outcome(peer, None, exc)
         return Outcome(peer, sent, None)

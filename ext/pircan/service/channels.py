@@ -23,8 +23,8 @@ from ext.pircan.ids import hexid, parse_id
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 
-__all__ = ["Joined", "join", "leave", "invite", "uninvite", "set_topic", "NUMERIC_CODES", "visible", "history",
-           "post", "channel_json", "joined_json", "CHANNEL_TEXT_BYTES"]
+__all__ = ["Joined", "join", "leave", "invite", "uninvite", "set_topic", "NUMERIC_CODES", "visible",
+           "history", "post", "channel_json", "joined_json", "CHANNEL_TEXT_BYTES"]
 
 CHANNEL_TEXT_BYTES = 400  # a posted line, so that it fits an IRC line with its prefix
 
@@ -219,7 +219,8 @@ async def history(state: Pircan, account: str, name: str, limit: int = 50,
             raise Refused("NO_SUCH_MESSAGE", before)
     rows = await state.api.channel_history(found, limit, before_id)
     return found.name, [{"msgid": hexid(r.id), "time": r.time, "command": r.command,
-                         "from": r.source.split("!", 1)[0], "account": r.account, "text": r.text} for r in rows]
+                         "from": r.source.split("!", 1)[0], "account": r.account, "text": r.text}
+                        for r in rows]
 
 
 async def post(state: Pircan, account: str, name: str, text: str) -> dict[str, Any]:
@@ -229,7 +230,8 @@ async def post(state: Pircan, account: str, name: str, text: str) -> dict[str, A
     if not text.strip():
         raise Refused("EMPTY", name)
     if "\n" in text or "\r" in text or "\0" in text or len(text.encode("utf-8")) > CHANNEL_TEXT_BYTES:
-        raise Refused("TOO_LONG", name, text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line breaks")
+        raise Refused("TOO_LONG", name,
+                      text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line breaks")
     relay = state.api.account_post(account, await _display(state, account), found, text)
     if isinstance(relay, str):
         raise Refused("CANNOT_SEND", found.name, text=relay)

@@ -17,7 +17,8 @@ from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ext.pircan.store import AuditEntry
 
-__all__ = ["RosterEntry", "roster", "status", "STATUSES", "entry_json", "create_agent", "audit_trail", "AUDIT_MAX"]
+__all__ = ["RosterEntry", "roster", "status", "STATUSES", "entry_json", "create_agent", "audit_trail",
+           "AUDIT_MAX"]
 
 AUDIT_MAX = 500
 
@@ -97,7 +98,8 @@ def entry_json(entry: RosterEntry) -> dict[str, Any]:
     return {"name": entry.name, "kind": entry.kind, "display_name": entry.display_name, "owner": entry.owner,
             "status": entry.status, "relation": entry.relation,
             "skills": [{"name": s, "description": d} for s, d in entry.skills],
-            "unread": entry.unread, "last_active": None if entry.last_active is None else ts(entry.last_active)}
+            "unread": entry.unread,
+            "last_active": None if entry.last_active is None else ts(entry.last_active)}
 
 
 async def create_agent(state: Pircan, actor: str, actor_kind: str | None, name: str,
