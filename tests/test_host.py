@@ -98,28 +98,38 @@ def world(tmp_path):
         srv.stop()
 
 
-def agree(srv: LiveServer, alice: IRCClient, olive: IRCClient) -> None:
-    """alice asks echo for contact (which revives echo: a contact request wakes); olive, the
-    owner, accepts for it."""
-    alice.send("CONTACT REQUEST echo message 30 :let us talk")
+def echo_in_touch(world: Any, scopes: str = "message") -> tuple[LiveServer, IRCClient, IRCClient, Path]:
+    """A server hosting echo; alice asks it for contact (which starts it: a request wakes), olive
+    accepts for it; once it is running and signed in: (server, alice, olive, tmp)."""
+    start, login, tmp = world
+    srv = start()
+    alice, olive = login(srv, "alice"), login(srv, "olive")
+    alice.send(f"CONTACT REQUEST echo {scopes} 30 :let us talk")
     request_id = alice.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
     olive.send(f"CONTACT ACCEPT {request_id}")
     assert olive.read_until(lambda m: m.command in ("CONTACT", "FAIL"))[-1].params[1] == "ACCEPTED"
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running" and state.present("echo"))
+    return srv, alice, olive, tmp
+
+
+def park(srv: LiveServer) -> None:
+    """The owner's stop: echo is parked and gone from the network."""
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
+    until(lambda: not state.present("echo") and hosted.state == "parked")
 
 
 def test_message_to_parked_agent_revives_it_and_it_replies(world):
     """A message for a hosted agent that is not running starts it once; it signs in with
     PIRCAN_TOKEN over SASL PLAIN, finds the message in its inbox and replies."""
-    start, login, tmp = world
-    srv = start()
-    alice, olive = login(srv, "alice"), login(srv, "olive")
-    agree(srv, alice, olive)
+    srv, alice, olive, tmp = echo_in_touch(world)
     state = _state(srv)
     hosted = state.host.agents["echo"]
-    until(lambda: hosted.state == "running" and state.present("echo"))
     first_pid = hosted.pid
-    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
-    until(lambda: not state.present("echo") and hosted.state == "parked")
+    park(srv)
 
     for i in range(3):  # three messages while it starts: one process
         alice.send(f"SEND echo :hello {i}")
@@ -137,17 +147,12 @@ def test_a_parked_hosted_agent_is_parked_in_the_roster_and_skipped_by_a_broadcas
     """The roster says idle for the echo agent in its INBOX WAIT, and parked once it is stopped (a
     message wakes it); SEND * sends only to live agents, so it starts no parked one (no revive
     stampede)."""
-    start, login, tmp = world
-    srv = start()
-    alice, olive = login(srv, "alice"), login(srv, "olive")
-    agree(srv, alice, olive)
-    state = _state(srv)
-    hosted = state.host.agents["echo"]
-    until(lambda: hosted.state == "running" and state.present("echo"))
+    srv, alice, olive, tmp = echo_in_touch(world)
+    hosted = _state(srv).host.agents["echo"]
     alice.send("AGENTS")
-    assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == ["AGENT", "echo", "idle"]  # in its INBOX WAIT
-    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
-    until(lambda: not state.present("echo") and hosted.state == "parked")
+    assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == [
+        "AGENT", "echo", "idle"]  # in its INBOX WAIT
+    park(srv)
     alice.send("AGENTS")
     assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == ["AGENT", "echo", "parked"]
     alice.send("SEND * :everyone live, please")
@@ -536,18 +541,9 @@ def hosted_pid_of(tmp: Path, account: str) -> str:
 
 
 def test_a_task_request_revives_a_parked_agent(world):
-    start, login, tmp = world
-    srv = start()
-    alice, olive = login(srv, "alice"), login(srv, "olive")
-    alice.send("CONTACT REQUEST echo message,task:summarise 30 :tasks")
-    request_id = alice.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
-    olive.send(f"CONTACT ACCEPT {request_id}")
-    assert olive.read_until(lambda m: m.command in ("CONTACT", "FAIL"))[-1].params[1] == "ACCEPTED"
-    state = _state(srv)
-    hosted = state.host.agents["echo"]
-    until(lambda: hosted.state == "running")
-    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
-    until(lambda: hosted.state == "parked" and not state.present("echo"))
+    srv, alice, olive, tmp = echo_in_touch(world, "message,task:summarise")
+    hosted = _state(srv).host.agents["echo"]
+    park(srv)
     alice.send("TASK CREATE echo summarise :the weekly notes")
     created = alice.read_until(lambda m: m.command in ("TASK", "FAIL"))[-1]
     assert created.params[1] == "CREATED", created
