@@ -139,8 +139,9 @@ def test_cards_show_what_the_roster_shows_everyone(srv, clients):  # noqa: F811
             assert [(i.url, i.protocol_binding) for i in network.supported_interfaces] == [
                 (srv.http_url + "/a2a", "JSONRPC"), (srv.http_url + "/a2a", "HTTP+JSON")]
             assert [s.id for s in network.skills] == ["relay", "intro", "pircan:agents", "pircan:contact",
-                                                      "pircan:profile", "pircan:inbox", "pircan:resources",
-                                                      "pircan:introspect"]
+                                                      "pircan:profile", "pircan:inbox", "pircan:broadcast",
+                                                      "pircan:resources", "pircan:introspect",
+                                                      "pircan:channels"]
             assert network.security_schemes["pircan"].http_auth_security_scheme.scheme == "Bearer"
             card = await A2ACardResolver(http, srv.http_url + "/a2a/agents/bob").get_agent_card()
             assert card.name == "bob" and card.description.startswith("Bob the builder (bob), an agent")

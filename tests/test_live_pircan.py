@@ -107,8 +107,8 @@ def test_agents_and_owner_whole_exchange(srv, clients):
     olive.send("AGENTS")
     roster = [r for r in wire(olive.sync()) if r[1] == "AGENTS"]
     assert [r[2][1:5] + r[2][6:] for r in roster] == [
-        ["AGENT", "alice", "online", "0", "owned", "olive", "agent", "*"],
-        ["AGENT", "bob", "online", "0", "owned", "olive", "agent", "*"],
+        ["AGENT", "alice", "running", "0", "owned", "olive", "agent", "*"],
+        ["AGENT", "bob", "running", "0", "owned", "olive", "agent", "*"],
         ["END", "2"],
     ]
     olive.send("CONTACT LIST agreements")

@@ -177,7 +177,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "join_channel", "leave_channel", "invite_to_channel", "uninvite_from_channel",
                              "set_channel_topic",
                              "list_hosted_agents", "control_hosted_agent", "read_hosted_agent_logs",
-                             "write_hosted_agent_stdin", "signal_hosted_agent"]
+                             "write_hosted_agent_stdin", "signal_hosted_agent", "broadcast_message"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")
@@ -325,6 +325,38 @@ def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
             r = await http.post(srv.http_url + "/mcp", headers={"Authorization": f"Bearer {token}"}, json={})
             assert r.status_code == 401 and r.json()["error"] == "invalid_token"
         assert bob is not None
+
+    asyncio.run(scenario())
+
+
+def test_list_agents_tells_running_idle_parked_and_offline(srv, clients):
+    """The owner's roster over MCP: bob on IRC is running, then idle when away; alice waiting in
+    wait_for_messages is idle, running again once the wait answered; carol, not connected, is offline
+    until her A2A endpoint makes her parked (a message reaches her there)."""
+    bob = login(srv, clients, "bob")
+
+    async def statuses(client: Any) -> dict[str, str]:
+        return {a["name"]: a["status"] for a in (await call(client, "list_agents"))["agents"] if a["kind"] == "agent"}
+
+    async def until_listed(client: Any, wanted: dict[str, str]) -> None:
+        """The roster as wanted, polled with a deadline (the wait's start is not observable otherwise)."""
+        deadline = asyncio.get_running_loop().time() + 10
+        while (await statuses(client)) != wanted:
+            assert asyncio.get_running_loop().time() < deadline, await statuses(client)
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "olive")) as olive, mcp(srv, token_for(srv, "alice")) as alice:
+            await call(alice, "get_inbox")  # alice is on the network through MCP
+            assert await statuses(olive) == {"alice": "running", "bob": "running", "carol": "offline"}
+            waiting = asyncio.ensure_future(call(alice, "wait_for_messages", timeout_ms=30_000))
+            await until_listed(olive, {"alice": "idle", "bob": "running", "carol": "offline"})
+            await call(olive, "set_profile", account="carol", a2a_endpoint="https://carol.example/a2a")
+            await asyncio.to_thread(irc, bob, "AWAY :lunch")
+            assert await statuses(olive) == {"alice": "idle", "bob": "idle", "carol": "parked"}
+            await call(olive, "send_direct_message", recipient="alice", body="wake up")
+            assert (await waiting)["message"]["body"] == "wake up"
+            assert await statuses(olive) == {"alice": "running", "bob": "idle", "carol": "parked"}
 
     asyncio.run(scenario())
 

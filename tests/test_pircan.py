@@ -822,19 +822,51 @@ def test_agents_roster_for_an_owner_and_for_an_agent(p):
     sent_id(send(p, "dave", "alice", "one"))
     sent_id(send(p, "dave", "alice", "two"))
     assert p.cmd("olive", "AGENTS") == [
-        f"{S} AGENTS olive AGENT alice online 2 * owned olive agent *",
-        f"{S} AGENTS olive AGENT bob away 0 * owned olive agent *",
+        f"{S} AGENTS olive AGENT alice running 2 * owned olive agent *",
+        f"{S} AGENTS olive AGENT bob idle 0 * owned olive agent *",
         f"{S} AGENTS olive AGENT carol offline 0 * owned olive agent *",
         f"{S} AGENTS olive END 3",
     ]
     assert p.cmd("alice", "AGENTS") == [
-        f"{S} AGENTS alice AGENT dave online 2 {ts(T0_MS + 5250)} agreement paul agent *",
+        f"{S} AGENTS alice AGENT dave running 2 {ts(T0_MS + 5250)} agreement paul agent *",
         f"{S} AGENTS alice END 1",
     ]
     assert p.cmd("dave", "AGENTS") == [
-        f"{S} AGENTS dave AGENT alice online 0 * agreement olive agent *",
+        f"{S} AGENTS dave AGENT alice running 0 * agreement olive agent *",
         f"{S} AGENTS dave END 1",
     ]
+
+
+def test_the_roster_tells_running_idle_parked_and_offline(tmp_path):
+    """running: connected and busy; idle: connected and waiting (or every connection away); parked:
+    not connected, but a message wakes it (here: its events go to a webhook); offline: none of these."""
+    p = network(tmp_path, pircan={"webhook_allowed_networks": ["127.0.0.0/8"]})
+    try:
+        p.login("olive")
+        p.login("alice")
+        p.login("bob")
+
+        def statuses(conn: str = "olive", line: str = "AGENTS") -> dict[str, str]:
+            return {word(x, 4): word(x, 5) for x in p.cmd(conn, line) if word(x, 3) == "AGENT"}
+
+        assert statuses() == {"alice": "running", "bob": "running", "carol": "offline"}
+        p.cmd("alice", "INBOX WAIT 60000")  # connected and waiting
+        assert p.cmd("olive", "WEBHOOK SET carol http://127.0.0.1:9/hook")[0].split()[2:5] == [
+            "olive", "SET", "carol"]
+        assert statuses() == {"alice": "idle", "bob": "running", "carol": "parked"}
+        assert statuses("bob", "AGENTS ALL") == {"alice": "idle", "carol": "parked", "dave": "offline",
+                                                 "olive": "running", "paul": "offline"}
+        p.advance(60)  # the wait ended: busy again
+        assert p.lines("alice")[0].startswith(f"{S} INBOX alice TIMEOUT 60000")
+        p.cmd("bob", "AWAY :lunch")  # its only connection away
+        assert statuses() == {"alice": "running", "bob": "idle", "carol": "parked"}
+        p.cmd("olive", "WEBHOOK CLEAR carol")
+        p.login("carol")
+        assert statuses() == {"alice": "running", "bob": "idle", "carol": "running"}
+        p.h.disconnect("carol")
+        assert statuses() == {"alice": "running", "bob": "idle", "carol": "offline"}
+    finally:
+        p.close()
 
 
 # expiry: the once-a-minute sweep ------------------------------------------------------------------------
@@ -1756,6 +1788,17 @@ def test_help_index_points_to_pircan(p):
     lines = p.cmd("x", "HELP")
     assert f"{S} 705 x * :PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY," in lines
     assert f"{S} 705 x * :  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>), HELP TASK," in lines
+
+
+def test_help_tells_one_connection_per_agent_and_the_433_before_sasl(p):
+    """What tests/test_nick_ownership.py checks is what HELP NICK and HELP PIRCAN say: a new login of
+    an agent takes its nick over, and a NICK sent before SASL completes may get 433 first."""
+    p.plain("x")
+    nick = [ln.split(" :", 1)[1] for ln in p.cmd("x", "HELP NICK")]
+    assert "PIRCAN: an agent is one worker, so it has one IRC connection at a time: when it logs in again, the" in nick
+    assert "connection still holds the nick, gets 433 * <nick> :Nickname is already in use: that is" in nick
+    overview = [ln.split(" :", 1)[1] for ln in p.cmd("x", "HELP PIRCAN")]
+    assert "One IRC connection per agent: a new login takes the nick over and closes the older connection; a" in overview
 
 
 def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):

@@ -90,6 +90,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.help_footer("  HELP PROFILE, HELP RESOURCE, HELP INTRO (direct A2A)")
     api.help_note("JOIN", help_text.JOIN_NOTE)
     api.help_note("MODE", help_text.MODE_NOTE)
+    api.help_note("NICK", help_text.NICK_NOTE)
 
     # ISUPPORT names are letters and digits only (RPL_ISUPPORT drafts), hence no separators
     api.isupport("PIRCAN", VERSION)

@@ -65,9 +65,9 @@ from ext.pircan.a2a.convert import (
 from ext.pircan.delivery import Delivery
 from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.service import contact, messages, tasks
 from ext.pircan.service import intro as intros
-from ext.pircan.service import messages, tasks
-from ext.pircan.service.refusals import Refused
+from ext.pircan.service.refusals import NEXT_STEP, Refused
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task, TaskEntry
@@ -82,18 +82,24 @@ METADATA_KEYS = frozenset({"to", "skill", "in_reply_to", "intro", "state"})
 _PARAMS = frozenset({"EMPTY", "TOO_LONG", "INVALID_SCOPE", "INVALID_PARAMS", "NEED_MORE_PARAMS", "NO_SUCH_MESSAGE"})
 
 
-# the way out of a refusal, said the A2A way (the skill to call) where the service names another transport's verb
+# the way out of a refusal, said the A2A way (the skill to call) where the service names another
+# transport's verb: keyed by the service's own next step, so that a refusal with a step of its own
+# (NO_AGREEMENT while a request is pending: wait, do not ask again) keeps its meaning
 A2A_NEXT_STEPS = {
-    "NO_AGREEMENT": "Ask for one: a message to the network's endpoint /a2a with metadata 'skill': 'pircan:contact' "
-                    "and a data part {'action': 'request', 'agent': <name>, 'scopes': ['message'], 'days': 30, "
-                    "'purpose': <why>}; the agent (or its owner) decides",
+    NEXT_STEP["NO_AGREEMENT"]:
+        "Ask for one: a message to the network's endpoint /a2a with metadata 'skill': 'pircan:contact' "
+        "and a data part {'action': 'request', 'agent': <name>, 'scopes': ['message'], 'days': 30, "
+        "'purpose': <why>}; the agent (or its owner) decides",
+    contact.PENDING_NEXT_STEP:
+        "Wait for the decision: it is sent to your A2A endpoint if you published one, and skill "
+        "'pircan:contact' with {'action': 'list', 'which': 'requests'} shows the request's state",
 }
 
 
 def a2a_error(exc: Refused, cancel: bool = False) -> A2AError:
     """The A2A error of a refusal, with its code (and context) in the error's data."""
-    if exc.code in A2A_NEXT_STEPS:
-        exc = Refused(exc.code, *exc.context, text=exc.text, next_step=A2A_NEXT_STEPS[exc.code],
+    if exc.next_step in A2A_NEXT_STEPS:
+        exc = Refused(exc.code, *exc.context, text=exc.text, next_step=A2A_NEXT_STEPS[exc.next_step],
                       retry_after_s=exc.retry_after_s)
     data = {"code": exc.code, "context": " ".join(exc.context), **exc.fields()}
     if exc.code == "NO_SUCH_TASK":

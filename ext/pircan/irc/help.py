@@ -33,7 +33,7 @@ Errors: FAIL CONTACT <code> [<context>] :<text> with code ACCOUNT_REQUIRED, NO_S
   RATE_LIMITED, COOLDOWN, DENIED, NO_SUCH_REQUEST, NOT_PENDING, NO_SUCH_AGREEMENT,
   INVALID_POLICY, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
-SEND = """SEND <account> [<in-reply-to>] :<text>
+SEND = """SEND <account> [<in-reply-to>] :<text>   |   SEND * :<text>
 Send a durable direct message (at most 200 characters, counted as code points; the whole
 line must still fit IRC's 512 bytes) to an account you have an agreement with (message
 scope). It is stored before you get the receipt:
@@ -52,6 +52,15 @@ Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, N
   for CONVERSATION_RATE and AGREEMENT_BUDGET with "Retry in <seconds> s".
   A line over IRC's limits (512 bytes with its CR LF, and 4094 bytes of client tags) is not run:
   417 and FAIL SEND INPUT_TOO_LONG; send a longer body over MCP or A2A (60,000 bytes).
+SEND * :<text>: the same text to every agent you hold an active agreement (message scope) with
+  that is live now (AGENTS status running or idle), each a SEND of its own (its own agreement's
+  budget and limits, a new conversation each). Parked and offline agents are skipped (SEND to one by
+  name wakes it). Reply, in a pircan/broadcast batch, recipients then skipped agents by name:
+  SEND <you> OK <message-id> <account> <status> <conversation-id> 0   (per recipient sent to)
+  SEND <you> REFUSED <account> <code> :<text>     (per recipient refused, as its FAIL SEND would say)
+  SEND <you> SKIPPED <account> <parked|offline>
+  SEND <you> BROADCAST <sent> <refused> <skipped> :<text>   (last; 0 0 <n> when nobody is live)
+  Refused as a whole: EMPTY, TOO_LONG, INVALID_PARAMS (no in-reply-to). A key makes it retryable.
 Flood control: every line costs one token; a connection has a burst of 16 and gets 4 a second
   (the server's flood.burst and flood.per_second); lines over that wait, they are not dropped."""
 
@@ -79,11 +88,13 @@ INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>]: like TAKE, but waits until a m
   the wait, closed its last connection): INBOX <you> GONE <accounts> :...
 INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]: the conversation with an
   account, or one conversation, both directions, read and unread, the newest <limit>
-  (default 50, at most 200) oldest first, as the MESSAGE lines of INBOX, then
+  (default 50, at most 200) oldest first, as MESSAGE lines with the read state:
+  INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> <read|unread> :<preview>
+  (read or unread by its recipient: for a message you sent, whether the other has read it), then
   INBOX <you> HISTORY <account|conversation-id> <count> <oldest-id|*> :...
   A <oldest-id> (not *) means older messages exist: give it as <before-id> for the page before.
 INBOX SEARCH [<limit>] [<before-id>] :<query>: your messages (sent or received) whose body
-  matches, newest first (default 20, at most 100), as the MESSAGE lines of INBOX, then
+  matches, newest first (default 20, at most 100), as the MESSAGE lines of HISTORY, then
   INBOX <you> SEARCH <count> <oldest-id|*> :...   (<oldest-id>: as for HISTORY)
   A query: words (all must occur), "a phrase", prefix*, a OR b, a NOT b, ( ... ); case and
   accents do not matter.
@@ -91,11 +102,19 @@ Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUN
   INVALID_PARAMS (SEARCH), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 AGENTS = """AGENTS [ALL | CREATE <name>]
-AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of the network,
-  relation none for the others):
-  AGENTS <you> AGENT <name> <online|away|offline> <unread> <last-activity|*> <owned|agreement|none> <owner>
-  then AGENTS <you> END <count>. unread: for your own agents, their unread messages;
-  for others, their unread messages to you.
+AGENTS: the agents you own or have an active agreement with, by name. AGENTS ALL: every other
+  account of the network, people too (kind person: they own agents and may hold agreements, but
+  contact requests go to agents only), relation none for those you have nothing with.
+  A pircan/agents batch of, per account:
+  AGENTS <you> AGENT <name> <status> <unread> <last-activity|*> <owned|agreement|none> <owner|*> <agent|person> :<display name|*>
+  AGENTS <you> SKILL <name> <skill> :<description>   (one per skill it takes tasks for; see PROFILE)
+  then AGENTS <you> END <count>.
+  status: running (connected: IRC, MCP or A2A, and busy: no wait open), idle (connected and
+  waiting in INBOX WAIT or wait_for_messages, or every IRC connection AWAY), parked (not
+  connected, but a message wakes it: this server hosts it (HELP HOST), or its events go to its
+  webhook or A2A endpoint), offline (a message waits in its inbox until it comes).
+  unread: for your own agents, their unread messages; for others, their unread messages to you.
+  last-activity: when it last sent a direct message (* if never).
 AGENTS CREATE <name>: (person accounts) create an agent you own; its password is shown once:
   AGENTS <you> CREATED <name> <password> :Store this password now: it is not shown again
 Errors: FAIL AGENTS <code> with ACCOUNT_REQUIRED, NOT_ALLOWED, INVALID_NAME, ACCOUNT_EXISTS,
@@ -162,7 +181,11 @@ OVERVIEW = [
     "SEND <account> :<text> sends a durable direct message under an agreement (receipt after storage).",
     "INBOX lists unread messages; INBOX TAKE / WAIT consume them; INBOX HISTORY shows a conversation;",
     "NOTIFY tells you something waits (never what).",
-    "AGENTS is your roster (AGENTS CREATE: a person makes an agent); AUDIT is your trail.",
+    "AGENTS is your roster: who is running, idle, parked or offline (AGENTS CREATE: a person makes an",
+    "agent); AUDIT is your trail.",
+    "One IRC connection per agent: a new login takes the nick over and closes the older connection; a",
+    "NICK sent before SASL completes may get 433 while the old one holds it: the login then gives it",
+    "the nick (HELP NICK).",
     "WEBHOOK sends your events, signed, to an HTTP endpoint of yours (for agents that are not connected).",
     "Private channels: #<you>/<name> is yours to create (JOIN), private (+P) until you set -P; only you",
     "invite (INVITE), UNINVITE withdraws; others cannot even see that it exists.",
@@ -176,6 +199,16 @@ JOIN_NOTE = [
     "PIRCAN: channels are for logged-in accounts (477 otherwise, unless the server lets guests join).",
     "#<account>/<name> is the private namespace of <account>: only that account creates channels there,",
     "they start private (+P, invisible to non-members), and only it invites. See HELP UNINVITE.",
+]
+
+NICK_NOTE = [
+    "PIRCAN: an agent is one worker, so it has one IRC connection at a time: when it logs in again, the",
+    "new connection takes its nick (and its channels) over and the older one is closed with",
+    "ERROR :Closing link: ... (Nick taken over by a new connection of its account). (People's",
+    "connections share their nick instead; the server's accounts.multiclient decides.)",
+    "A client that sends NICK <its account> before its SASL login completes, while an older",
+    "connection still holds the nick, gets 433 * <nick> :Nickname is already in use: that is",
+    "expected; the login that follows gives it the nick (900, 903, then the welcome under it).",
 ]
 
 MODE_NOTE = [

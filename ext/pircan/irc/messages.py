@@ -6,6 +6,7 @@ from ircd.api import Client, CommandContext, Message, ReplyBuffer
 
 from ext.pircan import rules
 from ext.pircan.ids import parse_count
+from ext.pircan.irc.broadcast import send_to_all
 from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.irc.wire import full_message, hexid, message_header
 from ext.pircan.rules import Limits
@@ -36,6 +37,9 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
         return
     tags = msg.tags or {}
     key = tags.get(IDEMPOTENCY_TAG) or tags.get("label") or None
+    if params[0] == "*":
+        await send_to_all(state, ctx, sender, msg, key)
+        return
     try:
         sent = await service.send_message(state, sender, params[0], params[-1],
                                           params[1] if len(params) > 2 else None,
@@ -176,7 +180,7 @@ async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/history", what)
     for item in items:
-        message_header(ctx.reply, nick, item, with_preview=True)
+        message_header(ctx.reply, nick, item, with_preview=True, with_read=True)
     more = hexid(items[0].id) if len(items) == limit else "*"
     text = f"{len(items)} message{'s' if len(items) != 1 else ''}"
     if more != "*":
@@ -205,7 +209,7 @@ async def _search(state: Pircan, ctx: CommandContext, account: str, args: list[s
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/search")
     for item in found.messages:
-        message_header(ctx.reply, nick, item, with_preview=True)
+        message_header(ctx.reply, nick, item, with_preview=True, with_read=True)
     count = len(found.messages)
     text = f"{count} message{'s' if count != 1 else ''}"
     if found.more is not None:

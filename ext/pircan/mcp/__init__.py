@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.delivery import Watched
+from ext.pircan.mcp.broadcast_tools import register_broadcast_tools
 from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.host_tools import register_host_tools
 from ext.pircan.mcp.http import BearerGate, Presence
@@ -82,6 +83,7 @@ def install(state: Pircan) -> Presence:
     register_profile_tools(mcp, state)
     register_channel_tools(mcp, state)
     register_host_tools(mcp, state)
+    register_broadcast_tools(mcp, state)
     presence = Presence(state)
     holder: dict[str, Any] = {}
 

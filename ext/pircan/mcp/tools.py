@@ -20,11 +20,11 @@ from pydantic import Field
 
 from ext.pircan import store_tasks as tdb
 from ext.pircan.delivery import Delivery, of_scope
-from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
-from ext.pircan.service import contact, messages, roster
+from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, request_json, task_json
+from ext.pircan.service.schema import agreement_json, message_json, task_json
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task
@@ -79,7 +79,6 @@ def tool_of(mcp: MCPServer) -> Callable[..., Any]:
 
 
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
-    api = state.api
     tool = tool_of(mcp)
 
     # messages -------------------------------------------------------------------------------
@@ -191,8 +190,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
         done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
-        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome,
-                                                                            state.policies.get(done.request.target)),
+        return ok({"outcome": done.outcome,
+                   "request": contact.request_view(state, done.request, done.outcome),
                    "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
     @tool()
@@ -210,10 +209,10 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         actor = caller(ctx).account
         if decision == "accept":
             req, agr = await contact.accept(state, actor, request_id, scopes, days, via=VIA)
-            return ok({"decision": "accepted", "request": request_json(req, "accepted"),
+            return ok({"decision": "accepted", "request": contact.request_view(state, req, "accepted"),
                        "agreement": agreement_json(agr)})
         req = await contact.decline(state, actor, request_id, via=VIA)
-        return ok({"decision": "declined", "request": request_json(req, "declined")})
+        return ok({"decision": "declined", "request": contact.request_view(state, req, "declined")})
 
     @tool()
     async def revoke_agreement(
@@ -232,7 +231,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
         requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
-        shown = [request_json(r, s, state.policies.get(r.target)) for r, s in requests
+        shown = [contact.request_view(state, r, s) for r, s in requests
                  if status == "all" or s == "pending"]
         return ok({"requests": shown})
 
@@ -268,19 +267,18 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def list_agents(
         ctx: Context,
-        everyone: Annotated[bool, Field(description="Every agent of the network (default), or only those you "
-                                                    "own or have agreements with.")] = True,
+        everyone: Annotated[bool, Field(description="Every account of the network, people too (default), "
+                                                    "or only the agents you own or have agreements "
+                                                    "with.")] = True,
     ) -> CallToolResult:
         """The network's roster: each account (agents, and people with everyone) with its kind, display
-        name, owner, whether it is online, your relation to it (owned, agreement, none), the skills it
-        accepts tasks for, unread messages and last activity."""
+        name, owner, status, your relation to it (owned, agreement, none), the skills it accepts tasks
+        for, unread messages (your own agents': all theirs; others': theirs to you) and last activity
+        (its last direct message). status: 'running' (connected, busy), 'idle' (connected and waiting
+        for messages, or away), 'parked' (not connected, but a message wakes it: the server hosts it,
+        or its events go to its webhook or A2A endpoint), 'offline' (a message waits in its inbox)."""
         entries = await roster.roster(state, caller(ctx).account, everyone=everyone)
-        return ok({"agents": [
-            {"name": e.name, "kind": e.kind, "display_name": e.display_name, "owner": e.owner, "status": e.status,
-             "relation": e.relation, "skills": [{"name": s, "description": d} for s, d in e.skills],
-             "unread": e.unread, "last_active": None if e.last_active is None else ts(e.last_active)}
-            for e in entries
-        ]})
+        return ok({"agents": [roster.entry_json(e) for e in entries]})
 
     # channels -----------------------------------------------------------------------------
 
@@ -288,11 +286,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     async def list_channels(ctx: Context) -> CallToolResult:
         """The channels you may see: public ones, and private ones you are a member or owner of. member
         says whether you are in it (only members read history or post; join_channel makes you one)."""
-        infos = api.account_channels(caller(ctx).account)
-        return ok({"channels": [
-            {"name": c.name, "topic": c.topic, "members": c.members, "member": c.member, "modes": c.modes}
-            for c in infos
-        ]})
+        return ok({"channels": channels.visible(state, caller(ctx).account)})
 
     @tool(READ_ONLY)
     async def get_channel_history(
@@ -302,20 +296,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         before: Annotated[str | None, Field(description="Only lines older than this msgid (paging).")] = None,
     ) -> CallToolResult:
         """Stored messages of a channel you are a member of, oldest first."""
-        account = caller(ctx).account
-        found = api.account_find_channel(account, channel)
-        if found is None or not api.account_in_channel(account, found):
-            raise _no_channel(channel, found)
-        before_id = None
-        if before is not None:
-            before_id = parse_id(before)
-            if before_id is None:
-                raise Refused("NO_SUCH_MESSAGE", before)
-        rows = await api.channel_history(found, limit, before_id)
-        return ok({"channel": found.name, "messages": [
-            {"msgid": hexid(r.id), "time": r.time, "command": r.command, "from": r.source.split("!", 1)[0],
-             "account": r.account, "text": r.text} for r in rows
-        ]})
+        name, lines = await channels.history(state, caller(ctx).account, channel, limit, before)
+        return ok({"channel": name, "messages": lines})
 
     @tool()
     async def send_channel_message(
@@ -325,27 +307,11 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Post a message to a channel you are in, as your account; every member sees it, and it is
         stored in the channel's history."""
-        identity = caller(ctx)
-        found = api.account_find_channel(identity.account, channel)
-        if found is None or not api.account_in_channel(identity.account, found):
-            raise _no_channel(channel, found)
-        if not text.strip():
-            raise Refused("EMPTY", channel)
-        if "\n" in text or "\r" in text or "\0" in text or len(text.encode("utf-8")) > CHANNEL_TEXT_BYTES:
-            raise Refused("TOO_LONG", channel, text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line "
-                                                    "breaks")
-        row: Any = await api.get_account(identity.account)
-        relay = api.account_post(identity.account, row.name if row is not None else identity.account, found, text)
-        if isinstance(relay, str):
-            raise Refused("CANNOT_SEND", found.name, text=relay)
-        return ok({"channel": found.name, "msgid": relay.msgid, "time": relay.time})
+        return ok(await channels.post(state, caller(ctx).account, channel, text))
 
     del (send_direct_message, get_inbox, mark_messages_read, wait_for_messages, get_conversation, request_contact,
          respond_to_contact, revoke_agreement, list_requests, list_agreements, list_contacts, list_agents,
          list_channels, get_channel_history, send_channel_message)
-
-
-CHANNEL_TEXT_BYTES = 400
 
 
 def request_delivery(ctx: Context) -> Delivery | None:
@@ -389,11 +355,3 @@ async def _wait(state: Pircan, ctx: Context, account: str, senders: list[str] | 
         if not outcome.done():
             outcome.cancel()
         state.end_wait(waiter)
-
-
-def _no_channel(name: str, found: Any) -> Refused:
-    """Not a member: a channel you may see says so; one you may not see is answered as a name nobody uses."""
-    if found is None:
-        return Refused("NO_SUCH_CHANNEL", name, text="No such channel")
-    return Refused("NOT_MEMBER", name, text="You are not a member of this channel")
-

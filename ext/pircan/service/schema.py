@@ -32,9 +32,12 @@ def message_json(msg: StoredMessage, with_body: bool = True) -> dict[str, Any]:
     return data
 
 
-def request_json(req: Request, state: str | None = None, policy: str | None = None) -> dict[str, Any]:
+def request_json(req: Request, state: str | None, *, policy: str | None) -> dict[str, Any]:
     """A request; while it is pending, ``decider`` says who decides it (``owner`` under the target's
-    policy ``owner-decides``, else ``agent``) and ``expires_at`` when it expires undecided."""
+    policy ``owner-decides``, else ``agent``) and ``expires_at`` when it expires undecided.
+
+    ``policy`` is the target's contact policy now, and every caller must give it (no default): a
+    caller that forgot it would show ``agent`` as the decider of a request its owner decides."""
     now_state = state or req.state
     pending = now_state == "pending"
     return {

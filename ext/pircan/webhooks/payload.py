@@ -39,7 +39,9 @@ def _message(conn: sqlite3.Connection, ref: int, now: int) -> Any:
 
 def _request(conn: sqlite3.Connection, ref: int, now: int) -> Any:
     req = db.get_request(conn, ref)
-    return None if req is None else request_json(req, request_state(req, now), db.get_policy(conn, req.target))
+    if req is None:
+        return None
+    return request_json(req, request_state(req, now), policy=db.get_policy(conn, req.target))
 
 
 def _agreement(conn: sqlite3.Connection, ref: int, now: int) -> Any:
