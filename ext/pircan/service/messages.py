@@ -113,10 +113,13 @@ def body_refusal(body: str, max_chars: int | None) -> str | None:
 
 async def owner_pair(state: Pircan, a: str, b: str) -> bool:
     """One of the two accounts is a person and the other an agent it owns: they talk without an agreement."""
-    kinds = (state.api.account_kind(a), state.api.account_kind(b))
-    if kinds not in (("person", "agent"), ("agent", "person")):
+    kind_a, kind_b = state.api.account_kind(a), state.api.account_kind(b)
+    if kind_a == "person" and kind_b == "agent":
+        owner, agent = a, b
+    elif kind_a == "agent" and kind_b == "person":
+        owner, agent = b, a
+    else:
         return False
-    owner, agent = (a, b) if kinds[0] == "person" else (b, a)
     row: Any = await state.api.get_account(agent)
     return row is not None and row.owner == owner
 
