@@ -497,6 +497,9 @@ class HttpListener:
             return PlainTextResponse("ok\n")
 
         routes.append(Route("/healthz", endpoint=health))
+        from ircd.net.metrics import metrics_endpoint
+
+        routes.append(Route("/metrics", endpoint=metrics_endpoint(self.server), methods=["GET"]))
         app: Any = _BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
         path = self.server.config.http.websocket_path
         if path:
