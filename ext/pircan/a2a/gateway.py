@@ -28,6 +28,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
@@ -65,6 +66,7 @@ from ext.pircan.a2a.convert import (
 from ext.pircan.delivery import Delivery
 from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.metrics import CANCELLED, ERROR, INVALID, OK
 from ext.pircan.service import intro as intros
 from ext.pircan.service import messages, tasks
 from ext.pircan.service.refusals import Refused
@@ -111,34 +113,60 @@ def _internal(exc: Exception) -> A2AError:
 
 
 def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
-    """Refusals (and unexpected failures) of a handler method as A2A errors."""
+    """Refusals (and unexpected failures) of a handler method as A2A errors; each call counted for
+    /metrics with its result and duration (a stream's: until it ends)."""
     def wrap(fn: Any) -> Any:
+        name = fn.__name__.removeprefix("on_")
         if inspect.isasyncgenfunction(fn):
             @functools.wraps(fn)
             async def stream(self: Any, params: Any, context: ServerCallContext) -> AsyncGenerator[Any, None]:
-                try:
-                    async for item in fn(self, params, context):
-                        yield item
-                except Refused as exc:
-                    raise a2a_error(exc, cancel) from None
-                except A2AError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
-                    raise _internal(exc) from None
+                with _counted(self.state, name) as outcome:
+                    try:
+                        async for item in fn(self, params, context):
+                            yield item
+                    except Refused as exc:
+                        outcome[0] = exc.code
+                        raise a2a_error(exc, cancel) from None
+                    except A2AError:
+                        outcome[0] = INVALID
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
+                        raise _internal(exc) from None
+                    outcome[0] = OK
             return stream
 
         @functools.wraps(fn)
         async def call(self: Any, params: Any, context: ServerCallContext) -> Any:
-            try:
-                return await fn(self, params, context)
-            except Refused as exc:
-                raise a2a_error(exc, cancel) from None
-            except A2AError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - as above
-                raise _internal(exc) from None
+            with _counted(self.state, name) as outcome:
+                try:
+                    answer = await fn(self, params, context)
+                except Refused as exc:
+                    outcome[0] = exc.code
+                    raise a2a_error(exc, cancel) from None
+                except A2AError:
+                    outcome[0] = INVALID
+                    raise
+                except Exception as exc:  # noqa: BLE001 - as above
+                    raise _internal(exc) from None
+                outcome[0] = OK
+                return answer
         return call
     return wrap
+
+
+@contextlib.contextmanager
+def _counted(state: Pircan, name: str) -> Iterator[list[str]]:
+    """Count a call of the A2A method ``name``: its result is what the body leaves in the list
+    (ok, a refusal's code, invalid for an A2A error of the protocol itself); a failure leaves
+    ``error``, a client that went away ``cancelled``."""
+    started, outcome = time.perf_counter(), [ERROR]
+    try:
+        yield outcome
+    except (asyncio.CancelledError, GeneratorExit):
+        outcome[0] = CANCELLED
+        raise
+    finally:
+        state.stats.call("a2a", name, outcome[0], started)
 
 
 class Watch:
@@ -318,7 +346,7 @@ class GatewayHandler(RequestHandler):
         wait_ms = self._wait_ms(params)
         with self.watch.messages(caller, target) as replies:
             sent = await messages.send_message(state, caller, agent, text, in_reply_to,
-                                               key=params.message.message_id or None)
+                                               key=params.message.message_id or None, via=VIA)
             deadline = asyncio.get_running_loop().time() + wait_ms / 1000
             reply = None
             if not sent.created:  # a retry: the reply may have come already

@@ -29,7 +29,7 @@ def _joined(view: channels.Joined) -> dict:
 
 
 def register_channel_tools(mcp: MCPServer, net: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, net)
 
     @tool()
     async def join_channel(
