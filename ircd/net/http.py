@@ -52,12 +52,14 @@ def _hostport(address: tuple[str, int]) -> str:
 
 def allowed_hosts(server: "Server", addresses: list[tuple[str, int]]) -> list[str]:
     """Host header values accepted: the listeners' own, public_url's, loopback names for loopback
-    listeners, and the configured extras (``host:*`` accepts any port)."""
+    listeners and for those on every interface (which loopback reaches too: a container's health
+    check asks for ``127.0.0.1:6680``; a page that rebinds its own name to 127.0.0.1 still sends
+    that name), and the configured extras (``host:*`` accepts any port)."""
     cfg = server.config.http
     hosts: set[str] = set(cfg.allowed_hosts)
     for address in addresses:
         hosts.add(_hostport(address))
-        if address[0] in ("127.0.0.1", "::1", "localhost"):
+        if address[0] in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "::", ""):
             hosts.update(f"{name}:{address[1]}" for name in ("127.0.0.1", "localhost", "[::1]"))
     if cfg.public_url:
         hosts.add(urlsplit(cfg.public_url).netloc)
