@@ -20,8 +20,7 @@ from tests.live import IRCClient, LiveServer, pircan_server
 from tests.test_a2a import a2a, agree, answers, db_rows, refusal, request
 from tests.test_mcp import PASSWORD, call, irc, login, mcp, refused, run, token_for
 from tests.test_pircan import P
-from tests.test_webhooks import make, one_message, state_of
-from tests.webhook_receiver import Receiver
+from tests.test_webhooks import make, one_message, receiver, state_of  # noqa: F401 - receiver: a fixture
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -257,13 +256,6 @@ def test_failed_token_checks_are_throttled(tmp_path):
 
 
 # webhooks ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def receiver():
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def test_webhook_deliveries_retries_and_dead_letters(tmp_path, receiver):

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pircd")
 
-__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address"]
+__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address", "is_loopback"]
 
 # How long an idle keep-alive connection stays open. Longer than clients keep idle connections in
 # their pools (httpx, the MCP SDK's client: 5 s; aiohttp: 15 s), so that a client does not send a
@@ -124,6 +124,11 @@ def _in(ip: str, networks: list[Any]) -> bool:
     return any(address in network for network in networks)
 
 
+def is_loopback(ip: str) -> bool:
+    """127.0.0.0/8 or ::1 (an IPv4-mapped IPv6 address counts as its IPv4 address)."""
+    return _in(ip, _LOOPBACK)
+
+
 class HttpGate:
     """Every HTTP connection, counted from its accept to its close (also once it became a
     WebSocket): at most ``http.max_connections`` at once, and per address (``source_of``) at most
@@ -140,7 +145,7 @@ class HttpGate:
         self.trusted = _networks(server.config.http.trusted_proxies)
 
     def exempt(self, ip: str) -> bool:
-        if self.server.config.connections.exempt_loopback and _in(ip, _LOOPBACK):
+        if self.server.config.connections.exempt_loopback and is_loopback(ip):
             return True
         return _in(ip, self.trusted)
 

@@ -10,27 +10,18 @@ refusals it answers: not for everyone.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from typing import TYPE_CHECKING, Any
+
+from ircd.net.http import is_loopback
 
 if TYPE_CHECKING:
     from ircd.server import Server
 
-__all__ = ["metrics_endpoint", "is_loopback"]
+__all__ = ["metrics_endpoint"]
 
 _ASK = ("Metrics are served to loopback clients and to the bearer token of an account in "
         "http.metrics_accounts\n")
-
-
-def is_loopback(ip: str) -> bool:
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_loopback
 
 
 def metrics_endpoint(server: "Server") -> Any:

@@ -120,53 +120,41 @@ def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
         if inspect.isasyncgenfunction(fn):
             @functools.wraps(fn)
             async def stream(self: Any, params: Any, context: ServerCallContext) -> AsyncGenerator[Any, None]:
-                with _counted(self.state, name) as outcome:
-                    try:
-                        async for item in fn(self, params, context):
-                            yield item
-                    except Refused as exc:
-                        outcome[0] = exc.code
-                        raise a2a_error(exc, cancel) from None
-                    except A2AError:
-                        outcome[0] = INVALID
-                        raise
-                    except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
-                        raise _internal(exc) from None
-                    outcome[0] = OK
+                with _answered(self.state, name, cancel):
+                    async for item in fn(self, params, context):
+                        yield item
             return stream
 
         @functools.wraps(fn)
         async def call(self: Any, params: Any, context: ServerCallContext) -> Any:
-            with _counted(self.state, name) as outcome:
-                try:
-                    answer = await fn(self, params, context)
-                except Refused as exc:
-                    outcome[0] = exc.code
-                    raise a2a_error(exc, cancel) from None
-                except A2AError:
-                    outcome[0] = INVALID
-                    raise
-                except Exception as exc:  # noqa: BLE001 - as above
-                    raise _internal(exc) from None
-                outcome[0] = OK
-                return answer
+            with _answered(self.state, name, cancel):
+                return await fn(self, params, context)
         return call
     return wrap
 
 
 @contextlib.contextmanager
-def _counted(state: Pircan, name: str) -> Iterator[list[str]]:
-    """Count a call of the A2A method ``name``: its result is what the body leaves in the list
-    (ok, a refusal's code, invalid for an A2A error of the protocol itself); a failure leaves
-    ``error``, a client that went away ``cancelled``."""
-    started, outcome = time.perf_counter(), [ERROR]
+def _answered(state: Pircan, name: str, cancel: bool) -> Iterator[None]:
+    """A call of the A2A method ``name``: a refusal leaves as the A2A error of its code, any other
+    failure as INTERNAL_ERROR (logged); counted with its result (ok, the refusal's code, invalid for
+    the protocol's own errors, error, cancelled when the client went away) and its duration."""
+    started, result = time.perf_counter(), ERROR
     try:
-        yield outcome
-    except (asyncio.CancelledError, GeneratorExit):
-        outcome[0] = CANCELLED
+        yield
+        result = OK
+    except Refused as exc:
+        result = exc.code
+        raise a2a_error(exc, cancel) from None
+    except A2AError:
+        result = INVALID
         raise
+    except (asyncio.CancelledError, GeneratorExit):
+        result = CANCELLED
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
+        raise _internal(exc) from None
     finally:
-        state.stats.call("a2a", name, outcome[0], started)
+        state.stats.call("a2a", name, result, started)
 
 
 class Watch:
