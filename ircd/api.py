@@ -23,6 +23,7 @@ from ircd.channel import Channel
 from ircd.client import Client
 from ircd.config import ConfigError
 from ircd.dispatch import CommandContext, make_spec
+from ircd.metrics import CALL_BOUNDS, MetricsOut, Timings, TimingsByLabel
 from ircd.events import (
     AwayChanged,
     ChannelDestroyed,
@@ -71,6 +72,10 @@ __all__ = [
     "Batched",
     "insert_rows",
     "caps",
+    "MetricsOut",
+    "Timings",
+    "TimingsByLabel",
+    "CALL_BOUNDS",
     # events
     "AwayChanged",
     "ChannelDestroyed",
@@ -217,6 +222,13 @@ class ExtensionAPI:
     def http_allowed_hosts_and_origins(self) -> tuple[list[str], list[str]]:
         """The Host and Origin values the listener accepts (known once it listens)."""
         return list(self._server.http.allowed_hosts), list(self._server.http.allowed_origins)
+
+    def metrics_collector(self, fn: Callable[[MetricsOut], None]) -> None:
+        """``fn(out)`` at each scrape of ``/metrics``: it adds this extension's families to ``out``
+        (``out.counter``, ``out.gauge``, ``out.histogram``), read from counters the extension keeps
+        as plain numbers (``Timings`` for durations), never updated per scrape. Name them
+        ``pircd_<area>_...`` and list them in docs/operations.md."""
+        self._server.metrics.collectors.append(fn)
 
     @property
     def http_base_url(self) -> str:

@@ -151,6 +151,9 @@ def setup(api: ExtensionAPI) -> Pircan:
     from ext.pircan import host
 
     host.install(state)  # after start too: its audit rows are PIRCAN's
+    from ext.pircan import metrics
+
+    metrics.install(state)
     return state
 
 

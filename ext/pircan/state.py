@@ -19,6 +19,7 @@ from ircd.api import Channel, Client, CommandContext, ExtensionAPI
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.config import PircanConfig
+from ext.pircan.metrics import Stats
 from ext.pircan.rules import HOUR_MS, Limits, SlidingWindow, allows
 from ext.pircan.store import Agreement, StoredMessage
 from ext.pircan.ids import ts
@@ -117,6 +118,7 @@ class Pircan:
         # account -> True when its events are pushed to it while it is away (an enabled webhook, an
         # A2A endpoint the network delivers to): the roster's "parked", the receipt's "pushed"
         self.pushers: list[Callable[[str], bool]] = []
+        self.stats = Stats()  # counters for /metrics (ext/pircan/metrics.py)
 
     # helpers ----------------------------------------------------------------
 

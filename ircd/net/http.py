@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pircd")
 
-__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address"]
+__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address", "is_loopback"]
 
 # How long an idle keep-alive connection stays open. Longer than clients keep idle connections in
 # their pools (httpx, the MCP SDK's client: 5 s; aiohttp: 15 s), so that a client does not send a
@@ -52,12 +52,14 @@ def _hostport(address: tuple[str, int]) -> str:
 
 def allowed_hosts(server: "Server", addresses: list[tuple[str, int]]) -> list[str]:
     """Host header values accepted: the listeners' own, public_url's, loopback names for loopback
-    listeners, and the configured extras (``host:*`` accepts any port)."""
+    listeners and for those on every interface (which loopback reaches too: a container's health
+    check asks for ``127.0.0.1:6680``; a page that rebinds its own name to 127.0.0.1 still sends
+    that name), and the configured extras (``host:*`` accepts any port)."""
     cfg = server.config.http
     hosts: set[str] = set(cfg.allowed_hosts)
     for address in addresses:
         hosts.add(_hostport(address))
-        if address[0] in ("127.0.0.1", "::1", "localhost"):
+        if address[0] in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "::", ""):
             hosts.update(f"{name}:{address[1]}" for name in ("127.0.0.1", "localhost", "[::1]"))
     if cfg.public_url:
         hosts.add(urlsplit(cfg.public_url).netloc)
@@ -122,6 +124,11 @@ def _in(ip: str, networks: list[Any]) -> bool:
     return any(address in network for network in networks)
 
 
+def is_loopback(ip: str) -> bool:
+    """127.0.0.0/8 or ::1 (an IPv4-mapped IPv6 address counts as its IPv4 address)."""
+    return _in(ip, _LOOPBACK)
+
+
 class HttpGate:
     """Every HTTP connection, counted from its accept to its close (also once it became a
     WebSocket): at most ``http.max_connections`` at once, and per address (``source_of``) at most
@@ -138,7 +145,7 @@ class HttpGate:
         self.trusted = _networks(server.config.http.trusted_proxies)
 
     def exempt(self, ip: str) -> bool:
-        if self.server.config.connections.exempt_loopback and _in(ip, _LOOPBACK):
+        if self.server.config.connections.exempt_loopback and is_loopback(ip):
             return True
         return _in(ip, self.trusted)
 
@@ -497,6 +504,9 @@ class HttpListener:
             return PlainTextResponse("ok\n")
 
         routes.append(Route("/healthz", endpoint=health))
+        from ircd.net.metrics import metrics_endpoint
+
+        routes.append(Route("/metrics", endpoint=metrics_endpoint(self.server), methods=["GET"]))
         app: Any = _BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
         path = self.server.config.http.websocket_path
         if path:

@@ -30,9 +30,12 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
+
+from ircd.metrics import DB_BOUNDS, Timings
 
 __all__ = ["Database", "Batched", "Migration", "connect_sync", "insert_rows", "DURABILITY"]
 
@@ -278,13 +281,16 @@ class Database:
         self.durability = durability
         self._conn: aiosqlite.Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        # queued writes; the writer thread takes them all at once (one transaction)
-        self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any]]] = []
+        # queued writes and when they were queued; the writer thread takes them all at once (one transaction)
+        self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any], float]] = []
         self._wakeup = threading.Condition(threading.Lock())
         self._stop = False
         self._stopped: asyncio.Future[None] | None = None
         self._closing = False
         self.batches = 0  # committed write transactions (for tests and benchmarks)
+        # for /metrics: each group commit (BEGIN to COMMIT), and each write from queued to committed
+        self.commit_timings = Timings(DB_BOUNDS)
+        self.write_timings = Timings(DB_BOUNDS)
 
     async def open(self) -> None:
         _warn_if_exposed(self.path)
@@ -338,7 +344,7 @@ class Database:
         with self._wakeup:
             if self._closing:
                 return None
-            self._pending.append((fn, args, future))
+            self._pending.append((fn, args, future, time.perf_counter()))
             self._wakeup.notify()
         return future
 
@@ -394,8 +400,14 @@ class Database:
                     if not self._pending:
                         break  # closing, and everything is committed
                     batch, self._pending = self._pending, []
-                results = _run_batch(conn, [(fn, args) for fn, args, _ in batch])
+                began = time.perf_counter()
+                results = _run_batch(conn, [(fn, args) for fn, args, _, _ in batch])
+                committed = time.perf_counter()
                 self.batches += 1
+                self.commit_timings.observe(committed - began)
+                observe = self.write_timings.observe
+                for item in batch:
+                    observe(committed - item[3])
                 done, batch = batch, []
                 loop.call_soon_threadsafe(_deliver, done, results)
         except BaseException as exc:  # not a failed write (those are results): the thread itself broke
@@ -430,9 +442,9 @@ def _settle(future: asyncio.Future[Any] | None, exc: BaseException | None) -> No
         future.set_exception(exc)
 
 
-def _deliver(batch: list[tuple[Any, tuple, asyncio.Future[Any]]], results: list[tuple[bool, Any]]) -> None:
+def _deliver(batch: list[tuple[Any, tuple, asyncio.Future[Any], float]], results: list[tuple[bool, Any]]) -> None:
     """On the event loop: hand each write of a committed batch its result."""
-    for (_, _, future), (ok, value) in zip(batch, results):
+    for (_, _, future, _), (ok, value) in zip(batch, results):
         if future.done():
             continue
         if ok:

@@ -28,6 +28,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
@@ -65,6 +66,7 @@ from ext.pircan.a2a.convert import (
 from ext.pircan.delivery import Delivery
 from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.metrics import CANCELLED, ERROR, INVALID, OK
 from ext.pircan.service import contact, messages, tasks
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import NEXT_STEP, Refused
@@ -117,34 +119,48 @@ def _internal(exc: Exception) -> A2AError:
 
 
 def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
-    """Refusals (and unexpected failures) of a handler method as A2A errors."""
+    """Refusals (and unexpected failures) of a handler method as A2A errors; each call counted for
+    /metrics with its result and duration (a stream's: until it ends)."""
     def wrap(fn: Any) -> Any:
+        name = fn.__name__.removeprefix("on_")
         if inspect.isasyncgenfunction(fn):
             @functools.wraps(fn)
             async def stream(self: Any, params: Any, context: ServerCallContext) -> AsyncGenerator[Any, None]:
-                try:
+                with _answered(self.state, name, cancel):
                     async for item in fn(self, params, context):
                         yield item
-                except Refused as exc:
-                    raise a2a_error(exc, cancel) from None
-                except A2AError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
-                    raise _internal(exc) from None
             return stream
 
         @functools.wraps(fn)
         async def call(self: Any, params: Any, context: ServerCallContext) -> Any:
-            try:
+            with _answered(self.state, name, cancel):
                 return await fn(self, params, context)
-            except Refused as exc:
-                raise a2a_error(exc, cancel) from None
-            except A2AError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - as above
-                raise _internal(exc) from None
         return call
     return wrap
+
+
+@contextlib.contextmanager
+def _answered(state: Pircan, name: str, cancel: bool) -> Iterator[None]:
+    """A call of the A2A method ``name``: a refusal leaves as the A2A error of its code, any other
+    failure as INTERNAL_ERROR (logged); counted with its result (ok, the refusal's code, invalid for
+    the protocol's own errors, error, cancelled when the client went away) and its duration."""
+    started, result = time.perf_counter(), ERROR
+    try:
+        yield
+        result = OK
+    except Refused as exc:
+        result = exc.code
+        raise a2a_error(exc, cancel) from None
+    except A2AError:
+        result = INVALID
+        raise
+    except (asyncio.CancelledError, GeneratorExit):
+        result = CANCELLED
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
+        raise _internal(exc) from None
+    finally:
+        state.stats.call("a2a", name, result, started)
 
 
 class Watch:
@@ -324,7 +340,7 @@ class GatewayHandler(RequestHandler):
         wait_ms = self._wait_ms(params)
         with self.watch.messages(caller, target) as replies:
             sent = await messages.send_message(state, caller, agent, text, in_reply_to,
-                                               key=params.message.message_id or None)
+                                               key=params.message.message_id or None, via=VIA)
             deadline = asyncio.get_running_loop().time() + wait_ms / 1000
             reply = None
             if not sent.created:  # a retry: the reply may have come already

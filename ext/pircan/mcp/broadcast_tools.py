@@ -19,7 +19,7 @@ VIA = "mcp"
 
 
 def register_broadcast_tools(mcp: MCPServer, state: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     @tool()
     async def broadcast_message(

@@ -24,7 +24,7 @@ _CHANNEL = Field(description="The channel: #name (public) or #<owner>/<name> (a 
 
 
 def register_channel_tools(mcp: MCPServer, net: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, net)
 
     @tool()
     async def join_channel(

@@ -27,7 +27,7 @@ def status_json(status: service.Status) -> dict[str, object]:
 
 
 def register_host_tools(mcp: MCPServer, state: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     @tool(READ_ONLY)
     async def list_hosted_agents(ctx: Context) -> CallToolResult:

@@ -24,7 +24,7 @@ TaskState = Literal["working", "input-required", "completed", "failed", "rejecte
 
 
 def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - one place lists the tools
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, net)
 
     @tool()
     async def create_task(

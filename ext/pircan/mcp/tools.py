@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import time
 from typing import Annotated, Any, Awaitable, Callable, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,6 +23,7 @@ from ext.pircan import store_tasks as tdb
 from ext.pircan.delivery import Delivery, of_scope
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
+from ext.pircan.metrics import CANCELLED, ERROR, OK
 from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import agreement_json, message_json, task_json
@@ -58,18 +60,30 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
-def tool_of(mcp: MCPServer) -> Callable[..., Any]:
+def tool_of(mcp: MCPServer, state: Pircan) -> Callable[..., Any]:
     """``@tool(annotations)``: declare an MCP tool whose service refusals become tool errors with their
-    code (the SDK reads the name, description and input schema from the undecorated function)."""
+    code (the SDK reads the name, description and input schema from the undecorated function); each
+    call is counted for /metrics with its result and duration."""
 
     def tool(annotations: ToolAnnotations = WRITES) -> Callable[[Any], Any]:
         def register(fn: Callable[..., Awaitable[CallToolResult]]) -> Any:
+            name = fn.__name__
+
             @functools.wraps(fn)
             async def run(*args: Any, **kwargs: Any) -> CallToolResult:
+                started, result = time.perf_counter(), ERROR
                 try:
-                    return await fn(*args, **kwargs)
+                    answer = await fn(*args, **kwargs)
+                    result = OK
+                    return answer
                 except Refused as exc:
+                    result = exc.code
                     return refusal_result(exc)
+                except asyncio.CancelledError:  # the client went away (a wait it gave up on)
+                    result = CANCELLED
+                    raise
+                finally:
+                    state.stats.call("mcp", name, result, started)
 
             return mcp.tool(annotations=annotations, structured_output=False)(run)
 
@@ -79,7 +93,7 @@ def tool_of(mcp: MCPServer) -> Callable[..., Any]:
 
 
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     # messages -------------------------------------------------------------------------------
 
@@ -101,7 +115,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         in its inbox. Loop control: replies count hops (at most 8), a conversation carries at most 40
         messages an hour, and you at most 120 an hour per agreement."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
-                                           key=idempotency_key)
+                                           key=idempotency_key, via=VIA)
         return ok({"message": message_json(sent.message, with_body=False), "status": sent.status, "created": sent.created})
 
     @tool(READ_ONLY)

@@ -130,7 +130,20 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     """Store a direct message from ``sender`` and queue its event. Refusals, in this order:
     EMPTY, TOO_LONG, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT / SCOPE_MISSING,
     NO_SUCH_MESSAGE (``in_reply_to``), HOP_LIMIT, CONVERSATION_RATE, AGREEMENT_BUDGET.
-    An agent and its owner need no agreement (``OWNER_AGREEMENT``); the other limits hold."""
+    An agent and its owner need no agreement (``OWNER_AGREEMENT``); the other limits hold.
+    Counted for /metrics by ``via`` (stored) and by code (refused)."""
+    try:
+        sent = await _send(state, sender, recipient_name, body, in_reply_to, key, max_chars, via)
+    except Refused as exc:
+        state.stats.send_refused(exc.code)
+        raise
+    if sent.created:
+        state.stats.sent(via)
+    return sent
+
+
+async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_reply_to: str | None,
+                key: str | None, max_chars: int | None, via: str) -> Sent:
     code = body_refusal(body, max_chars)
     if code is not None:
         if code == "TOO_LONG" and max_chars is not None and len(body) > max_chars:
