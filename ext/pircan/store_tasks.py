@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Task", "TaskEntry", "Resource", "TERMINAL", "TASK_STATES",
-    "insert_task", "get_task", "set_task_state", "insert_entry", "entries", "tasks_of", "open_tasks_under",
+    "insert_task", "get_task", "set_task_state", "insert_entry", "entries", "entry_task", "tasks_of", "open_tasks_under",
     "mark_seen", "unseen_tasks", "take_task_update", "take_oldest_task_update", "unsee", "set_display_name", "display_names", "set_skill", "delete_skill", "skills_of",
     "put_resource", "delete_resource", "resources_of", "get_resource",
 ]
@@ -103,6 +103,12 @@ def insert_entry(conn: sqlite3.Connection, entry: TaskEntry) -> None:
         "INSERT INTO pircan_task_entries (id, task_id, author, kind, state, at, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (entry.id, entry.task_id, entry.author, entry.kind, entry.state, entry.at, entry.text),
     )
+
+
+def entry_task(conn: sqlite3.Connection, entry_id: int) -> int | None:
+    """The task a task entry belongs to."""
+    row = conn.execute("SELECT task_id FROM pircan_task_entries WHERE id = ?", (entry_id,)).fetchone()
+    return None if row is None else row[0]
 
 
 def entries(conn: sqlite3.Connection, task_id: int) -> list[TaskEntry]:

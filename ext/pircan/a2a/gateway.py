@@ -66,7 +66,7 @@ from ext.pircan.delivery import Delivery
 from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.service import intro as intros
-from ext.pircan.service import messages, tasks
+from ext.pircan.service import messages, tasks, waits
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
@@ -334,7 +334,7 @@ class GatewayHandler(RequestHandler):
             return receipt_proto(sent, state.new_id(), wait_ms)
         # read once the answer is written to a client still there: a client gone before puts it back
         if await messages.acknowledge(state, caller, [hexid(reply.id)]) and delivery is not None:
-            delivery.hold(lambda: messages.put_back(state, caller, reply))
+            delivery.hold(lambda: waits.put_back(state, caller, reply))
         return message_proto(reply)
 
     async def _newest(self, caller: str, target: str, conversation_id: str) -> str:

@@ -55,7 +55,7 @@ Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, N
 Flood control: every line costs one token; a connection has a burst of 16 and gets 4 a second
   (the server's flood.burst and flood.per_second); lines over that wait, they are not dropped."""
 
-INBOX = """INBOX [READ <id> | ACK <id>[,...] | ACK ALL | TAKE [<from>] | WAIT [<from>[,...]|*] [<timeout-ms>] | HISTORY ... | SEARCH ...]
+INBOX = """INBOX [READ <id> | ACK <id>[,...] | ACK ALL | TAKE [<from>] | WAIT [<from>[,...]|*] [<timeout-ms>] [<option>=...] | HISTORY ... | SEARCH ...]
 INBOX: list unread messages, oldest first, without consuming them:
   INBOX <you> MESSAGE <id> <from> <time> <conversation> <in-reply-to|*> <hop> <bytes> :<preview>
   INBOX <you> UNREAD <count> :<count> unread messages
@@ -67,16 +67,30 @@ INBOX READ <id>: the whole message (yours to read: you sent or received it); its
 INBOX ACK <id>[,<id>...] | ACK ALL: mark read.  Reply: INBOX <you> ACKED <count>
 INBOX TAKE [<from>]: the oldest unread message (from <from>), read and acknowledged at
   once; or INBOX <you> EMPTY :No unread messages.
-INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>]: like TAKE, but waits until a message arrives.
-  INBOX WAIT <timeout-ms> alone waits for a message from anyone. The connection keeps
-  working meanwhile (PING, other commands). Timeout: 0 waits forever; a missing, negative
-  or invalid value means the default (120000 unless the server sets another); a positive
-  value is cut to whole milliseconds, at least 1. When it passes:
+INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest|new]: waits for the
+  next thing for you and answers with it. INBOX WAIT <timeout-ms> alone waits for anything from anyone.
+  The connection keeps working meanwhile (PING, other commands).
+  What ends it (kinds=, default every kind): message (the whole message, taken as by TAKE), task and
+  task-update (the whole task, as TASK GET; you have seen the change), request, decision, agreement
+  (revoked, expired, made for you) and webhook, answered with one line and not consumed:
+    INBOX <you> EVENT request <request-id> <requester> <target> <scopes> <state> <decider> <expires> :<purpose>
+    INBOX <you> EVENT decision <request-id> <requester> <target> <scopes> <state> <agreement-id|*> :<purpose>
+    INBOX <you> EVENT agreement <agreement-id> <requester> <target> <scopes> <state> <expires> :<text>
+    INBOX <you> EVENT webhook <audit-id> <account> <action> :<detail>
+  <from>: only what comes from those accounts (an unknown one: FAIL INBOX NO_SUCH_ACCOUNT).
+  mode=oldest (default): what is there first (the oldest unread message, else the oldest unseen task
+  change, else the oldest event not yet announced by NOTIFY or a wait); mode=new: only what arrives
+  after the WAIT. Every connection of your account that waits is told of each event; a message (or a
+  task change) is taken by one, and the others get
+    INBOX <you> EVENT message <message-id> <from> <conversation-id> taken :...
+  Timeout: 0 waits forever; a missing, negative or invalid value means the default (120000 unless the
+  server sets another); a positive value is cut to whole milliseconds, at least 1. When it passes:
   INBOX <you> TIMEOUT <ms> :No message within <ms> ms  (a normal reply, not an error).
   A new WAIT replaces the old one (INBOX <you> CANCELLED :...); QUIT ends it, and so does
   logging out (INBOX <you> CANCELLED :You logged out). A WAIT for given accounts ends when
   they have all left the network (an awaited account that was online, or came online during
-  the wait, closed its last connection): INBOX <you> GONE <accounts> :...
+  the wait, closed its last connection): INBOX <you> GONE <accounts> :...; and at once when none of
+  them can send (not online, not hosted, no push endpoint): INBOX <you> NOTHING :<why>
 INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]: the conversation with an
   account, or one conversation, both directions, read and unread, the newest <limit>
   (default 50, at most 200) oldest first, as the MESSAGE lines of INBOX, then
@@ -87,8 +101,8 @@ INBOX SEARCH [<limit>] [<before-id>] :<query>: your messages (sent or received) 
   INBOX <you> SEARCH <count> <oldest-id|*> :...   (<oldest-id>: as for HISTORY)
   A query: words (all must occur), "a phrase", prefix*, a OR b, a NOT b, ( ... ); case and
   accents do not matter.
-Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY),
-  INVALID_PARAMS (SEARCH), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
+Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY, WAIT),
+  INVALID_PARAMS (SEARCH, WAIT), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 AGENTS = """AGENTS [ALL | CREATE <name>]
 AGENTS: the agents you own or have agreements with (AGENTS ALL: every agent of the network,
@@ -124,7 +138,8 @@ Something waits for your account: type message, request, decision, agreement, ta
 task-update or webhook (your webhook, or an agent's, was disabled: see HELP WEBHOOK), and
 how many. Never any content: use INBOX, CONTACT LIST or TASK LIST. Sent to every connection
 logged in to the account, merged per type, held while you are offline (up to 24 hours).
-Counts are of events, so a NOTIFY may still come for a message you already took. Clients
+Counts are of events, so a NOTIFY may still come for a message you already took. A connection
+that logs in also counts, under message, the unread messages an earlier connection was told of. Clients
 that enable the pircan.dev/lobby capability get the NOTIFY verb; others get
 :PIRCAN NOTICE <you> :NOTIFY <type> <count>."""
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ircd.api import Client, CommandContext, Message, ReplyBuffer
+from ircd.api import CommandContext, Message
 
-from ext.pircan import rules
 from ext.pircan.ids import parse_count
 from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.irc.wire import full_message, hexid, message_header
@@ -12,11 +11,8 @@ from ext.pircan.rules import Limits
 from ext.pircan.service import messages as service
 from ext.pircan.service import search
 from ext.pircan.service.refusals import Refused
+from ext.pircan.irc.waits import handle_wait
 from ext.pircan.state import Pircan
-from ext.pircan import store_tasks as tdb
-from ext.pircan.irc.tasks import task_lines
-from ext.pircan.store import StoredMessage
-from ext.pircan.store_tasks import Task
 
 __all__ = ["handle_send", "handle_inbox"]
 
@@ -49,7 +45,7 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
 
 
 async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None:
-    """INBOX [READ <id> | ACK <id>[,<id>...]|ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>]
+    """INBOX [READ <id> | ACK <id>[,<id>...]|ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>] [<option>=...]
     | HISTORY <peer|conversation-id> [<limit>] [<before-id>] | SEARCH [<limit>] [<before-id>] :<query>]"""
     account = account_of(ctx, INBOX)
     if account is None:
@@ -66,7 +62,7 @@ async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None
         elif sub == "TAKE":
             await _take(state, ctx, account, args)
         elif sub == "WAIT":
-            _wait(state, ctx, account, args)
+            await handle_wait(state, ctx, account, args)
         elif sub == "HISTORY":
             await _history(state, ctx, account, args)
         elif sub == "SEARCH":
@@ -111,53 +107,6 @@ async def _take(state: Pircan, ctx: CommandContext, account: str, args: list[str
         ctx.reply.send(INBOX, ctx.client.nick, "EMPTY", "No unread messages" + who)
         return
     full_message(ctx.reply, ctx.client.nick, item)
-
-
-def _wait(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
-    """Answers at once when a matching message is unread; otherwise later, without blocking the connection."""
-    who, when = (args[0] if args else None), (args[1] if len(args) > 1 else None)
-    if len(args) == 1 and args[0][:1] in "0123456789+-.":  # no account name starts so: a timeout alone
-        who, when = None, args[0]
-    senders = None if who in (None, "", "*") else who.split(",")  # type: ignore[union-attr]
-    timeout = rules.normalize_timeout(when, state.cfg.wait_default_ms)
-    reply = ctx.detach()
-    client = ctx.client
-    service.start_wait(
-        state, account, senders, timeout,
-        on_message=lambda item: _answer(state, client, reply, item),
-        on_end=lambda kind, detail: _ended(state, client, reply, timeout, kind, detail),
-        key=client,
-    )
-    # The handler returns now: later lines of this connection (PING...) go on being handled.
-
-
-def _answer(state: Pircan, client: Client, reply: ReplyBuffer, item: StoredMessage | Task) -> None:
-    if isinstance(item, Task):  # a change of one of its tasks: the whole task, read first
-        state.api.spawn(_answer_task(state, client, reply, item))
-        return
-    full_message(reply, client.nick, item)
-    reply.flush()
-    state.api.flush()
-
-
-async def _answer_task(state: Pircan, client: Client, reply: ReplyBuffer, task: Task) -> None:
-    entries = await state.database.read(tdb.entries, task.id)
-    task_lines(reply, client.nick, task, entries)
-    reply.flush()
-    state.api.flush()
-
-
-def _ended(state: Pircan, client: Client, reply: ReplyBuffer, timeout: int | None, kind: str, detail: str) -> None:
-    nick = client.nick
-    if kind == "timeout":
-        ms = timeout or 0
-        reply.send(INBOX, nick, "TIMEOUT", str(ms), f"No message within {ms} ms")
-    elif kind == "gone":
-        reply.send(INBOX, nick, "GONE", detail, f"{detail} left the network before sending you a message")
-    else:
-        reply.send(INBOX, nick, "CANCELLED", detail)
-    reply.flush()
-    state.api.flush()
 
 
 async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:

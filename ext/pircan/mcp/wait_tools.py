@@ -1,0 +1,133 @@
+"""MCP's wait: ``wait_for_messages``, over ext.pircan.service.waits like IRC's INBOX WAIT, and the
+helper that runs one wait for a tool call (``run_wait``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult
+from pydantic import Field
+
+from ext.pircan import store_tasks as tdb
+from ext.pircan.delivery import Delivery, of_scope
+from ext.pircan.mcp.tools import READ_ONLY, caller, ok, tool_of
+from ext.pircan.service import waits
+from ext.pircan.service.schema import event_json, message_json, task_json
+from ext.pircan.state import Pircan
+from ext.pircan.store import StoredMessage
+from ext.pircan.store_tasks import Task
+from ext.pircan.waiting import WaitEvent
+
+__all__ = ["register_wait_tool", "run_wait", "wait_result", "request_delivery"]
+
+Kind = Literal["message", "request", "decision", "agreement", "task", "task-update", "webhook"]
+
+
+def register_wait_tool(mcp: MCPServer, state: Pircan) -> None:
+    tool = tool_of(mcp)
+
+    @tool(READ_ONLY)
+    async def wait_for_messages(
+        ctx: Context,
+        sender: Annotated[list[str] | None, Field(description="Wait only for what comes from these accounts: their "
+                                                               "messages, task changes and events (omit: from "
+                                                               "anyone). An account that does not exist is "
+                                                               "refused (NO_SUCH_ACCOUNT).")] = None,
+        timeout_ms: Annotated[int, Field(ge=0, description="How long to wait, in milliseconds. The server waits "
+                                                           "at most pircan.mcp_wait_max_ms (15 minutes unless "
+                                                           "its operator set another): 0, or anything longer, "
+                                                           "waits that long, and the result's waited_ms says "
+                                                           "how long it was.")] = 120_000,
+        kinds: Annotated[list[Kind] | None, Field(description="The event kinds that end the wait (omit: every "
+                                                              "kind): message, request (a contact request to "
+                                                              "you), decision (on your request), agreement "
+                                                              "(one made for you, revoked or expired), task (a "
+                                                              "new task for you), task-update, webhook.")] = None,
+        mode: Annotated[Literal["oldest", "new"], Field(description="oldest (default): what is already there "
+                                                                    "first (the oldest unread message, then the "
+                                                                    "oldest unseen task change, then the oldest "
+                                                                    "event not yet told), else the next to come; "
+                                                                    "new: only what arrives after this call.")
+                        ] = "oldest",
+    ) -> CallToolResult:
+        """Block until something for you arrives (or, in the oldest mode, is already there), and return
+        it. A direct message is taken (marked read) and returned whole as {"message": ...}; a change of
+        one of your tasks by the other party as {"task": ...} with every entry (you have seen it). A
+        contact request, a decision, an agreement change or a webhook notice is returned as {"event":
+        {"kind", "id", "event_id", "taken": false, <"request"|"agreement"|"audit">: ...}} and is not
+        consumed: every session of your account that waits is told. When two sessions wait, one takes a
+        message and the others get {"event": {"kind": "message", "taken": true, "message": <without
+        body>}}. Ends with {"timeout": true, "waited_ms"} when the time passes, {"gone": [...]} when
+        every account you wait for left the network, or {"nothing": "<why>"} at once when nothing you
+        wait for can come. A long-poll: call it again to keep waiting."""
+        account = caller(ctx).account
+        limit = state.cfg.mcp_wait_max_ms
+        timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
+        outcome = await run_wait(state, ctx, account, timeout, senders=sender, kinds=waits.kinds_of(kinds),
+                                 mode=mode)
+        return ok(await wait_result(state, *outcome, timeout))
+
+    del wait_for_messages
+
+
+def request_delivery(ctx: Context) -> Delivery | None:
+    """The HTTP request's Delivery (whether its client is still there), when it has one."""
+    request = ctx.request_context.request
+    return of_scope(request.scope) if request is not None else None
+
+
+async def wait_result(state: Pircan, kind: str, value: Any, timeout: int | None) -> dict[str, Any]:
+    """A wait's outcome as a tool result's object."""
+    if kind == "message" and isinstance(value, Task):  # a change of one of its tasks
+        entries = await state.database.read(tdb.entries, value.id)
+        return {"task": task_json(value, entries)}
+    if kind == "message" and isinstance(value, WaitEvent):
+        return {"event": event_json(value)}
+    if kind == "message":
+        return {"message": message_json(value)}
+    if kind == "timeout":
+        return {"timeout": True, "waited_ms": timeout}
+    if kind == "gone":
+        return {"gone": value.split(",")}
+    if kind == "nothing":
+        return {"nothing": value}
+    return {"cancelled": value}
+
+
+async def run_wait(state: Pircan, ctx: Context, account: str, timeout: int | None, **filters: Any) -> tuple[str, Any]:
+    """Run one wait (service.waits.start_wait) for a tool call: (kind, value). What it takes counts
+    as taken only if the call's client is still there when the answer is written: a client that
+    disconnects ends the wait, and anything taken for it is unread (unseen) again."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Any] = loop.create_future()
+    delivery = request_delivery(ctx)
+
+    def on_message(item: StoredMessage | Task | WaitEvent) -> None:
+        if outcome.done():  # the caller went away: it stays unread (unseen)
+            waits.put_back(state, account, item)
+        elif delivery is None or delivery.hold(lambda: waits.put_back(state, account, item)):
+            outcome.set_result(("message", item))
+        else:
+            outcome.set_result(("cancelled", "The client disconnected"))
+
+    def on_end(kind: str, detail: str) -> None:
+        if not outcome.done():
+            outcome.set_result((kind, detail))
+
+    senders = filters.pop("senders", None)
+    waiter = await waits.start_wait(state, account, senders, timeout, on_message, on_end, **filters)
+    gone = None if delivery is None else loop.create_task(delivery.gone.wait())
+    try:
+        if gone is not None:
+            await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not outcome.done():
+                outcome.set_result(("cancelled", "The client disconnected"))
+        return await outcome
+    finally:
+        if gone is not None:
+            gone.cancel()
+        if not outcome.done():
+            outcome.cancel()
+        state.end_wait(waiter)

@@ -1,0 +1,102 @@
+"""wait_for_messages over MCP, with the official SDK's client on real HTTP: every event kind ends a
+wait, two sessions of one account are both told (a message taken by one), the modes, and the
+refusal of a wait for an account that does not exist.
+
+The server runs in-process (tests/live.py); the IRC side synchronises with PING/PONG; that a wait is
+in place is polled from the server's state with a deadline, never slept on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.test_a2a_parity import state_of, until
+from tests.test_mcp import call, irc, login, mcp, refused, srv, token_for  # noqa: F401 - srv is a fixture
+
+
+def waiting(server, account: str, count: int = 1):
+    return lambda: len(state_of(server).waiters.get(account, ())) == count
+
+
+def agreed(server, clients) -> tuple:
+    """alice (IRC) and bob (IRC) with a message agreement bob accepted; the IRC clients."""
+    alice, bob = login(server, clients, "alice"), login(server, clients, "bob")
+    rid = irc(alice, "CONTACT REQUEST bob message 3 :talk")[0][2]
+    aid = irc(bob, f"CONTACT ACCEPT {rid}")[0][3]
+    return alice, bob, aid
+
+
+def test_two_sessions_of_one_account_are_both_told_and_a_message_is_taken_once(srv, clients):
+    _, bob, _ = agreed(srv, clients)
+    token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with mcp(srv, token) as one, mcp(srv, token) as two:
+            first = asyncio.ensure_future(call(one, "wait_for_messages", kinds=["message"], timeout_ms=30_000))
+            second = asyncio.ensure_future(call(two, "wait_for_messages", kinds=["message"], timeout_ms=30_000))
+            await until(waiting(srv, "alice", 2))
+            mid = (await asyncio.to_thread(irc, bob, "SEND alice * :only once"))[0][2]
+            answers = [await first, await second]
+            taken = [a for a in answers if "message" in a]
+            told = [a["event"] for a in answers if "event" in a]
+            assert [m["message"]["message_id"] for m in taken] == [mid]
+            assert taken[0]["message"]["body"] == "only once"
+            assert [(e["kind"], e["id"], e["taken"], e["message"]["message_id"], "body" in e["message"])
+                    for e in told] == [("message", mid, True, mid, False)]
+            assert (await call(one, "get_inbox"))["unread"] == 0
+
+            # an event is told to both sessions and consumed by neither
+            first = asyncio.ensure_future(call(one, "wait_for_messages", kinds=["request"], timeout_ms=30_000))
+            second = asyncio.ensure_future(call(two, "wait_for_messages", kinds=["request"], timeout_ms=30_000))
+            await until(waiting(srv, "alice", 2))
+            await asyncio.to_thread(irc, bob, "CONTACT REQUEST alice task:sum 3 :summaries")
+            both = [(await first)["event"], (await second)["event"]]
+            assert [(e["kind"], e["taken"], e["request"]["requester"], e["request"]["purpose"]) for e in both] == [
+                ("request", False, "bob", "summaries")] * 2
+
+    asyncio.run(scenario())
+
+
+def test_a_revoke_ends_a_wait_with_the_agreement(srv, clients):
+    alice, _, aid = agreed(srv, clients)
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "bob")) as bob:
+            wait = asyncio.ensure_future(call(bob, "wait_for_messages", kinds=["agreement"], timeout_ms=30_000))
+            await until(waiting(srv, "bob"))
+            await asyncio.to_thread(irc, alice, f"CONTACT REVOKE {aid}")
+            event = (await wait)["event"]
+            assert (event["kind"], event["id"], event["agreement"]["state"], event["agreement"]["revoked_by"]) == (
+                "agreement", aid, "revoked", "alice")
+
+    asyncio.run(scenario())
+
+
+def test_mode_new_waits_past_an_old_unread_message(srv, clients):
+    _, bob, _ = agreed(srv, clients)
+    old = irc(bob, "SEND alice * :old")[0][2]
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            wait = asyncio.ensure_future(call(alice, "wait_for_messages", mode="new", timeout_ms=30_000))
+            await until(waiting(srv, "alice"))
+            new = (await asyncio.to_thread(irc, bob, "SEND alice * :new"))[0][2]
+            assert (await wait)["message"]["message_id"] == new
+            unread = (await call(alice, "get_inbox"))["messages"]
+            assert [m["message_id"] for m in unread] == [old]
+            # the oldest mode answers it at once
+            assert (await call(alice, "wait_for_messages", kinds=["message"], timeout_ms=30_000))[
+                "message"]["message_id"] == old
+
+    asyncio.run(scenario())
+
+
+def test_a_wait_for_an_account_that_does_not_exist_is_refused(srv):
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            assert await refused(alice, "wait_for_messages", sender=["bob", "nobody"], timeout_ms=60_000) == (
+                "NO_SUCH_ACCOUNT", ["nobody"])
+            bad = await alice.call_tool("wait_for_messages", {"kinds": ["gossip"]})
+            assert bad.is_error  # not a kind: refused by the tool's schema
+
+    asyncio.run(scenario())

@@ -1,0 +1,232 @@
+"""INBOX WAIT on every event kind, through the harness: each kind the network queues for an account
+wakes a wait; the kinds filter; every waiting connection of the account is told, a message taken
+once; the oldest and new modes; a wait for an account that does not exist; the NOTIFY a connection
+gets at login for unread messages announced before.
+
+Accounts as in test_pircan: olive and paul are persons; alice, bob and carol are olive's agents,
+dave is paul's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ext.pircan import store as pstore
+from ext.pircan.ids import hexid, ts
+from ext.pircan.rules import DAY_MS, Limits
+from tests.test_pircan import SVC, T0_MS, P, S, agree, header, network, request, send, sent_id, word
+
+
+@pytest.fixture
+def p(tmp_path):
+    harness = network(tmp_path)
+    yield harness
+    harness.close()
+
+
+def pircan(p: P) -> Any:
+    """PIRCAN's live state (its message check is one of its methods)."""
+    return next(fn.__self__ for fn in p.h.server.message_checks if type(fn.__self__).__name__ == "Pircan")
+
+
+def pair(p: P) -> None:
+    p.login("alice")
+    p.login("bob")
+
+
+# each kind wakes a wait ------------------------------------------------------------------------------
+
+
+def test_a_contact_request_wakes_the_targets_wait(p):
+    pair(p)
+    assert p.cmd("bob", "INBOX WAIT * 60000") == []
+    at = p.now_ms()
+    rid = request(p, "alice", "bob", purpose="weekly report")
+    assert p.lines("bob") == [
+        f"{S} INBOX bob EVENT request {rid} alice bob message pending agent {ts(at + Limits.request_ttl_ms)} "
+        ":weekly report"]
+    p.notifies()  # the event is also announced as ever: it was not consumed
+    assert p.lines("bob") == [f"{SVC} NOTICE bob :NOTIFY request 1"]
+
+
+def test_a_decision_wakes_the_requesters_wait(p):
+    pair(p)
+    rid = request(p, "alice", "bob")
+    assert p.cmd("alice", "INBOX WAIT bob 60000") == []
+    aid = word(p.cmd("bob", f"CONTACT ACCEPT {rid}")[0], 5)
+    assert p.lines("alice") == [f"{S} INBOX alice EVENT decision {rid} alice bob message accepted {aid} talk"]
+    rid2 = request(p, "alice", "carol", purpose="other")
+    p.login("carol")
+    p.cmd("alice", "INBOX WAIT * 60000")
+    p.cmd("carol", f"CONTACT DECLINE {rid2}")
+    assert p.lines("alice") == [f"{S} INBOX alice EVENT decision {rid2} alice carol message declined * other"]
+
+
+def test_an_agreement_change_wakes_the_other_party_revoke_and_expiry(p):
+    pair(p)
+    accepted = p.now_ms()
+    aid = agree(p, "alice", "bob")
+    assert p.cmd("bob", "INBOX WAIT * 0") == []
+    p.cmd("alice", f"CONTACT REVOKE {aid}")
+    assert p.lines("bob") == [f"{S} INBOX bob EVENT agreement {aid} alice bob message revoked "
+                              f"{ts(accepted + 30 * DAY_MS)} :Revoked by alice"]
+    accepted = p.now_ms()
+    short = agree(p, "alice", "bob", days=1)
+    assert p.cmd("bob", "INBOX WAIT * 0") == []
+    p.advance(DAY_MS / 1000 + 60)  # the once-a-minute sweep records the end
+    assert p.lines("bob")[0] == (f"{S} INBOX bob EVENT agreement {short} alice bob message expired "
+                                 f"{ts(accepted + DAY_MS)} Expired")
+
+
+def test_a_new_task_and_its_changes_wake_waits_whole(p):
+    pair(p)
+    agree(p, "alice", "bob", scopes="message,task:sum")
+    assert p.cmd("bob", "INBOX WAIT * 5000") == []
+    tid = word(p.cmd("alice", "TASK CREATE bob sum :the text")[0], 4)
+    assert p.lines("bob")[0].split(" ")[3:9] == ["TASK", tid, "alice", "bob", "sum", "submitted"]
+    assert p.cmd("alice", "INBOX WAIT * 5000") == []
+    p.cmd("bob", f"TASK UPDATE {tid} working :on it")
+    assert p.lines("alice")[0].split(" ")[3:9] == ["TASK", tid, "alice", "bob", "sum", "working"]
+
+
+def test_a_webhook_notice_wakes_the_accounts_wait(p):
+    pair(p)
+    state = pircan(p)
+    assert p.cmd("bob", "INBOX WAIT * 5000") == []
+    audit_id, event_id, now = state.new_id(), state.new_id(), state.now_ms()
+
+    def disabled(conn: Any) -> None:  # what the webhook worker writes when an endpoint answers 410
+        pstore.audit(conn, audit_id, now, "server", "bob", "webhook.disable", "HTTP 410 from https://hooks.example/")
+        pstore.queue_event(conn, event_id, "bob", "webhook", audit_id, now)
+
+    p.h.run(state.database.write(disabled))
+    state.event_committed("bob", "webhook", event_id, now)
+    p.h.server.flush_all()
+    assert p.lines("bob") == [f"{S} INBOX bob EVENT webhook {hexid(audit_id)} bob webhook.disable "
+                              ":HTTP 410 from https://hooks.example/"]
+
+
+# filters and modes -----------------------------------------------------------------------------------
+
+
+def test_the_kinds_filter_lets_only_those_kinds_end_the_wait(p):
+    pair(p)
+    p.login("carol")
+    agree(p, "alice", "bob")
+    assert p.cmd("alice", "INBOX WAIT * 5000 kinds=decision") == []
+    send(p, "bob", "alice", "not this")
+    request(p, "bob", "alice", "task:x")  # a request is not a decision either
+    assert [ln for ln in p.lines("alice") if " INBOX " in ln] == []
+    rid = request(p, "alice", "carol")
+    p.cmd("carol", f"CONTACT DECLINE {rid}")
+    assert [ln for ln in p.lines("alice") if " INBOX " in ln] == [
+        f"{S} INBOX alice EVENT decision {rid} alice carol message declined * talk"]
+
+
+def test_bad_kinds_and_options_are_refused(p):
+    pair(p)
+    assert p.cmd("bob", "INBOX WAIT * 5000 kinds=message,gossip") == [
+        f"{S} FAIL INBOX INVALID_PARAMS gossip :Kinds are message, request, decision, agreement, task, "
+        "task-update, webhook"]
+    assert p.cmd("bob", "INBOX WAIT * 5000 mode=latest") == [
+        f"{S} FAIL INBOX INVALID_PARAMS latest :The mode is oldest or new"]
+    assert p.cmd("bob", "INBOX WAIT * 5000 soon=yes") == [
+        f"{S} FAIL INBOX INVALID_PARAMS soon=yes :INBOX WAIT options: kinds=<kind>[,...] mode=oldest|new "
+        "tasks=<task-id>[,...] channels=<channel>[,...]"]
+
+
+def test_mode_new_passes_over_what_was_unread_before_the_wait(p):
+    pair(p)
+    agree(p, "alice", "bob")
+    at = p.now_ms()
+    old = sent_id(send(p, "alice", "bob", "old"))
+    p.h.take("bob")
+    assert p.cmd("bob", "INBOX WAIT * 5000 mode=new") == []
+    p.advance(1)
+    new = sent_id(send(p, "alice", "bob", "new"))
+    assert [ln for ln in p.lines("bob") if " INBOX " in ln][0] == header(new, "alice", at + 1000, size=3)
+    assert p.rows("SELECT printf('%016x', id), read_at IS NULL FROM pircan_messages ORDER BY id") == [
+        (old, 1), (new, 0)]
+    # the oldest mode (the default) answers the old one at once
+    assert p.cmd("bob", "INBOX WAIT * 5000 mode=oldest")[0] == header(old, "alice", at, size=3)
+
+
+def test_a_wait_for_an_account_that_does_not_exist_is_refused(p):
+    pair(p)
+    assert p.cmd("bob", "INBOX WAIT alice,nobody 5000") == [
+        f"{S} FAIL INBOX NO_SUCH_ACCOUNT nobody :No such account: a wait for it would never end"]
+    p.advance(5)
+    assert p.lines("bob") == []  # nothing waits
+
+
+def test_an_event_not_yet_announced_answers_the_next_wait_once(p):
+    """The oldest mode answers an event nothing announced yet (here: within NOTIFY's coalescing
+    window); a later wait does not get it again. A request decided since is no longer news."""
+    pair(p)
+    rid = request(p, "alice", "bob")
+    aid = word(p.cmd("bob", f"CONTACT ACCEPT {rid}")[0], 5)
+    assert p.cmd("alice", "INBOX WAIT * 5000") == [
+        f"{S} INBOX alice EVENT decision {rid} alice bob message accepted {aid} talk"]
+    assert p.cmd("bob", "INBOX WAIT * 5000") == []  # bob decided the request himself
+    assert p.cmd("alice", "INBOX WAIT * 5000") == []
+    p.advance(5)
+    assert p.lines("alice")[-1] == f"{S} INBOX alice TIMEOUT 5000 :No message within 5000 ms"
+
+
+# every connection of the account ----------------------------------------------------------------------
+
+
+def owner_and_dave(p: P) -> None:
+    """olive (a person, two connections may be hers) and dave, paul's agent, with an agreement."""
+    for name in ("olive", "dave", "paul"):
+        p.login(name)
+    p.login("o2", "olive", nick="olive2")
+    agree(p, "olive", "dave", decider="paul")
+
+
+def test_every_waiting_connection_is_told_and_a_message_is_taken_once(p):
+    owner_and_dave(p)
+    at = p.now_ms()
+    assert p.cmd("olive", "INBOX WAIT * 5000") == []
+    assert p.cmd("o2", "INBOX WAIT * 5000") == []
+    mid = sent_id(send(p, "dave", "olive", "one copy"))
+    assert p.lines("olive")[0] == header(mid, "dave", at, size=8, nick="olive")
+    assert p.lines("o2") == [
+        f"{S} INBOX olive2 EVENT message {mid} dave {mid} taken :Another wait of your account took this message"]
+    assert p.rows("SELECT COUNT(*) FROM pircan_messages WHERE read_at IS NOT NULL") == [(1,)]
+    # an event is told to both, and consumed by neither: a request to carol, an agent olive owns
+    assert p.cmd("olive", "INBOX WAIT * 5000") == []
+    assert p.cmd("o2", "INBOX WAIT * 5000") == []
+    rid = request(p, "dave", "carol")
+    told = f"EVENT request {rid} dave carol message pending agent {ts(at + Limits.request_ttl_ms)} talk"
+    assert p.lines("olive") == [f"{S} INBOX olive {told}"]
+    assert p.lines("o2") == [f"{S} INBOX olive2 {told}"]
+
+
+# NOTIFY at login --------------------------------------------------------------------------------------
+
+
+def test_a_login_hears_of_unread_messages_announced_to_an_earlier_connection(p):
+    owner_and_dave(p)
+    p.h.send("o2", "QUIT")
+    send(p, "dave", "olive", "one")
+    send(p, "dave", "olive", "two")
+    p.notifies()
+    assert p.lines("olive") == [f"{SVC} NOTICE olive :NOTIFY message 2"]
+    p.h.send("olive", "QUIT :later")
+    send(p, "dave", "olive", "three")  # while olive is away: not announced yet
+    p.h.settle()
+    p.login("olive")
+    p.advance(0)
+    assert p.lines("olive") == [f"{SVC} NOTICE olive :NOTIFY message 3"]  # two told before, one new
+    p.h.settle()
+    p.login("o2", "olive", nick="olive2")  # another connection: the three are unread and were announced
+    p.advance(0)
+    assert p.lines("o2") == [f"{SVC} NOTICE olive2 :NOTIFY message 3"]
+    assert p.lines("olive") == []
+    p.cmd("olive", "INBOX ACK ALL")
+    p.login("o3", "olive", nick="olive3")
+    p.advance(0)
+    assert p.lines("o3") == []  # nothing unread: nothing to say
