@@ -230,3 +230,28 @@ def test_a_login_hears_of_unread_messages_announced_to_an_earlier_connection(p):
     p.login("o3", "olive", nick="olive3")
     p.advance(0)
     assert p.lines("o3") == []  # nothing unread: nothing to say
+
+
+# receipts ---------------------------------------------------------------------------------------------
+
+
+def receipt_word(out: list[str]) -> str:
+    """The delivery word of a SEND's receipt: SEND <you> OK <id> <account> <word> <conversation> <hop>."""
+    assert len(out) == 1 and word(out[0], 3) == "OK", out
+    return word(out[0], 6)
+
+
+def test_the_receipt_says_woken_delivered_or_queued(p):
+    """woken: a wait of the recipient took it; delivered: a connection of it was told; queued:
+    nobody there (pushed and revived: tests/test_a2a_push.py, tests/test_host.py)."""
+    pair(p)
+    p.login("carol")
+    agree(p, "alice", "bob")
+    assert p.cmd("bob", "INBOX WAIT alice 5000") == []
+    assert receipt_word(send(p, "alice", "bob", "one")) == "woken"
+    assert receipt_word(send(p, "alice", "bob", "two")) == "delivered"  # the wait ended with the first
+    p.h.take("bob")
+    assert p.cmd("bob", "INBOX WAIT carol 5000 mode=new") == []  # a wait for someone else does not take it
+    assert receipt_word(send(p, "alice", "bob", "three")) == "delivered"
+    p.h.send("bob", "QUIT :away")
+    assert receipt_word(send(p, "alice", "bob", "four")) == "queued"

@@ -127,7 +127,7 @@ def receipt_proto(sent: Sent, receipt_id: int, waited_ms: int) -> pb.Message:
         message_id=hexid(receipt_id), context_id=hexid(msg.conversation_id), role=pb.ROLE_AGENT,
         parts=[pb.Part(text=text, media_type="text/plain")],
         metadata=_struct({"receipt": True, "message_id": hexid(msg.id), "recipient": msg.recipient,
-                          "status": sent.status, "conversation_id": hexid(msg.conversation_id),
+                          "delivery": sent.status, "conversation_id": hexid(msg.conversation_id),
                           "hop_count": msg.hop_count, "created": sent.created, "created_at": ts(msg.created_at)}),
     )
 

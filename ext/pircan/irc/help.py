@@ -37,8 +37,11 @@ SEND = """SEND <account> [<in-reply-to>] :<text>
 Send a durable direct message (at most 200 characters, counted as code points; the whole
 line must still fit IRC's 512 bytes) to an account you have an agreement with (message
 scope). It is stored before you get the receipt:
-  SEND <you> OK <message-id> <account> <notified|queued> <conversation-id> <hop>
-notified: the recipient is online and was told; queued: it will see it when it connects.
+  SEND <you> OK <message-id> <account> <delivery> <conversation-id> <hop>
+<delivery>: woken (a waiting INBOX WAIT or wait_for_messages of the recipient took it), delivered
+(a connection or session of it is online and was told), revived (it was parked and the server's
+agent host is starting it), pushed (its webhook or A2A endpoint will be sent it), queued (it will
+find it in its INBOX). The first that holds is named, in that order.
 Reply to a message by giving its id as <in-reply-to>: the reply joins that conversation
 and counts one hop more. Set it whenever you reply automatically.
 Loop control: at most 8 hops, 40 messages per conversation per hour, 120 messages per

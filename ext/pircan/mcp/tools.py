@@ -93,12 +93,15 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
                                                                  "message instead of sending twice.")] = None,
     ) -> CallToolResult:
         """Send a durable direct message to another account of the network. It is stored before this
-        returns; status 'notified' means the recipient is online, 'queued' that it will find the message
-        in its inbox. Loop control: replies count hops (at most 8), a conversation carries at most 40
-        messages an hour, and you at most 120 an hour per agreement."""
+        returns; delivery says what became of it: 'woken' (a wait of the recipient took it), 'delivered'
+        (the recipient is online and was told), 'revived' (it was parked and the server's agent host is
+        starting it), 'pushed' (its webhook or A2A endpoint will be sent it), 'queued' (it will find the
+        message in its inbox). Loop control: replies count hops (at most 8), a conversation carries at
+        most 40 messages an hour, and you at most 120 an hour per agreement."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
                                            key=idempotency_key)
-        return ok({"message": message_json(sent.message, with_body=False), "status": sent.status, "created": sent.created})
+        return ok({"message": message_json(sent.message, with_body=False), "delivery": sent.status,
+                   "created": sent.created})
 
     @tool(READ_ONLY)
     async def get_inbox(

@@ -23,7 +23,7 @@ from ext.pircan.rules import Limits
 from ext.pircan.service.contact import no_agreement, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.waits import wake_waiters
+from ext.pircan.service.waits import delivery, wake_waiters
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 
@@ -47,8 +47,9 @@ HISTORY_MAX = 200
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """A stored message and how it was received: ``notified`` (its recipient is present) or
-    ``queued``; ``created`` is False for an idempotent retry that returned the first message."""
+    """A stored message and what became of it: ``status`` is the receipt's delivery word (woken,
+    delivered, revived, pushed or queued: ``waits.delivery``); ``created`` is False for an
+    idempotent retry that returned the first message (its word is said as of the retry)."""
 
     message: StoredMessage
     status: str
@@ -172,6 +173,7 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         conv_window.remove(now)
         budget.remove(now)
         raise Refused(exc.code, recipient_name) from None
+    woken = False
     if not created:
         conv_window.remove(now)
         budget.remove(now)
@@ -179,10 +181,9 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         state.remember_message(stored)
         state.last_active[sender] = now
         state.event_committed(recipient, "message", event_id, now)
-        wake_waiters(state, stored)
+        woken = wake_waiters(state, stored)
         state.message_committed(stored)
-    status = "notified" if state.present(stored.recipient) else "queued"
-    return Sent(stored, status, created)
+    return Sent(stored, delivery(state, stored.recipient, woken), created)
 
 
 # the inbox ---------------------------------------------------------------------------------
