@@ -169,7 +169,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "get_conversation", "request_contact", "respond_to_contact", "revoke_agreement",
                              "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
                              "get_channel_history", "send_channel_message", "create_task", "update_task",
-                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "set_profile",
+                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "task_snapshot", "set_profile",
                              "publish_resource", "delete_resource", "request_intro_token",
                              "set_webhook", "get_webhook",
                              "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",

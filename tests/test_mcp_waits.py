@@ -100,3 +100,40 @@ def test_a_wait_for_an_account_that_does_not_exist_is_refused(srv):
             assert bad.is_error  # not a kind: refused by the tool's schema
 
     asyncio.run(scenario())
+
+
+def test_task_filters_and_the_snapshot_over_mcp(srv, clients):
+    """alice (MCP) gave bob (IRC) two tasks: a wait for one answers its change only; an id that is not
+    hers is refused; with every watched task finished there is nothing to wait for; task_snapshot
+    shows both sections."""
+    bob = login(srv, clients, "bob")
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            rid = (await call(alice, "request_contact", agent="bob", scopes=["message", "task:sum"], days=3,
+                              purpose="sums"))["request"]["request_id"]
+            await asyncio.to_thread(irc, bob, f"CONTACT ACCEPT {rid}")
+            first = (await call(alice, "create_task", agent="bob", skill="sum", input="one"))["task"]["task_id"]
+            second = (await call(alice, "create_task", agent="bob", skill="sum", input="two"))["task"]["task_id"]
+            wait = asyncio.ensure_future(call(alice, "wait_for_messages", tasks=[second], timeout_ms=30_000))
+            await until(waiting(srv, "alice"))
+            await asyncio.to_thread(irc, bob, "SEND alice * :not a task")
+            await asyncio.to_thread(irc, bob, f"TASK UPDATE {first} completed :1")
+            await asyncio.to_thread(irc, bob, f"TASK UPDATE {second} working")
+            got = (await wait)["task"]
+            assert (got["task_id"], got["state"]) == (second, "working")
+
+            assert await refused(alice, "wait_for_messages", tasks=["0123456789abcdef"]) == (
+                "NO_SUCH_TASK", ["0123456789abcdef"])
+            snap = await call(alice, "task_snapshot")
+            assert ([t["task_id"] for t in snap["completed"]], [t["task_id"] for t in snap["running"]]) == (
+                [first], [second])
+            await asyncio.to_thread(irc, bob, f"TASK UPDATE {second} completed :2")
+            for task_id in (first, second):
+                await call(alice, "get_task", task_id=task_id)  # seen: no change is news any more
+            assert await call(alice, "wait_for_messages", tasks=[first, second], timeout_ms=30_000) == {
+                "nothing": f"Nothing to wait for: task {first} is completed, task {second} is completed"}
+            snap = await call(alice, "task_snapshot", task_ids=[first, second])
+            assert (sorted(t["task_id"] for t in snap["completed"]), snap["running"]) == (sorted([first, second]), [])
+
+    asyncio.run(scenario())

@@ -255,3 +255,63 @@ def test_the_receipt_says_woken_delivered_or_queued(p):
     assert receipt_word(send(p, "alice", "bob", "three")) == "delivered"
     p.h.send("bob", "QUIT :away")
     assert receipt_word(send(p, "alice", "bob", "four")) == "queued"
+
+
+# task filters and the snapshot ------------------------------------------------------------------------
+
+
+def two_tasks(p: P) -> tuple[str, str]:
+    pair(p)
+    agree(p, "alice", "bob", scopes="message,task:sum")
+    first = word(p.cmd("alice", "TASK CREATE bob sum :first")[0], 4)
+    second = word(p.cmd("alice", "TASK CREATE bob sum :second")[0], 4)
+    p.h.take("bob")
+    return first, second
+
+
+def test_a_wait_for_tasks_answers_only_their_changes(p):
+    first, second = two_tasks(p)
+    assert p.cmd("alice", f"INBOX WAIT 5000 tasks={second}") == []
+    send(p, "bob", "alice", "not a task")
+    p.cmd("bob", f"TASK UPDATE {first} working")
+    assert [ln for ln in p.lines("alice") if " INBOX " in ln or " TASK " in ln] == []
+    p.cmd("bob", f"TASK UPDATE {second} working :started")
+    assert p.lines("alice")[0].split(" ")[3:9] == ["TASK", second, "alice", "bob", "sum", "working"]
+    # with a sender too, both legs count: bob's message (still unread) answers at once
+    assert word(p.cmd("alice", f"INBOX WAIT bob 5000 tasks={second}")[0], 3) == "MESSAGE"
+
+
+def test_a_wait_for_a_task_that_is_not_yours_is_refused(p):
+    first, _ = two_tasks(p)
+    p.login("carol")
+    for ident in (first, "0123456789abcdef", "nonsense"):
+        assert p.cmd("carol", f"INBOX WAIT 5000 tasks={ident}") == [
+            f"{S} FAIL INBOX NO_SUCH_TASK {ident} :No such task of yours: a wait for it would never end"]
+
+
+def test_a_wait_for_finished_tasks_has_nothing_to_wait_for(p):
+    first, second = two_tasks(p)
+    p.cmd("bob", f"TASK UPDATE {first} completed :done")
+    p.cmd("bob", f"TASK UPDATE {second} rejected :no")
+    assert word(p.cmd("alice", f"INBOX WAIT 5000 tasks={first},{second}")[0], 3) == "TASK"  # unseen: news first
+    p.h.take("alice")
+    p.cmd("alice", f"TASK GET {second}")  # alice has now seen both
+    assert p.cmd("alice", f"INBOX WAIT 5000 tasks={first},{second}") == [
+        f"{S} INBOX alice NOTHING :Nothing to wait for: task {first} is completed, task {second} is rejected"]
+    # a live sender keeps the wait alive
+    assert p.cmd("alice", f"INBOX WAIT bob 5000 tasks={first}") == []
+
+
+def test_task_snapshot_shows_finished_and_running_tasks(p):
+    first, second = two_tasks(p)
+    p.advance(1)
+    p.cmd("bob", f"TASK UPDATE {first} completed :done")
+    out = p.cmd("alice", "TASK SNAPSHOT")
+    assert [ln.split(" ")[3:9] for ln in out[:-1]] == [
+        ["COMPLETED", first, "alice", "bob", "sum", "completed"],
+        ["RUNNING", second, "alice", "bob", "sum", "submitted"]]
+    assert out[-1] == f"{S} TASK alice SNAPSHOT 1 1 :1 finished, 1 still running"
+    assert p.cmd("bob", f"TASK SNAPSHOT {second}")[-1] == f"{S} TASK bob SNAPSHOT 0 1 :0 finished, 1 still running"
+    p.login("carol")
+    assert p.cmd("carol", f"TASK SNAPSHOT {first}") == [f"{S} FAIL TASK NO_SUCH_TASK {first} :No such task"]
+    assert p.cmd("carol", "TASK SNAPSHOT")[-1] == f"{S} TASK carol SNAPSHOT 0 0 :0 finished, 0 still running"

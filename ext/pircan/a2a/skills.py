@@ -218,7 +218,8 @@ async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
 
     waiter = await waits.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended,
                                     kinds=waits.kinds_of(_strings(args, "kinds")),
-                                    mode=_str(args, "mode", required=False) or "oldest")
+                                    mode=_str(args, "mode", required=False) or "oldest",
+                                    tasks=_strings(args, "tasks"))
     try:
         item = await outcome
     finally:
@@ -295,7 +296,7 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "of its own: action 'list' (the oldest unread, unchanged; sender, limit), 'wait' (the next thing for "
           "you, waiting up to wait_ms, at most pircan.a2a_wait_ms: a message, which stays unread; a task change; "
           "or an event such as a contact request, a decision or an agreement change; kinds: the event kinds "
-          "wanted, mode: oldest or new, sender), 'ack' "
+          "wanted, mode: oldest or new, sender, tasks: task ids to watch), 'ack' "
           "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once).",
           {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
     Skill("pircan:resources", "Resources", "Resources, as IRC RESOURCE and MCP's resources: action 'list' "

@@ -70,8 +70,8 @@ INBOX READ <id>: the whole message (yours to read: you sent or received it); its
 INBOX ACK <id>[,<id>...] | ACK ALL: mark read.  Reply: INBOX <you> ACKED <count>
 INBOX TAKE [<from>]: the oldest unread message (from <from>), read and acknowledged at
   once; or INBOX <you> EMPTY :No unread messages.
-INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest|new]: waits for the
-  next thing for you and answers with it. INBOX WAIT <timeout-ms> alone waits for anything from anyone.
+INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest|new] [tasks=<id>,...]:
+  waits for the next thing for you and answers with it. INBOX WAIT <timeout-ms> alone waits for anything from anyone.
   The connection keeps working meanwhile (PING, other commands).
   What ends it (kinds=, default every kind): message (the whole message, taken as by TAKE), task and
   task-update (the whole task, as TASK GET; you have seen the change), request, decision, agreement
@@ -81,6 +81,8 @@ INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest
     INBOX <you> EVENT agreement <agreement-id> <requester> <target> <scopes> <state> <expires> :<text>
     INBOX <you> EVENT webhook <audit-id> <account> <action> :<detail>
   <from>: only what comes from those accounts (an unknown one: FAIL INBOX NO_SUCH_ACCOUNT).
+  tasks=: the next change of these tasks (yours; another id: FAIL INBOX NO_SUCH_TASK); without <from>
+  only they end the wait, with it its messages and events too.
   mode=oldest (default): what is there first (the oldest unread message, else the oldest unseen task
   change, else the oldest event not yet announced by NOTIFY or a wait); mode=new: only what arrives
   after the WAIT. Every connection of your account that waits is told of each event; a message (or a
@@ -92,8 +94,9 @@ INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest
   A new WAIT replaces the old one (INBOX <you> CANCELLED :...); QUIT ends it, and so does
   logging out (INBOX <you> CANCELLED :You logged out). A WAIT for given accounts ends when
   they have all left the network (an awaited account that was online, or came online during
-  the wait, closed its last connection): INBOX <you> GONE <accounts> :...; and at once when none of
-  them can send (not online, not hosted, no push endpoint): INBOX <you> NOTHING :<why>
+  the wait, closed its last connection): INBOX <you> GONE <accounts> :...; and at once when nothing
+  it waits for can come (none of <from> is online, hosted or has a push endpoint; every task in tasks=
+  is finished): INBOX <you> NOTHING :<why>
 INBOX HISTORY <account|conversation-id> [<limit>] [<before-id>]: the conversation with an
   account, or one conversation, both directions, read and unread, the newest <limit>
   (default 50, at most 200) oldest first, as the MESSAGE lines of INBOX, then
@@ -104,7 +107,7 @@ INBOX SEARCH [<limit>] [<before-id>] :<query>: your messages (sent or received) 
   INBOX <you> SEARCH <count> <oldest-id|*> :...   (<oldest-id>: as for HISTORY)
   A query: words (all must occur), "a phrase", prefix*, a OR b, a NOT b, ( ... ); case and
   accents do not matter.
-Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY, WAIT),
+Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY, WAIT), NO_SUCH_TASK (WAIT),
   INVALID_PARAMS (SEARCH, WAIT), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 AGENTS = """AGENTS [ALL | CREATE <name>]
@@ -201,7 +204,7 @@ MODE_NOTE = [
     "and invitees; only the namespace's account sets or removes it (MODE #<you>/<name> -P: public).",
 ]
 
-TASK = """TASK CREATE|UPDATE|INPUT|CANCEL|GET|LIST ...
+TASK = """TASK CREATE|UPDATE|INPUT|CANCEL|GET|LIST|SNAPSHOT ...
 Tasks between agents, with the states of A2A: submitted, working, input-required, completed,
 failed, canceled, rejected (the last four are final). Texts are at most 200 characters here
 (60,000 bytes over MCP); GET shows every text whole.
@@ -218,6 +221,10 @@ TASK GET <task-id>: TASK <you> TASK <id> <requester> <target> <skill> <state> <c
   with its text on TASK <you> BODY <entry-id> :... lines (BODY+ continues a line), then TASK <you> END <id>.
 TASK LIST [role=requester|target] [state=<state>] [peer=<account>] [limit=<n>]: TASK lines, newest
   first, then TASK <you> END <count>. Owners see their agents' tasks too.
+TASK SNAPSHOT [<task-id>[,...]]: where your tasks (or these) stand: TASK <you> COMPLETED <id> ...
+  (finished, the last 20, most recent first), TASK <you> RUNNING <id> ... (oldest first), in the
+  fields of TASK lines, then TASK <you> SNAPSHOT <finished> <running> :...
+  INBOX WAIT tasks=<id>,... waits for their next change.
 Every change notifies the other party (NOTIFY task / task-update) and counts against its author's
 budget under the agreement (120 an hour, with messages). INBOX WAIT also wakes on a change of one of
 your tasks by the other party, and answers with the whole task. Revoking the agreement cancels its

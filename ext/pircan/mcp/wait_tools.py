@@ -51,6 +51,11 @@ def register_wait_tool(mcp: MCPServer, state: Pircan) -> None:
                                                                     "event not yet told), else the next to come; "
                                                                     "new: only what arrives after this call.")
                         ] = "oldest",
+        tasks: Annotated[list[str] | None, Field(description="Task ids to watch (tasks you gave or were given): "
+                                                             "their next change ends the wait. Without sender, "
+                                                             "only these tasks do; with it, its messages and "
+                                                             "events too. An id that is not one of your tasks "
+                                                             "is refused (NO_SUCH_TASK).")] = None,
     ) -> CallToolResult:
         """Block until something for you arrives (or, in the oldest mode, is already there), and return
         it. A direct message is taken (marked read) and returned whole as {"message": ...}; a change of
@@ -61,12 +66,14 @@ def register_wait_tool(mcp: MCPServer, state: Pircan) -> None:
         message and the others get {"event": {"kind": "message", "taken": true, "message": <without
         body>}}. Ends with {"timeout": true, "waited_ms"} when the time passes, {"gone": [...]} when
         every account you wait for left the network, or {"nothing": "<why>"} at once when nothing you
-        wait for can come. A long-poll: call it again to keep waiting."""
+        wait for can come (every sender offline, not hosted and without a push endpoint; every watched
+        task finished). A long-poll: call it again to keep waiting. task_snapshot shows where your
+        tasks stand."""
         account = caller(ctx).account
         limit = state.cfg.mcp_wait_max_ms
         timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
         outcome = await run_wait(state, ctx, account, timeout, senders=sender, kinds=waits.kinds_of(kinds),
-                                 mode=mode)
+                                 mode=mode, tasks=tasks)
         return ok(await wait_result(state, *outcome, timeout))
 
     del wait_for_messages

@@ -32,7 +32,7 @@ from ext.pircan.state import Pircan
 from ext.pircan.store import Agreement
 from ext.pircan.store_tasks import TERMINAL, Task, TaskEntry
 
-__all__ = ["TaskView", "create_task", "update_task", "provide_input", "cancel_task", "get_task", "list_tasks",
+__all__ = ["TaskView", "Snapshot", "task_snapshot", "create_task", "update_task", "provide_input", "cancel_task", "get_task", "list_tasks",
            "end_tasks_of", "TARGET_MOVES", "TASK_LIST_MAX"]
 
 TASK_LIST_MAX = 200
@@ -245,6 +245,29 @@ async def list_tasks(state: Pircan, actor: str, role: str | None = None, task_st
     folded_peer = None if peer in (None, "", "*") else state.api.casefold(peer)  # type: ignore[arg-type]
     return await state.database.read(tdb.tasks_of, accounts, role, task_state, folded_peer,
                                      max(1, min(limit, TASK_LIST_MAX)))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Tasks in two sections, as the agent hub's ``jobs`` shows them: the finished ones (most recently
+    finished first) and those still running (submitted, working, input-required; oldest first)."""
+
+    completed: list[Task]
+    running: list[Task]
+
+
+async def task_snapshot(state: Pircan, actor: str, task_ids: list[str] | None = None,
+                        limit: int = 20) -> Snapshot:
+    """The snapshot of the given tasks (NO_SUCH_TASK for one ``actor`` may not see), or of every task
+    of ``actor`` and of the agents it owns: each one still running, and the ``limit`` that finished last."""
+    if task_ids:
+        found = [(await _task_for(state, actor, text))[0] for text in task_ids]
+        return Snapshot([t for t in found if t.state in TERMINAL],
+                        sorted((t for t in found if t.state not in TERMINAL), key=lambda t: t.id))
+    accounts = await managed_accounts(state, actor)
+    limit = max(1, min(limit, TASK_LIST_MAX))
+    return Snapshot(await state.database.read(tdb.tasks_by_state, accounts, True, limit),
+                    await state.database.read(tdb.tasks_by_state, accounts, False, TASK_LIST_MAX))
 
 
 # the end of an agreement -----------------------------------------------------------------------
