@@ -428,8 +428,15 @@ def test_a_gateway_request_answers_with_what_there_is_after_its_wait(tmp_path, c
         async def scenario() -> None:
             async with a2a(server, token, "bob") as alice:
                 [receipt] = await answers(alice, request("Anyone there?"))
-                assert receipt.message.parts[0].text.endswith("(queued); no reply within 200 ms")
+                assert receipt.message.parts[0].text.endswith(
+                    "(queued); no reply: Nothing to wait for: bob is not on the network, not hosted and without a push "
+                    "endpoint")
                 assert meta(receipt.message)["delivery"] == "queued"
+                assert meta(receipt.message)["no_reply"] == "nothing"  # at once: nobody there to reply
+                login(server, clients, "bob")  # bob is there now, but does not answer in time
+                [receipt] = await answers(alice, request("Still there?"))
+                assert receipt.message.parts[0].text.endswith("(delivered); no reply within 200 ms")
+                assert meta(receipt.message)["no_reply"] == "timeout"
                 [task] = await answers(alice, request("Summarise this", skill="summarise"))
                 assert task.task.status.state == pb.TASK_STATE_SUBMITTED
 

@@ -137,3 +137,31 @@ def test_task_filters_and_the_snapshot_over_mcp(srv, clients):
             assert (sorted(t["task_id"] for t in snap["completed"]), snap["running"]) == (sorted([first, second]), [])
 
     asyncio.run(scenario())
+
+
+def test_send_and_await_returns_the_receipt_and_the_reply_or_a_clean_no_reply(srv, clients):
+    alice_irc, bob, _ = agreed(srv, clients)
+    alice_irc.send("QUIT :MCP from here on")
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            bob.send("INBOX WAIT alice 30000")  # bob waits: alice's message wakes him, and he answers
+            await until(waiting(srv, "bob"))
+            asking = asyncio.ensure_future(call(alice, "send_direct_message", recipient="bob", body="Deploy?",
+                                                await_reply=True, timeout_ms=30_000))
+            got = await asyncio.to_thread(bob.read_until, lambda m: m.command == "INBOX" and m.params[1] == "END")
+            mid = got[-1].params[2]
+            await until(waiting(srv, "alice"))
+            reply_id = (await asyncio.to_thread(irc, bob, f"SEND alice {mid} :Deploying"))[0][2]
+            done = await asking
+            assert (done["message"]["message_id"], done["delivery"], done["created"]) == (mid, "woken", True)
+            assert (done["reply"]["message_id"], done["reply"]["body"], done["reply"]["in_reply_to"]) == (
+                reply_id, "Deploying", mid)
+            assert (await call(alice, "get_inbox"))["unread"] == 0  # the reply was taken
+            # bob is there but silent: no reply in time is a normal result, not an error
+            quiet = await call(alice, "send_direct_message", recipient="bob", body="And now?", await_reply=True,
+                               timeout_ms=200)
+            assert (quiet["delivery"], quiet["reply"], quiet["no_reply"]) == (
+                "delivered", None, {"reason": "timeout", "text": "No reply within 200 ms", "waited_ms": 200})
+
+    asyncio.run(scenario())

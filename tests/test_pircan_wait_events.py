@@ -315,3 +315,46 @@ def test_task_snapshot_shows_finished_and_running_tasks(p):
     p.login("carol")
     assert p.cmd("carol", f"TASK SNAPSHOT {first}") == [f"{S} FAIL TASK NO_SUCH_TASK {first} :No such task"]
     assert p.cmd("carol", "TASK SNAPSHOT")[-1] == f"{S} TASK carol SNAPSHOT 0 0 :0 finished, 0 still running"
+
+
+# SEND and await -----------------------------------------------------------------------------------------
+
+
+def test_send_and_await_answers_with_the_reply_in_that_conversation(p):
+    pair(p)
+    agree(p, "alice", "bob")
+    at = p.now_ms()
+    out = p.cmd("alice", "SEND bob * 5000 :Deploy?")
+    mid = sent_id(out)
+    assert out == [f"{S} SEND alice OK {mid} bob delivered {mid} 0"]
+    p.advance(1)
+    other = sent_id(send(p, "bob", "alice", "another matter"))  # a new conversation: not the reply
+    assert [ln for ln in p.lines("alice") if " INBOX " in ln] == []
+    p.advance(1)
+    reply = sent_id(send(p, "bob", "alice", "Deploying", reply_to=mid))
+    assert [ln for ln in p.lines("alice") if "NOTIFY" not in ln] == [
+        header(reply, "bob", at + 2000, conv=mid, parent=mid, hop=1, size=9, nick="alice"),
+                                f"{S} INBOX alice BODY {reply} Deploying", f"{S} INBOX alice END {reply}"]
+    assert p.rows("SELECT printf('%016x', id), read_at IS NULL FROM pircan_messages WHERE recipient = 'alice' "
+                  "ORDER BY id") == [(other, 1), (reply, 0)]
+
+
+def test_send_and_await_without_a_reply_is_a_normal_answer(p):
+    pair(p)
+    agree(p, "alice", "bob")
+    mid = sent_id(p.cmd("alice", "SEND bob * 1500 :Anyone?"))
+    p.advance(1.5)
+    assert p.lines("alice") == [f"{S} SEND alice NOREPLY {mid} timeout :No reply within 1500 ms"]
+    p.h.send("bob", "QUIT :away")
+    out = p.cmd("alice", "SEND bob * 0 :Still?")  # 0: until the reply comes, but none can come
+    assert out[1] == (f"{S} SEND alice NOREPLY {sent_id(out[:1])} nothing :Nothing to wait for: bob is not on "
+                      "the network, not hosted and without a push endpoint")
+
+
+def test_a_bad_await_time_is_refused_and_nothing_is_sent(p):
+    pair(p)
+    agree(p, "alice", "bob")
+    assert p.cmd("alice", "SEND bob * soon :hi") == [
+        f"{S} FAIL SEND INVALID_PARAMS soon :The await time is a whole number of milliseconds (0: until the reply "
+        "comes). Syntax: SEND <account> <in-reply-to|*> <await-ms> :<text>"]
+    assert p.rows("SELECT COUNT(*) FROM pircan_messages") == [(0,)]

@@ -377,8 +377,9 @@ class Pircan:
     def add_waiter(self, waiter: Waiter) -> None:
         if waiter.key is not None:
             old = self.wait_by_key.get(waiter.key)
-            if old is not None:
-                self.finish_wait(old, "cancelled", "Replaced by a newer INBOX WAIT")
+            if old is not None:  # a connection has one INBOX WAIT, and one SEND awaiting its reply (key (conn, SEND))
+                what = "SEND awaiting its reply" if isinstance(waiter.key, tuple) else "INBOX WAIT"
+                self.finish_wait(old, "cancelled", f"Replaced by a newer {what}")
             self.wait_by_key[waiter.key] = waiter
         self.waiters.setdefault(waiter.account, []).append(waiter)
         for channel in waiter.channels or ():
@@ -449,6 +450,7 @@ class Pircan:
     def client_gone(self, client: Client, reason: str | None = None) -> None:
         """An IRC connection quit (``reason`` None) or logged out while it may have been waiting."""
         self.wait_ended_for_key(client, reason)
+        self.wait_ended_for_key((client, "SEND"), reason)
 
     def client_left(self, client: Client, account: str | None) -> None:
         """After an IRC connection closed: if its account is no longer present, its waiters' peers hear."""

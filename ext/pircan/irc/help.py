@@ -33,7 +33,7 @@ Errors: FAIL CONTACT <code> [<context>] :<text> with code ACCOUNT_REQUIRED, NO_S
   RATE_LIMITED, COOLDOWN, DENIED, NO_SUCH_REQUEST, NOT_PENDING, NO_SUCH_AGREEMENT,
   INVALID_POLICY, NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
-SEND = """SEND <account> [<in-reply-to>] :<text>
+SEND = """SEND <account> [<in-reply-to>|*] :<text> | SEND <account> <in-reply-to|*> <await-ms> :<text>
 Send a durable direct message (at most 200 characters, counted as code points; the whole
 line must still fit IRC's 512 bytes) to an account you have an agreement with (message
 scope). It is stored before you get the receipt:
@@ -44,13 +44,18 @@ agent host is starting it), pushed (its webhook or A2A endpoint will be sent it)
 find it in its INBOX). The first that holds is named, in that order.
 Reply to a message by giving its id as <in-reply-to>: the reply joins that conversation
 and counts one hop more. Set it whenever you reply automatically.
+With <await-ms> (0: until it comes) the server then waits for the recipient's reply in that
+conversation, as INBOX WAIT does, and sends it (INBOX MESSAGE, BODY, END lines; it is taken), or
+  SEND <you> NOREPLY <message-id> <timeout|gone|nothing|cancelled> :<why>
+(a normal answer, not an error: nothing when the recipient cannot reply, being offline, not hosted
+and without a push endpoint). The connection keeps working meanwhile; it has one such wait at a time.
 Loop control: at most 8 hops, 40 messages per conversation per hour, 120 messages per
 agreement per hour from you. Retrying the same SEND (same account, in-reply-to and text)
 with the same label (or +pircan.dev/key tag) returns the first receipt instead of sending
 twice; the same label on a different SEND sends a new message.
 Errors: FAIL SEND <code> with ACCOUNT_REQUIRED, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT,
   SCOPE_MISSING, EMPTY, TOO_LONG, NO_SUCH_MESSAGE, HOP_LIMIT, CONVERSATION_RATE,
-  AGREEMENT_BUDGET, NEED_MORE_PARAMS. A refusal's text ends with what to do next (NO_AGREEMENT:
+  AGREEMENT_BUDGET, NEED_MORE_PARAMS, INVALID_PARAMS (an await time that is not a number). A refusal's text ends with what to do next (NO_AGREEMENT:
   CONTACT REQUEST, or wait for a pending request's decision; HOP_LIMIT: a new conversation), and
   for CONVERSATION_RATE and AGREEMENT_BUDGET with "Retry in <seconds> s".
   A line over IRC's limits (512 bytes with its CR LF, and 4094 bytes of client tags) is not run:

@@ -11,7 +11,7 @@ from ext.pircan.rules import Limits
 from ext.pircan.service import messages as service
 from ext.pircan.service import search
 from ext.pircan.service.refusals import Refused
-from ext.pircan.irc.waits import handle_wait
+from ext.pircan.irc.waits import await_ms_of, await_reply, handle_wait
 from ext.pircan.state import Pircan
 
 __all__ = ["handle_send", "handle_inbox"]
@@ -22,7 +22,7 @@ IDEMPOTENCY_TAG = "+pircan.dev/key"
 
 
 async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
-    """SEND <account> [<in-reply-to>] :<text>"""
+    """SEND <account> [<in-reply-to>|*] :<text> | SEND <account> <in-reply-to|*> <await-ms> :<text>"""
     sender = account_of(ctx, SEND)
     if sender is None:
         return
@@ -33,6 +33,7 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     tags = msg.tags or {}
     key = tags.get(IDEMPOTENCY_TAG) or tags.get("label") or None
     try:
+        await_ms = await_ms_of(params[2]) if len(params) > 3 else None  # checked before anything is sent
         sent = await service.send_message(state, sender, params[0], params[-1],
                                           params[1] if len(params) > 2 else None,
                                           key=key, max_chars=Limits.send_chars)
@@ -42,6 +43,8 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     stored = sent.message
     ctx.reply.send(SEND, ctx.client.nick, "OK", hexid(stored.id), stored.recipient, sent.status,
                    hexid(stored.conversation_id), str(stored.hop_count))
+    if await_ms is not None:  # the reply's wait starts once the receipt is out (after this handler)
+        state.api.spawn(await_reply(state, ctx.client, stored, await_ms))
 
 
 async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None:

@@ -11,7 +11,7 @@ from ext.pircan import rules
 from ext.pircan import store_tasks as tdb
 from ext.pircan.irc.common import refuse
 from ext.pircan.irc.tasks import task_lines
-from ext.pircan.irc.wire import full_message
+from ext.pircan.irc.wire import full_message, hexid
 from ext.pircan.service import waits
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
@@ -19,9 +19,10 @@ from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task
 from ext.pircan.waiting import WaitEvent
 
-__all__ = ["handle_wait", "answer", "ended", "event_params", "WAIT_OPTIONS"]
+__all__ = ["handle_wait", "answer", "ended", "event_params", "WAIT_OPTIONS", "await_ms_of", "await_reply"]
 
 INBOX = "INBOX"
+SEND = "SEND"
 WAIT_OPTIONS = "kinds=<kind>[,...] mode=oldest|new tasks=<task-id>[,...] channels=<channel>[,...]"
 
 
@@ -133,3 +134,36 @@ def ended(state: Pircan, client: Client, reply: ReplyBuffer, timeout: int | None
         reply.send(INBOX, nick, "CANCELLED", detail)
     reply.flush()
     state.api.flush()
+
+
+# SEND <account> <in-reply-to|*> <await-ms> :<text> ----------------------------------------------------
+
+
+def await_ms_of(text: str) -> int:
+    """SEND's await time: whole milliseconds (0: until the reply comes); INVALID_PARAMS otherwise."""
+    if not text.isascii() or not text.isdigit() or len(text) > 10:
+        raise Refused("INVALID_PARAMS", text, text="The await time is a whole number of milliseconds (0: until "
+                                                   "the reply comes). Syntax: SEND <account> <in-reply-to|*> "
+                                                   "<await-ms> :<text>")
+    return int(text)
+
+
+async def await_reply(state: Pircan, client: Client, sent: StoredMessage, await_ms: int) -> None:
+    """After a SEND's receipt went out: the reply (the lines of INBOX WAIT), or SEND <you> NOREPLY.
+    The answer has its own lines, without the SEND's label (the receipt answered the label)."""
+    reply = state.api.reply_buffer(client)
+    timeout = await_ms or None
+    mid = hexid(sent.id)
+
+    def no_reply(kind: str, detail: str) -> None:
+        text = {"timeout": f"No reply within {await_ms} ms",
+                "gone": f"{detail} left the network before replying"}.get(kind, detail)
+        reply.send(SEND, client.nick, "NOREPLY", mid, kind, text)
+        reply.flush()
+        state.api.flush()
+
+    try:
+        await waits.start_reply_wait(state, sent, timeout, lambda item: answer(state, client, reply, item),
+                                     no_reply, key=(client, SEND))
+    except Refused as exc:
+        no_reply("cancelled", exc.full_text)

@@ -74,6 +74,8 @@ def tool_of(mcp: MCPServer) -> Callable[..., Any]:
 
 
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
+    from ext.pircan.mcp import wait_tools  # it uses this module's helpers
+
     api = state.api
     tool = tool_of(mcp)
 
@@ -91,17 +93,28 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         idempotency_key: Annotated[str | None, Field(description="Any string; sending again with the same key, "
                                                                  "recipient, in_reply_to and body returns the first "
                                                                  "message instead of sending twice.")] = None,
+        await_reply: Annotated[bool, Field(description="Then wait for the recipient's next message in this "
+                                                       "conversation and return it whole as reply (taken: marked "
+                                                       "read). None in time: reply null and no_reply (reason "
+                                                       "timeout, gone or nothing), not an error.")] = False,
+        timeout_ms: Annotated[int, Field(ge=0, description="With await_reply: how long to wait, in milliseconds "
+                                                           "(at most pircan.mcp_wait_max_ms, 15 minutes unless "
+                                                           "set otherwise; 0 means that cap).")] = 120_000,
     ) -> CallToolResult:
         """Send a durable direct message to another account of the network. It is stored before this
         returns; delivery says what became of it: 'woken' (a wait of the recipient took it), 'delivered'
         (the recipient is online and was told), 'revived' (it was parked and the server's agent host is
         starting it), 'pushed' (its webhook or A2A endpoint will be sent it), 'queued' (it will find the
         message in its inbox). Loop control: replies count hops (at most 8), a conversation carries at
-        most 40 messages an hour, and you at most 120 an hour per agreement."""
+        most 40 messages an hour, and you at most 120 an hour per agreement. With await_reply it then
+        waits for the reply (as wait_for_messages does) and returns it too."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
                                            key=idempotency_key)
-        return ok({"message": message_json(sent.message, with_body=False), "delivery": sent.status,
-                   "created": sent.created})
+        result = {"message": message_json(sent.message, with_body=False), "delivery": sent.status,
+                  "created": sent.created}
+        if await_reply:
+            result.update(await wait_tools.await_reply(state, ctx, sent.message, timeout_ms))
+        return ok(result)
 
     @tool(READ_ONLY)
     async def get_inbox(
@@ -130,9 +143,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         count = await messages.acknowledge(state, caller(ctx).account, None if all else message_ids)
         return ok({"marked": count})
 
-    from ext.pircan.mcp.wait_tools import register_wait_tool  # it uses this module's helpers
-
-    register_wait_tool(mcp, state)  # here: the tools are listed in the order they are registered
+    wait_tools.register_wait_tool(mcp, state)  # here: the tools are listed in the order they are registered
 
     @tool(READ_ONLY)
     async def get_conversation(

@@ -3,7 +3,6 @@ helper that runs one wait for a tool call (``run_wait``)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -20,7 +19,7 @@ from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task
 from ext.pircan.waiting import WaitEvent
 
-__all__ = ["register_wait_tool", "run_wait", "wait_result", "request_delivery"]
+__all__ = ["register_wait_tool", "run_wait", "wait_result", "request_delivery", "await_reply", "capped"]
 
 Kind = Literal["message", "request", "decision", "agreement", "task", "task-update", "webhook"]
 
@@ -70,13 +69,30 @@ def register_wait_tool(mcp: MCPServer, state: Pircan) -> None:
         task finished). A long-poll: call it again to keep waiting. task_snapshot shows where your
         tasks stand."""
         account = caller(ctx).account
-        limit = state.cfg.mcp_wait_max_ms
-        timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
+        timeout = capped(state, timeout_ms)
         outcome = await run_wait(state, ctx, account, timeout, senders=sender, kinds=waits.kinds_of(kinds),
                                  mode=mode, tasks=tasks)
         return ok(await wait_result(state, *outcome, timeout))
 
     del wait_for_messages
+
+
+def capped(state: Pircan, timeout_ms: int) -> int:
+    """A tool's timeout: at most pircan.mcp_wait_max_ms, which 0 also means."""
+    limit = state.cfg.mcp_wait_max_ms
+    return limit if timeout_ms == 0 else min(timeout_ms, limit)
+
+
+async def await_reply(state: Pircan, ctx: Context, sent: StoredMessage, timeout_ms: int) -> dict[str, Any]:
+    """send_direct_message's await_reply: ``reply`` (the message, taken), or ``reply`` null and
+    ``no_reply`` (why: timeout, gone, nothing, cancelled; its text; how long it waited)."""
+    timeout = capped(state, timeout_ms)
+    kind, value = await waits.await_reply(state, sent, timeout, request_delivery(ctx))
+    if kind == "message":
+        return {"reply": message_json(value)}
+    text = {"timeout": f"No reply within {timeout} ms",
+            "gone": f"{value} left the network before replying"}.get(kind, value)
+    return {"reply": None, "no_reply": {"reason": kind, "text": text, "waited_ms": timeout}}
 
 
 def request_delivery(ctx: Context) -> Delivery | None:
@@ -104,37 +120,5 @@ async def wait_result(state: Pircan, kind: str, value: Any, timeout: int | None)
 
 
 async def run_wait(state: Pircan, ctx: Context, account: str, timeout: int | None, **filters: Any) -> tuple[str, Any]:
-    """Run one wait (service.waits.start_wait) for a tool call: (kind, value). What it takes counts
-    as taken only if the call's client is still there when the answer is written: a client that
-    disconnects ends the wait, and anything taken for it is unread (unseen) again."""
-    loop = asyncio.get_running_loop()
-    outcome: asyncio.Future[Any] = loop.create_future()
-    delivery = request_delivery(ctx)
-
-    def on_message(item: StoredMessage | Task | WaitEvent) -> None:
-        if outcome.done():  # the caller went away: it stays unread (unseen)
-            waits.put_back(state, account, item)
-        elif delivery is None or delivery.hold(lambda: waits.put_back(state, account, item)):
-            outcome.set_result(("message", item))
-        else:
-            outcome.set_result(("cancelled", "The client disconnected"))
-
-    def on_end(kind: str, detail: str) -> None:
-        if not outcome.done():
-            outcome.set_result((kind, detail))
-
-    senders = filters.pop("senders", None)
-    waiter = await waits.start_wait(state, account, senders, timeout, on_message, on_end, **filters)
-    gone = None if delivery is None else loop.create_task(delivery.gone.wait())
-    try:
-        if gone is not None:
-            await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not outcome.done():
-                outcome.set_result(("cancelled", "The client disconnected"))
-        return await outcome
-    finally:
-        if gone is not None:
-            gone.cancel()
-        if not outcome.done():
-            outcome.cancel()
-        state.end_wait(waiter)
+    """Run one wait for a tool call (service.waits.wait_once, with the request's Delivery)."""
+    return await waits.wait_once(state, account, timeout, request_delivery(ctx), **filters)

@@ -36,7 +36,7 @@ POLICY_TEXT = {
     "deny": "Every request is refused at once.",
 }
 DEAD_SHOWN = 50  # the newest dead letters on the webhook page
-# a message's receipt (its delivery word, service.waits.delivery) as the page says it
+# a message's receipt (its delivery word, service.waits.delivery_word) as the page says it
 RECEIPTS = {
     "woken": "it was waiting and took it",
     "delivered": "it is online and was told",

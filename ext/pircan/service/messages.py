@@ -23,7 +23,7 @@ from ext.pircan.rules import Limits
 from ext.pircan.service.contact import no_agreement, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.waits import delivery, wake_waiters
+from ext.pircan.service.waits import delivery_word, wake_waiters
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
 
@@ -48,7 +48,7 @@ HISTORY_MAX = 200
 @dataclass(frozen=True, slots=True)
 class Sent:
     """A stored message and what became of it: ``status`` is the receipt's delivery word (woken,
-    delivered, revived, pushed or queued: ``waits.delivery``); ``created`` is False for an
+    delivered, revived, pushed or queued: ``waits.delivery_word``); ``created`` is False for an
     idempotent retry that returned the first message (its word is said as of the retry)."""
 
     message: StoredMessage
@@ -183,7 +183,7 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         state.event_committed(recipient, "message", event_id, now)
         woken = wake_waiters(state, stored)
         state.message_committed(stored)
-    return Sent(stored, delivery(state, stored.recipient, woken), created)
+    return Sent(stored, delivery_word(state, stored.recipient, woken), created)
 
 
 # the inbox ---------------------------------------------------------------------------------

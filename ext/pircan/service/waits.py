@@ -12,6 +12,7 @@ every matching wait and consumed by none.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Sequence
 from typing import Any, Callable
@@ -20,6 +21,7 @@ from ircd.api import ChannelMessage
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
+from ext.pircan.delivery import Delivery
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
 from ext.pircan.service import eventdoc
@@ -30,8 +32,8 @@ from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import TERMINAL, Task
 from ext.pircan.waiting import CHANNEL, EVENT_KINDS, TOLD, Waiter, WaitEvent
 
-__all__ = ["MODES", "DELIVERIES", "start_wait", "put_back", "wake_waiters", "wake_task_waiters",
-           "delivery", "reachable", "install", "kinds_of"]
+__all__ = ["MODES", "DELIVERIES", "start_wait", "wait_once", "start_reply_wait", "await_reply", "put_back",
+           "wake_waiters", "wake_task_waiters", "delivery_word", "reachable", "install", "kinds_of"]
 
 MODES = ("oldest", "new")
 # what a receipt says happened to a message, strongest first (the first that holds is named)
@@ -61,7 +63,7 @@ def reachable(state: Pircan, account: str) -> bool:
     return state.present(account) or state.wakeable(account) or state.pushed(account)
 
 
-def delivery(state: Pircan, recipient: str, woken: bool) -> str:
+def delivery_word(state: Pircan, recipient: str, woken: bool) -> str:
     """What became of a message to ``recipient`` as it committed, for its receipt: ``woken`` (a wait
     of the recipient took it), ``delivered`` (a connection or session of it is there and was told),
     ``revived`` (it was not there and the host is starting it), ``pushed`` (its webhook or A2A
@@ -250,6 +252,72 @@ def _document(conn: sqlite3.Connection, recipient: str, event_id: int, kind: str
     body = data if isinstance(data, dict) else {"ref_id": hexid(ref)}
     return (WaitEvent(kind, hexid(ref), key, body, event_id),
             eventdoc.peer_of_object(kind, recipient, data if isinstance(data, dict) else None))
+
+
+async def wait_once(state: Pircan, account: str, timeout_ms: int | None, delivery: Delivery | None = None,
+                    held: set[Waiter] | None = None, **filters: Any) -> tuple[str, Any]:
+    """Run one wait for an HTTP request (MCP, A2A) until it ends: (``message``, the item) or (the
+    end's kind, its detail). What it takes counts as taken only if the request's client is still
+    there when the answer is written (``delivery``): a client that disconnects ends the wait, and
+    anything taken for it is unread (unseen) again. ``held``: a set the wait is in while it runs (so
+    a listener that stops can end it)."""
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[Any] = loop.create_future()
+
+    def on_message(item: Any) -> None:
+        if outcome.done():  # the caller went away: it stays unread (unseen)
+            put_back(state, account, item)
+        elif delivery is None or delivery.hold(lambda: put_back(state, account, item)):
+            outcome.set_result(("message", item))
+        else:
+            outcome.set_result(("cancelled", "The client disconnected"))
+
+    def on_end(kind: str, detail: str) -> None:
+        if not outcome.done():
+            outcome.set_result((kind, detail))
+
+    senders = filters.pop("senders", None)
+    waiter = await start_wait(state, account, senders, timeout_ms, on_message, on_end, **filters)
+    if held is not None:
+        held.add(waiter)
+    gone = None if delivery is None else loop.create_task(delivery.gone.wait())
+    try:
+        if gone is not None:
+            await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if not outcome.done():
+                outcome.set_result(("cancelled", "The client disconnected"))
+        return await outcome
+    finally:
+        if gone is not None:
+            gone.cancel()
+        if not outcome.done():
+            outcome.cancel()
+        state.end_wait(waiter)
+        if held is not None:
+            held.discard(waiter)
+
+
+def _reply_filters(sent: StoredMessage) -> dict[str, Any]:
+    """What a sender awaiting the reply to ``sent`` waits for: the recipient's next message in that
+    conversation (newer than ``sent``; one there already answers at once)."""
+    return {"senders": [sent.recipient], "kinds": frozenset({"message"}), "conversation": sent.conversation_id,
+            "after": sent.id}
+
+
+async def start_reply_wait(state: Pircan, sent: StoredMessage, timeout_ms: int | None,
+                           on_message: Callable[[Any], None], on_end: Callable[[str, str], None],
+                           key: object = None) -> Waiter:
+    """Await the reply to ``sent`` (a SEND with an await time), answered through the callbacks."""
+    filters = _reply_filters(sent)
+    senders = filters.pop("senders")
+    return await start_wait(state, sent.sender, senders, timeout_ms, on_message, on_end, key, **filters)
+
+
+async def await_reply(state: Pircan, sent: StoredMessage, timeout_ms: int | None, delivery: Delivery | None = None,
+                      held: set[Waiter] | None = None) -> tuple[str, Any]:
+    """Await the reply to ``sent`` for an HTTP request (MCP send_direct_message's await_reply, the A2A
+    gateway's blocking send): (``message``, the reply, taken) or (timeout|gone|nothing|cancelled, detail)."""
+    return await wait_once(state, sent.sender, timeout_ms, delivery, held, **_reply_filters(sent))
 
 
 def put_back(state: Pircan, account: str, item: Any) -> None:
