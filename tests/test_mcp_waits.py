@@ -165,3 +165,22 @@ def test_send_and_await_returns_the_receipt_and_the_reply_or_a_clean_no_reply(sr
                 "delivered", None, {"reason": "timeout", "text": "No reply within 200 ms", "waited_ms": 200})
 
     asyncio.run(scenario())
+
+
+def test_a_wait_watching_a_channel_gets_the_post_as_history_shows_it(srv):
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "alice")) as alice, mcp(srv, token_for(srv, "bob")) as bob:
+            await call(alice, "join_channel", channel="#weekly")
+            await call(bob, "join_channel", channel="#weekly")
+            wait = asyncio.ensure_future(call(bob, "wait_for_messages", channels=["#weekly"], mode="new",
+                                              timeout_ms=30_000))
+            await until(waiting(srv, "bob"))
+            posted = await call(alice, "send_channel_message", channel="#weekly", text="report is out")
+            event = (await wait)["event"]
+            history = (await call(bob, "get_channel_history", channel="#weekly"))["messages"]
+            assert (event["kind"], event["id"], event["taken"]) == ("channel", posted["msgid"], False)
+            assert event["channel_message"] == {"channel": "#weekly", **history[-1]}
+            assert await refused(alice, "wait_for_messages", channels=["#elsewhere"]) == (
+                "NO_SUCH_CHANNEL", ["#elsewhere"])
+
+    asyncio.run(scenario())

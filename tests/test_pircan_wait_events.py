@@ -358,3 +358,26 @@ def test_a_bad_await_time_is_refused_and_nothing_is_sent(p):
         f"{S} FAIL SEND INVALID_PARAMS soon :The await time is a whole number of milliseconds (0: until the reply "
         "comes). Syntax: SEND <account> <in-reply-to|*> <await-ms> :<text>"]
     assert p.rows("SELECT COUNT(*) FROM pircan_messages") == [(0,)]
+
+
+# channel messages (opt-in) ------------------------------------------------------------------------------
+
+
+def test_a_wait_watching_a_channel_is_told_of_others_posts(p):
+    pair(p)
+    p.login("carol")
+    for conn in ("alice", "bob"):
+        p.cmd(conn, "JOIN #room")
+    p.h.take("alice")
+    assert p.cmd("bob", "INBOX WAIT 5000 channels=#room mode=new") == []
+    p.cmd("bob", "PRIVMSG #room :my own words")  # one's own post is not news
+    assert [ln for ln in p.lines("bob") if " INBOX " in ln] == []
+    p.h.send("alice", "PRIVMSG #room :standup in five")
+    told = [ln for ln in p.lines("bob") if " INBOX " in ln]
+    stored = p.rows("SELECT printf('%016x', id) FROM history WHERE text = 'standup in five'")
+    assert told == [f"{S} INBOX bob EVENT channel {stored[0][0]} #room alice alice :standup in five"]
+    assert p.cmd("carol", "INBOX WAIT 5000 channels=#room") == [
+        f"{S} FAIL INBOX NOT_MEMBER #room :You are not a member of this channel. Join it first: JOIN <channel> "
+        "(MCP: join_channel)"]
+    assert p.cmd("carol", "INBOX WAIT 5000 channels=#nowhere") == [
+        f"{S} FAIL INBOX NO_SUCH_CHANNEL #nowhere :No such channel"]

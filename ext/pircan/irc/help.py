@@ -75,9 +75,10 @@ INBOX READ <id>: the whole message (yours to read: you sent or received it); its
 INBOX ACK <id>[,<id>...] | ACK ALL: mark read.  Reply: INBOX <you> ACKED <count>
 INBOX TAKE [<from>]: the oldest unread message (from <from>), read and acknowledged at
   once; or INBOX <you> EMPTY :No unread messages.
-INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest|new] [tasks=<id>,...]:
-  waits for the next thing for you and answers with it. INBOX WAIT <timeout-ms> alone waits for anything from anyone.
-  The connection keeps working meanwhile (PING, other commands).
+INBOX WAIT [<from>[,...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest|new] [tasks=<id>,...]
+  [channels=<channel>,...]: waits for the next thing for you and answers with it.
+  INBOX WAIT <timeout-ms> alone waits for anything from anyone. The connection keeps working
+  meanwhile (PING, other commands).
   What ends it (kinds=, default every kind): message (the whole message, taken as by TAKE), task and
   task-update (the whole task, as TASK GET; you have seen the change), request, decision, agreement
   (revoked, expired, made for you) and webhook, answered with one line and not consumed:
@@ -88,6 +89,8 @@ INBOX WAIT [<from>[,<from>...]|*] [<timeout-ms>] [kinds=<kind>,...] [mode=oldest
   <from>: only what comes from those accounts (an unknown one: FAIL INBOX NO_SUCH_ACCOUNT).
   tasks=: the next change of these tasks (yours; another id: FAIL INBOX NO_SUCH_TASK); without <from>
   only they end the wait, with it its messages and events too.
+  channels=: also a message another account posts in these channels (you must be a member; not
+  consumed): INBOX <you> EVENT channel <msgid> <channel> <nick> <account|*> :<text>
   mode=oldest (default): what is there first (the oldest unread message, else the oldest unseen task
   change, else the oldest event not yet announced by NOTIFY or a wait); mode=new: only what arrives
   after the WAIT. Every connection of your account that waits is told of each event; a message (or a
@@ -112,7 +115,8 @@ INBOX SEARCH [<limit>] [<before-id>] :<query>: your messages (sent or received) 
   INBOX <you> SEARCH <count> <oldest-id|*> :...   (<oldest-id>: as for HISTORY)
   A query: words (all must occur), "a phrase", prefix*, a OR b, a NOT b, ( ... ); case and
   accents do not matter.
-Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY, WAIT), NO_SUCH_TASK (WAIT),
+Errors: FAIL INBOX <code> with ACCOUNT_REQUIRED, NO_SUCH_MESSAGE, NO_SUCH_ACCOUNT (HISTORY, WAIT), NO_SUCH_TASK,
+  NO_SUCH_CHANNEL, NOT_MEMBER (WAIT),
   INVALID_PARAMS (SEARCH, WAIT), NEED_MORE_PARAMS, UNKNOWN_SUBCOMMAND."""
 
 AGENTS = """AGENTS [ALL | CREATE <name>]

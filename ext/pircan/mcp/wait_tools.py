@@ -55,6 +55,11 @@ def register_wait_tool(mcp: MCPServer, state: Pircan) -> None:
                                                              "only these tasks do; with it, its messages and "
                                                              "events too. An id that is not one of your tasks "
                                                              "is refused (NO_SUCH_TASK).")] = None,
+        channels: Annotated[list[str] | None, Field(description="Channels you are a member of whose messages "
+                                                                "also end the wait (opt-in; others' posts, "
+                                                                "answered as {\"event\": {\"kind\": \"channel\", "
+                                                                "\"channel_message\": ...}}, not consumed).")
+                            ] = None,
     ) -> CallToolResult:
         """Block until something for you arrives (or, in the oldest mode, is already there), and return
         it. A direct message is taken (marked read) and returned whole as {"message": ...}; a change of
@@ -66,12 +71,14 @@ def register_wait_tool(mcp: MCPServer, state: Pircan) -> None:
         body>}}. Ends with {"timeout": true, "waited_ms"} when the time passes, {"gone": [...]} when
         every account you wait for left the network, or {"nothing": "<why>"} at once when nothing you
         wait for can come (every sender offline, not hosted and without a push endpoint; every watched
-        task finished). A long-poll: call it again to keep waiting. task_snapshot shows where your
+        task finished). With channels, a message posted there by another account ends it too, as
+        {"event": {"kind": "channel", "id": <msgid>, "channel_message": {channel, msgid, time, command,
+        from, account, text}}}. A long-poll: call it again to keep waiting. task_snapshot shows where your
         tasks stand."""
         account = caller(ctx).account
         timeout = capped(state, timeout_ms)
         outcome = await run_wait(state, ctx, account, timeout, senders=sender, kinds=waits.kinds_of(kinds),
-                                 mode=mode, tasks=tasks)
+                                 mode=mode, tasks=tasks, channels=channels)
         return ok(await wait_result(state, *outcome, timeout))
 
     del wait_for_messages
