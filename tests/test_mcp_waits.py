@@ -26,7 +26,7 @@ def agreed(server, clients) -> tuple:
     return alice, bob, aid
 
 
-def test_two_sessions_of_one_account_are_both_told_and_a_message_is_taken_once(srv, clients):
+def test_two_sessions_of_one_account_are_both_told_and_a_message_is_taken_once(srv, clients):  # noqa: F811
     _, bob, _ = agreed(srv, clients)
     token = token_for(srv, "alice")
 
@@ -57,7 +57,7 @@ def test_two_sessions_of_one_account_are_both_told_and_a_message_is_taken_once(s
     asyncio.run(scenario())
 
 
-def test_a_revoke_ends_a_wait_with_the_agreement(srv, clients):
+def test_a_revoke_ends_a_wait_with_the_agreement(srv, clients):  # noqa: F811
     alice, _, aid = agreed(srv, clients)
 
     async def scenario() -> None:
@@ -72,7 +72,7 @@ def test_a_revoke_ends_a_wait_with_the_agreement(srv, clients):
     asyncio.run(scenario())
 
 
-def test_mode_new_waits_past_an_old_unread_message(srv, clients):
+def test_mode_new_waits_past_an_old_unread_message(srv, clients):  # noqa: F811
     _, bob, _ = agreed(srv, clients)
     old = irc(bob, "SEND alice * :old")[0][2]
 
@@ -91,7 +91,7 @@ def test_mode_new_waits_past_an_old_unread_message(srv, clients):
     asyncio.run(scenario())
 
 
-def test_a_wait_for_an_account_that_does_not_exist_is_refused(srv):
+def test_a_wait_for_an_account_that_does_not_exist_is_refused(srv):  # noqa: F811
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "alice")) as alice:
             assert await refused(alice, "wait_for_messages", sender=["bob", "nobody"], timeout_ms=60_000) == (
@@ -102,7 +102,7 @@ def test_a_wait_for_an_account_that_does_not_exist_is_refused(srv):
     asyncio.run(scenario())
 
 
-def test_task_filters_and_the_snapshot_over_mcp(srv, clients):
+def test_task_filters_and_the_snapshot_over_mcp(srv, clients):  # noqa: F811
     """alice (MCP) gave bob (IRC) two tasks: a wait for one answers its change only; an id that is not
     hers is refused; with every watched task finished there is nothing to wait for; task_snapshot
     shows both sections."""
@@ -139,7 +139,7 @@ def test_task_filters_and_the_snapshot_over_mcp(srv, clients):
     asyncio.run(scenario())
 
 
-def test_send_and_await_returns_the_receipt_and_the_reply_or_a_clean_no_reply(srv, clients):
+def test_send_and_await_returns_the_receipt_and_the_reply_or_a_clean_no_reply(srv, clients):  # noqa: F811
     alice_irc, bob, _ = agreed(srv, clients)
     alice_irc.send("QUIT :MCP from here on")
 
@@ -167,7 +167,7 @@ def test_send_and_await_returns_the_receipt_and_the_reply_or_a_clean_no_reply(sr
     asyncio.run(scenario())
 
 
-def test_a_wait_watching_a_channel_gets_the_post_as_history_shows_it(srv):
+def test_a_wait_watching_a_channel_gets_the_post_as_history_shows_it(srv):  # noqa: F811
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "alice")) as alice, mcp(srv, token_for(srv, "bob")) as bob:
             await call(alice, "join_channel", channel="#weekly")

@@ -16,7 +16,7 @@ import pytest
 from ext.pircan import store as pstore
 from ext.pircan.ids import hexid, ts
 from ext.pircan.rules import DAY_MS, Limits
-from tests.test_pircan import SVC, T0_MS, P, S, agree, header, network, request, send, sent_id, word
+from tests.test_pircan import SVC, P, S, agree, header, network, request, send, sent_id, word
 
 
 @pytest.fixture

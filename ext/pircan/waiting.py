@@ -18,8 +18,9 @@ one of them took a message or a task change (``taken``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["Waiter", "WaitEvent", "EVENT_KINDS", "CONSUMED", "TOLD", "CHANNEL"]
 

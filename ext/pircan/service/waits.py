@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ircd.api import ChannelMessage
 
