@@ -206,7 +206,7 @@ def test_a_gateway_message_reaches_an_irc_agent_which_replies(srv, clients):  # 
             # the answer is the receipt
             [receipt] = await answers(alice, request("Thanks!", context_id=reply.context_id, now=True))
             receipt_meta = meta(receipt.message)
-            assert receipt_meta["receipt"] is True and receipt_meta["status"] == "notified"
+            assert receipt_meta["receipt"] is True and receipt_meta["delivery"] == "delivered"
             assert receipt_meta["conversation_id"] == mid and receipt_meta["hop_count"] == 2
             # retrying with the same message id stores nothing new
             again = request("Thanks!", context_id=reply.context_id, now=True)
@@ -429,8 +429,15 @@ def test_a_gateway_request_answers_with_what_there_is_after_its_wait(tmp_path, c
         async def scenario() -> None:
             async with a2a(server, token, "bob") as alice:
                 [receipt] = await answers(alice, request("Anyone there?"))
-                assert receipt.message.parts[0].text.endswith("(queued); no reply within 200 ms")
-                assert meta(receipt.message)["status"] == "queued"
+                assert receipt.message.parts[0].text.endswith(
+                    "(queued); no reply: Nothing to wait for: bob is not on the network, not hosted and without a push "
+                    "endpoint")
+                assert meta(receipt.message)["delivery"] == "queued"
+                assert meta(receipt.message)["no_reply"] == "nothing"  # at once: nobody there to reply
+                login(server, clients, "bob")  # bob is there now, but does not answer in time
+                [receipt] = await answers(alice, request("Still there?"))
+                assert receipt.message.parts[0].text.endswith("(delivered); no reply within 200 ms")
+                assert meta(receipt.message)["no_reply"] == "timeout"
                 [task] = await answers(alice, request("Summarise this", skill="summarise"))
                 assert task.task.status.state == pb.TASK_STATE_SUBMITTED
 

@@ -162,6 +162,10 @@ def journey(server: LiveServer) -> None:
             lasts = (datetime.fromisoformat(accepted["agreement"]["expires_at"])
                      - datetime.fromisoformat(accepted["agreement"]["created_at"]))
             assert lasts == timedelta(days=7)
+            # alice, who has no endpoint, hears of the decision by waiting for it (the pull), no polling
+            decided = (await call(alice, "pircan:inbox", action="wait", kinds=["decision"], wait_ms=20000))["event"]
+            assert (decided["kind"], decided["request"]["state"], decided["request"]["agreement_id"]) == (
+                "decision", "accepted", aid)
             # a whole body to bob: delivered to his endpoint; his answer is his reply in the conversation
             async with a2a(server, alice_token, "bob") as to_bob:
                 [answer] = await answers(to_bob, request(BIG))

@@ -135,7 +135,9 @@ def test_message_to_parked_agent_revives_it_and_it_replies(world):
         alice.send(f"SEND echo :hello {i}")
         receipt = alice.read_until(lambda m: m.command in ("SEND", "FAIL"))[-1]
         assert receipt.command == "SEND" and receipt.params[1] == "OK", receipt
-    alice.send("INBOX WAIT echo 20000")
+        if i == 0:  # the receipt of the message that starts it: SEND <you> OK <id> echo revived ...
+            assert receipt.params[3:5] == ["echo", "revived"], receipt
+    alice.send("INBOX WAIT echo 20000 kinds=message")
     reply = alice.read_until(lambda m: m.command == "INBOX" and m.params[1] in ("BODY", "TIMEOUT"))[-1]
     assert reply.params[1:] == ["BODY", reply.params[2], "echo: hello 0"]
     assert hosted.pid != first_pid

@@ -169,7 +169,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "get_conversation", "request_contact", "respond_to_contact", "revoke_agreement",
                              "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
                              "get_channel_history", "send_channel_message", "create_task", "update_task",
-                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "set_profile",
+                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "task_snapshot", "set_profile",
                              "publish_resource", "delete_resource", "request_intro_token",
                              "set_webhook", "get_webhook",
                              "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",
@@ -195,7 +195,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             # a 60,000-byte message over MCP: stored once, read in full over IRC
             sent = await call(alice, "send_direct_message", recipient="bob", body=BODY_60000)
             mid = sent["message"]["message_id"]
-            assert (sent["status"], sent["created"], sent["message"]["bytes"]) == ("notified", True, 60_000)
+            assert (sent["delivery"], sent["created"], sent["message"]["bytes"]) == ("delivered", True, 60_000)
             assert "body" not in sent["message"]  # the receipt: the stored message's size, not its 60,000 bytes again
             lines = irc(bob, "INBOX")
             assert lines[0][:3] == ["bob", "MESSAGE", mid]
@@ -208,7 +208,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             # a 200-character reply over IRC, read whole over MCP
             reply_text = "r" * 200
             got = irc(bob, f"SEND alice {mid} :{reply_text}")
-            assert got[0][:2] == ["bob", "OK"] and got[0][4] == "notified"  # alice is present over MCP
+            assert got[0][:2] == ["bob", "OK"] and got[0][4] == "delivered"  # alice is present over MCP
             rmid = got[0][2]
             taken = await call(alice, "wait_for_messages", sender=["bob"], timeout_ms=30000)
             assert taken["message"]["message_id"] == rmid and taken["message"]["body"] == reply_text

@@ -943,7 +943,7 @@ def test_send_receipt_after_storage_notified(p):
     p.advance(2)
     out = send(p, "alice", "bob", "Hello Bob, shall we?")
     mid = sent_id(out)
-    assert out == [f"{S} SEND alice OK {mid} bob notified {mid} 0"]
+    assert out == [f"{S} SEND alice OK {mid} bob delivered {mid} 0"]
     now = p.now_ms()
     assert p.rows("SELECT id, sender, recipient, agreement_id, conversation_id, in_reply_to, hop_count, created_at, "
                   "body, read_at, idempotency_key FROM pircan_messages") == [
@@ -1050,7 +1050,7 @@ def test_reply_threading(p):
     root = sent_id(send(p, "alice", "bob", "question"))
     out = send(p, "bob", "alice", "answer", reply_to=root)
     r1 = sent_id(out)
-    assert out == [f"{S} SEND bob OK {r1} alice notified {root} 1"]
+    assert out == [f"{S} SEND bob OK {r1} alice delivered {root} 1"]
     r2 = sent_id(send(p, "alice", "bob", "thanks", reply_to=r1))
     assert p.rows("SELECT printf('%016x', id), conversation_id, in_reply_to, hop_count FROM pircan_messages ORDER BY id") == [
         (root, int(root, 16), None, 0),
@@ -1060,7 +1060,7 @@ def test_reply_threading(p):
     # "*" means no in-reply-to: a new conversation
     out = send(p, "alice", "bob", "new topic", reply_to="*")
     new = sent_id(out)
-    assert out == [f"{S} SEND alice OK {new} bob notified {new} 0"]
+    assert out == [f"{S} SEND alice OK {new} bob delivered {new} 0"]
     # a reply must stay within the pair
     assert send(p, "carol", "alice", "me too", reply_to=root) == [
         f"{S} FAIL SEND NO_SUCH_MESSAGE {root} :No such message for you"
@@ -1140,7 +1140,7 @@ def test_idempotent_retry_with_the_same_label(p):
     agree(p, "alice", "bob")
     first = p.cmd("alice", "@label=k1 SEND bob :exactly once")
     mid = word(first[0], 5)
-    assert first == [f"@label=k1 {S} SEND alice OK {mid} bob notified {mid} 0"]
+    assert first == [f"@label=k1 {S} SEND alice OK {mid} bob delivered {mid} 0"]
     p.advance(3)
     assert p.cmd("alice", "@label=k1 SEND bob :exactly once") == first
     assert p.rows("SELECT printf('%016x', id), idempotency_key FROM pircan_messages") == [(mid, "k1")]

@@ -48,7 +48,7 @@ def test_send_star_reaches_the_live_agents_and_says_what_happened_to_each(p):
     out = p.cmd("alice", "SEND * :standup at 10")
     mid = word(out[0], 4)
     assert out == [
-        f"{S} SEND alice OK {mid} bob notified {mid} 0",
+        f"{S} SEND alice OK {mid} bob delivered {mid} 0",
         f"{S} SEND alice REFUSED dave AGREEMENT_BUDGET :You sent 120 messages under this agreement in the last "
         "hour. Wait for the retry time. Retry in 3600 s",
         f"{S} SEND alice SKIPPED carol parked",
@@ -124,10 +124,10 @@ def test_broadcast_over_mcp_and_a2a(srv, clients):  # noqa: F811
             await asyncio.to_thread(login, srv, clients, "dan")
             done = await call(alice, "broadcast_message", body="hello all", idempotency_key="k")
             [to_bob, to_dan] = done["receipts"]
-            assert (to_bob["recipient"], to_bob["status"], to_bob["created"]) == ("bob", "notified", True)
+            assert (to_bob["recipient"], to_bob["delivery"], to_bob["created"]) == ("bob", "delivered", True)
             assert "body" not in to_bob["message"] and to_bob["message"]["bytes"] == 9
-            assert (to_dan["recipient"], to_dan["status"], to_dan["error"]["code"]) == (
-                "dan", "refused", "AGREEMENT_BUDGET")
+            assert (to_dan["recipient"], "delivery" in to_dan, to_dan["error"]["code"]) == (
+                "dan", False, "AGREEMENT_BUDGET")
             assert to_dan["error"]["next_step"] == "Wait for the retry time" and to_dan["error"]["retry_after_s"] > 0
             assert (done["sent"], done["refused"], done["skipped"]) == (
                 1, 1, [{"recipient": "carol", "status": "offline"}])
@@ -137,7 +137,7 @@ def test_broadcast_over_mcp_and_a2a(srv, clients):  # noqa: F811
             # over A2A: bob broadcasts to his only peer, alice (present through her MCP session)
             async with a2a(srv, bob_token) as bob:
                 got = await skill(bob, "pircan:broadcast", action="send", body="from bob")
-                assert [(r["recipient"], r["status"]) for r in got["receipts"]] == [("alice", "notified")]
+                assert [(r["recipient"], r["delivery"]) for r in got["receipts"]] == [("alice", "delivered")]
                 assert await refusal(answers(bob, call_request("pircan:broadcast", body="  "))) == (
                     InvalidParamsError, "EMPTY", "*")
             inbox = await call(alice, "get_inbox")

@@ -159,17 +159,19 @@ def test_wait_for_several_peers_ends_only_when_all_left(p):
     assert p.lines("bob")[0] == header(mid, "dave", T0_MS + 500, size=10)
 
 
-def test_wait_for_a_peer_offline_at_the_start_waits_until_it_comes_and_goes(p):
-    """A peer that is not online may still come and send (or send without IRC): the wait runs;
-    once the peer has come, its departure ends the wait."""
+def test_wait_for_a_peer_not_on_the_network_answers_nothing_at_once(p):
+    """Nothing can come from a peer that is not on the network, not hosted and has no push
+    endpoint: the wait says so at once instead of running to its timeout. Once the peer is
+    there, a wait runs, and its departure ends it."""
     p.login("bob")
     p.login("alice")
     agree(p, "alice", "bob")
     p.h.send("alice", "QUIT :bye")
-    assert p.cmd("bob", "INBOX WAIT alice 5000") == []
-    p.advance(2)
-    assert p.lines("bob") == []
+    assert p.cmd("bob", "INBOX WAIT alice 5000") == [
+        f"{S} INBOX bob NOTHING :Nothing to wait for: alice is not on the network, not hosted and without a push "
+        "endpoint"]
     p.login("alice2", "alice")
+    assert p.cmd("bob", "INBOX WAIT alice 5000") == []
     p.h.send("alice2", "QUIT :bye again")
     assert p.lines("bob") == [f"{S} INBOX bob GONE alice :alice left the network before sending you a message"]
 

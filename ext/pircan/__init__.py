@@ -35,6 +35,7 @@ from ext.pircan.irc.roster import handle_agents, handle_audit
 from ext.pircan.irc.tasks import handle_task
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import sweep
+from ext.pircan.service import waits
 from ext.pircan.service.lifecycle import reconcile
 from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
@@ -118,6 +119,7 @@ def setup(api: ExtensionAPI) -> Pircan:
         state.cfg = api.config(PircanConfig)
 
     api.subscribe(Rehashed, rehashed)
+    waits.install(state)
     state.sweep_hooks.append(lambda: api.spawn(sweep(state)))
     state.agreement_end_hooks.append(lambda agreement, now: api.spawn(end_tasks_of(state, agreement, now)))
 

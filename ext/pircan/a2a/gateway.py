@@ -8,7 +8,8 @@ the network's endpoint ``/a2a``):
 
 * ``SendMessage`` without ``skill`` is a direct message (``send_message``; the A2A ``message_id`` is
   its idempotency key). It waits up to ``pircan.a2a_wait_ms`` for the recipient's reply in the same
-  conversation and answers with it (marked read), or else with the receipt.
+  conversation (``waits.await_reply``, the wait of MCP's await_reply and IRC's SEND with an await
+  time) and answers with it (marked read), or else with the receipt.
 * ``SendMessage`` with ``skill`` creates a task (``create_task``); with the ``task_id`` of a task
   waiting for input it answers it (``provide_input``). It waits (as long) for the task to finish or
   ask for input, and answers with the task as it is then.
@@ -63,14 +64,15 @@ from ext.pircan.a2a.convert import (
     task_proto,
     text_of,
 )
-from ext.pircan.delivery import Delivery
 from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.metrics import CANCELLED, ERROR, INVALID, OK
 from ext.pircan.service import contact, messages, tasks
 from ext.pircan.service import intro as intros
+from ext.pircan.service import waits
 from ext.pircan.service.refusals import NEXT_STEP, Refused
 from ext.pircan.state import Pircan
+from ext.pircan.waiting import Waiter
 from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task, TaskEntry
 
@@ -164,34 +166,29 @@ def _answered(state: Pircan, name: str, cancel: bool) -> Iterator[None]:
 
 
 class Watch:
-    """The A2A requests waiting for a reply or following a task hear of each commit here
-    (``Pircan.message_hooks`` and ``Pircan.task_hooks``). When the HTTP listener stops, every queue
-    gets None: waiting requests answer with what there is, streams end, and the shutdown does not
-    wait for them."""
+    """The A2A requests following a task hear of each commit here (``Pircan.task_hooks``); those
+    awaiting a reply are waits of the service layer (``waits``). When the HTTP listener stops, every
+    queue gets None and every wait ends: waiting requests answer with what there is, streams end, and
+    the shutdown does not wait for them."""
 
     def __init__(self, state: Pircan) -> None:
+        self.state = state
         self.tasks: dict[int, set[asyncio.Queue[tuple[Task, TaskEntry] | None]]] = {}
-        self.replies: dict[tuple[str, str], set[asyncio.Queue[StoredMessage | None]]] = {}
+        self.waits: set[Waiter] = set()
         self.stopped = False
         state.task_hooks.append(self._task)
-        state.message_hooks.append(self._message)
 
     def stop_all(self) -> None:
         self.stopped = True
         for waiting in self.tasks.values():
             for queue in waiting:
                 queue.put_nowait(None)
-        for replies in self.replies.values():
-            for reply in replies:
-                reply.put_nowait(None)
+        for waiter in list(self.waits):
+            self.state.finish_wait(waiter, "cancelled", "The server is stopping")
 
     def _task(self, task: Task, entry: TaskEntry) -> None:
         for queue in self.tasks.get(task.id, ()):
             queue.put_nowait((task, entry))
-
-    def _message(self, msg: StoredMessage) -> None:
-        for queue in self.replies.get((msg.recipient, msg.sender), ()):
-            queue.put_nowait(msg)
 
     @contextlib.contextmanager
     def task(self, ident: int) -> Iterator[asyncio.Queue[tuple[Task, TaskEntry] | None]]:
@@ -208,43 +205,16 @@ class Watch:
                 if not held:
                     del self.tasks[ident]
 
-    @contextlib.contextmanager
-    def messages(self, recipient: str, sender: str) -> Iterator[asyncio.Queue[StoredMessage | None]]:
-        key = (recipient, sender)
-        queue: asyncio.Queue[StoredMessage | None] = asyncio.Queue()
-        if self.stopped:
-            queue.put_nowait(None)
-        self.replies.setdefault(key, set()).add(queue)
-        try:
-            yield queue
-        finally:
-            held = self.replies.get(key)
-            if held is not None:
-                held.discard(queue)
-                if not held:
-                    del self.replies[key]
 
-
-async def _next(queue: asyncio.Queue[Any], deadline: float, delivery: Delivery | None = None) -> Any:
-    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops, or
-    the request's client disconnected)."""
+async def _next(queue: asyncio.Queue[Any], deadline: float) -> Any:
+    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops)."""
     remaining = deadline - asyncio.get_running_loop().time()
-    if remaining <= 0 or (delivery is not None and delivery.gone.is_set()):
+    if remaining <= 0:
         return None
-    if delivery is None:
-        try:
-            return await asyncio.wait_for(queue.get(), remaining)
-        except TimeoutError:
-            return None
-    getting = asyncio.ensure_future(queue.get())
-    gone = asyncio.ensure_future(delivery.gone.wait())
     try:
-        await asyncio.wait({getting, gone}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not getting.done():
-            getting.cancel()
-    return getting.result() if getting.done() and not getting.cancelled() else None
+        return await asyncio.wait_for(queue.get(), remaining)
+    except TimeoutError:
+        return None
 
 
 def _string(meta: dict[str, Any], key: str) -> str | None:
@@ -338,26 +308,23 @@ class GatewayHandler(RequestHandler):
         if in_reply_to is None and parse_id(params.message.context_id) is not None:
             in_reply_to = await self._newest(caller, target, params.message.context_id)
         wait_ms = self._wait_ms(params)
-        with self.watch.messages(caller, target) as replies:
-            sent = await messages.send_message(state, caller, agent, text, in_reply_to,
-                                               key=params.message.message_id or None, via=VIA)
-            deadline = asyncio.get_running_loop().time() + wait_ms / 1000
-            reply = None
-            if not sent.created:  # a retry: the reply may have come already
-                reply = await self._reply_in_history(caller, sent.message)
-            delivery = current_delivery()
-            while reply is None and wait_ms:
-                item = await _next(replies, deadline, delivery)
-                if item is None:
-                    break
-                if item.conversation_id == sent.message.conversation_id:
-                    reply = item
-        if reply is None:
-            return receipt_proto(sent, state.new_id(), wait_ms)
-        # read once the answer is written to a client still there: a client gone before puts it back
-        if await messages.acknowledge(state, caller, [hexid(reply.id)]) and delivery is not None:
-            delivery.hold(lambda: messages.put_back(state, caller, reply))
-        return message_proto(reply)
+        sent = await messages.send_message(state, caller, agent, text, in_reply_to,
+                                           key=params.message.message_id or None, via=VIA)
+        delivery = current_delivery()
+        if not sent.created:  # a retry: the reply may have come already
+            reply = await self._reply_in_history(caller, sent.message)
+            if reply is not None:
+                # read once the answer is written to a client still there: a client gone before puts it back
+                if await messages.acknowledge(state, caller, [hexid(reply.id)]) and delivery is not None:
+                    delivery.hold(lambda: waits.put_back(state, caller, reply))
+                return message_proto(reply)
+        if not wait_ms:
+            return receipt_proto(sent, state.new_id(), 0)
+        # the wait every transport shares: the reply is taken once its answer reaches a client still there
+        kind, value = await waits.await_reply(state, sent.message, wait_ms, delivery, self.watch.waits)
+        if kind != "message":
+            return receipt_proto(sent, state.new_id(), wait_ms, kind, value)
+        return message_proto(value)
 
     async def _newest(self, caller: str, target: str, conversation_id: str) -> str:
         """What a message in an A2A context answers: the newest message of ``target`` in that

@@ -21,12 +21,13 @@ from ext.pircan.a2a.args import arg_int as _int
 from ext.pircan.a2a.args import arg_str as _str
 from ext.pircan.a2a.args import arg_strings as _strings
 from ext.pircan.ids import hexid
-from ext.pircan.service import broadcast, contact, messages, profile, roster
+from ext.pircan.service import broadcast, contact, messages, profile, roster, waits
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, resource_json
+from ext.pircan.service.schema import agreement_json, event_json, message_json, resource_json
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
+from ext.pircan.waiting import WaitEvent
 
 __all__ = ["SKILLS", "Skill", "run_skill"]
 
@@ -158,10 +159,10 @@ async def _take(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
 
 
 async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The oldest unread message, waiting up to ``wait_ms`` (at most ``pircan.a2a_wait_ms``) for one
-    to arrive; it stays unread until acknowledged (``ack``), so an answer that never reached the
-    caller (a client that gave up) loses nothing. A change of one of its tasks by the other party
-    ends the wait too."""
+    """The next thing for the caller, as MCP wait_for_messages answers (``kinds``, ``mode``), waiting
+    up to ``wait_ms`` (at most ``pircan.a2a_wait_ms``). A message stays unread until acknowledged
+    (``ack``), so an answer that never reached the caller (a client that gave up) loses nothing; a
+    task change is seen; an event (a request, a decision, an agreement change) is told, not consumed."""
     sender = _str(args, "sender", required=False)
     wait_ms = min(_int(args, "wait_ms", 1, 3_600_000) or state.cfg.a2a_wait_ms, state.cfg.a2a_wait_ms)
     loop = asyncio.get_running_loop()
@@ -175,17 +176,23 @@ async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
         if not outcome.done():
             outcome.set_result((kind, detail))
 
-    waiter = messages.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended)
+    waiter = await waits.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended,
+                                    kinds=waits.kinds_of(_strings(args, "kinds")),
+                                    mode=_str(args, "mode", required=False) or "oldest",
+                                    tasks=_strings(args, "tasks"))
     try:
         item = await outcome
     finally:
         if not outcome.done():  # the request was cancelled: the wait ends with it
             state.finish_wait(waiter, "cancelled", "the request ended")
     if isinstance(item, tuple):
-        return f"Nothing arrived ({item[0]})", {"message": None, "ended": item[0]}
+        detail = {"detail": item[1]} if item[1] else {}  # who left (gone), why nothing can come (nothing)
+        return f"Nothing arrived ({item[0]})", {"message": None, "ended": item[0], **detail}
     if isinstance(item, StoredMessage):
         await state.database.write(db.unread_again, item.id)  # the wait took it: unread until acknowledged
         return f"From {item.sender}", {"message": {**message_json(item), "read": False}}
+    if isinstance(item, WaitEvent):
+        return f"Event {item.kind} {item.ref}", {"message": None, "event": event_json(item)}
     return f"Task {hexid(item.id)} changed", {"message": None, "task_id": hexid(item.id), "state": item.state}
 
 
@@ -256,9 +263,11 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "{skill: description}, remove_skills, a2a_endpoint: a URL, or '' to withdraw it; account for an "
           "agent you own).",
           {"show": _show_profile, "set": _set_profile}),
-    Skill("pircan:inbox", "Your inbox (the pull)", "Messages to you, for an agent without an endpoint of its "
-          "own: action 'list' (the oldest unread, unchanged; sender, limit), 'wait' (the oldest unread, "
-          "waiting up to wait_ms, at most pircan.a2a_wait_ms, for one to arrive; it stays unread), 'ack' "
+    Skill("pircan:inbox", "Your inbox (the pull)", "Messages and events for you, for an agent without an endpoint "
+          "of its own: action 'list' (the oldest unread, unchanged; sender, limit), 'wait' (the next thing for "
+          "you, waiting up to wait_ms, at most pircan.a2a_wait_ms: a message, which stays unread; a task change; "
+          "or an event such as a contact request, a decision or an agreement change; kinds: the event kinds "
+          "wanted, mode: oldest or new, sender, tasks: task ids to watch), 'ack' "
           "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once).",
           {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
     Skill("pircan:broadcast", "Broadcast", "One direct message to every agent you hold an active agreement "

@@ -19,17 +19,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from ext.pircan import store_tasks as tdb
-from ext.pircan.delivery import Delivery, of_scope
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.metrics import CANCELLED, ERROR, OK
 from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, task_json
+from ext.pircan.service.schema import agreement_json, message_json
 from ext.pircan.state import Pircan
-from ext.pircan.store import StoredMessage
-from ext.pircan.store_tasks import Task
 
 __all__ = ["register_tools", "refusal_result", "ok", "caller", "tool_of", "READ_ONLY", "WRITES"]
 
@@ -93,6 +89,8 @@ def tool_of(mcp: MCPServer, state: Pircan) -> Callable[..., Any]:
 
 
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
+    from ext.pircan.mcp import wait_tools  # it uses this module's helpers
+
     tool = tool_of(mcp, state)
 
     # messages -------------------------------------------------------------------------------
@@ -109,14 +107,28 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         idempotency_key: Annotated[str | None, Field(description="Any string; sending again with the same key, "
                                                                  "recipient, in_reply_to and body returns the first "
                                                                  "message instead of sending twice.")] = None,
+        await_reply: Annotated[bool, Field(description="Then wait for the recipient's next message in this "
+                                                       "conversation and return it whole as reply (taken: marked "
+                                                       "read). None in time: reply null and no_reply (reason "
+                                                       "timeout, gone or nothing), not an error.")] = False,
+        timeout_ms: Annotated[int, Field(ge=0, description="With await_reply: how long to wait, in milliseconds "
+                                                           "(at most pircan.mcp_wait_max_ms, 15 minutes unless "
+                                                           "set otherwise; 0 means that cap).")] = 120_000,
     ) -> CallToolResult:
         """Send a durable direct message to another account of the network. It is stored before this
-        returns; status 'notified' means the recipient is online, 'queued' that it will find the message
-        in its inbox. Loop control: replies count hops (at most 8), a conversation carries at most 40
-        messages an hour, and you at most 120 an hour per agreement."""
+        returns; delivery says what became of it: 'woken' (a wait of the recipient took it), 'delivered'
+        (the recipient is online and was told), 'revived' (it was parked and the server's agent host is
+        starting it), 'pushed' (its webhook or A2A endpoint will be sent it), 'queued' (it will find the
+        message in its inbox). Loop control: replies count hops (at most 8), a conversation carries at
+        most 40 messages an hour, and you at most 120 an hour per agreement. With await_reply it then
+        waits for the reply (as wait_for_messages does) and returns it too."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
                                            key=idempotency_key, via=VIA)
-        return ok({"message": message_json(sent.message, with_body=False), "status": sent.status, "created": sent.created})
+        result = {"message": message_json(sent.message, with_body=False), "delivery": sent.status,
+                  "created": sent.created}
+        if await_reply:
+            result.update(await wait_tools.await_reply(state, ctx, sent.message, timeout_ms))
+        return ok(result)
 
     @tool(READ_ONLY)
     async def get_inbox(
@@ -145,33 +157,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         count = await messages.acknowledge(state, caller(ctx).account, None if all else message_ids)
         return ok({"marked": count})
 
-    @tool()
-    async def wait_for_messages(
-        ctx: Context,
-        sender: Annotated[list[str] | None, Field(description="Wait only for messages from these accounts "
-                                                               "(omit: from anyone).")] = None,
-        timeout_ms: Annotated[int, Field(ge=0, description="How long to wait, in milliseconds; 0 waits "
-                                                           "as long as the server allows.")] = 120_000,
-    ) -> CallToolResult:
-        """Block until a direct message for you arrives (or is already unread), take it (marked read)
-        and return it whole as {"message": ...}; or until one of your tasks is changed by the other party
-        ({"task": ...} with every entry). Ends with {"timeout": true} when the time passes, or
-        {"gone": [...]} when every account you wait for has left the network. A long-poll: call it again
-        to keep waiting."""
-        account = caller(ctx).account
-        limit = state.cfg.mcp_wait_max_ms
-        timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
-        kind, value = await _wait(state, ctx, account, sender, timeout)
-        if kind == "message" and isinstance(value, Task):  # a change of one of its tasks
-            entries = await state.database.read(tdb.entries, value.id)
-            return ok({"task": task_json(value, entries)})
-        if kind == "message":
-            return ok({"message": message_json(value)})
-        if kind == "timeout":
-            return ok({"timeout": True, "waited_ms": timeout})
-        if kind == "gone":
-            return ok({"gone": value.split(",")})
-        return ok({"cancelled": value})
+    wait_tools.register_wait_tool(mcp, state)  # here: the tools are listed in the order they are registered
 
     @tool(READ_ONLY)
     async def get_conversation(
@@ -323,49 +309,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         stored in the channel's history."""
         return ok(await channels.post(state, caller(ctx).account, channel, text))
 
-    del (send_direct_message, get_inbox, mark_messages_read, wait_for_messages, get_conversation, request_contact,
+    del (send_direct_message, get_inbox, mark_messages_read, get_conversation, request_contact,
          respond_to_contact, revoke_agreement, list_requests, list_agreements, list_contacts, list_agents,
          list_channels, get_channel_history, send_channel_message)
 
 
-def request_delivery(ctx: Context) -> Delivery | None:
-    """The HTTP request's Delivery (whether its client is still there), when it has one."""
-    request = ctx.request_context.request
-    return of_scope(request.scope) if request is not None else None
-
-
-async def _wait(state: Pircan, ctx: Context, account: str, senders: list[str] | None,
-                timeout: int | None) -> tuple[str, Any]:
-    """Run one wait (service.messages.start_wait) for a tool call: (kind, value). What it takes counts
-    as taken only if the call's client is still there when the answer is written: a client that
-    disconnects ends the wait, and anything taken for it is unread (unseen) again."""
-    loop = asyncio.get_running_loop()
-    outcome: asyncio.Future[Any] = loop.create_future()
-    delivery = request_delivery(ctx)
-
-    def on_message(item: StoredMessage | Task) -> None:
-        if outcome.done():  # the caller went away: it stays unread (unseen)
-            messages.put_back(state, account, item)
-        elif delivery is None or delivery.hold(lambda: messages.put_back(state, account, item)):
-            outcome.set_result(("message", item))
-        else:
-            outcome.set_result(("cancelled", "The client disconnected"))
-
-    def on_end(kind: str, detail: str) -> None:
-        if not outcome.done():
-            outcome.set_result((kind, detail))
-
-    waiter = messages.start_wait(state, account, senders, timeout, on_message, on_end)
-    gone = None if delivery is None else loop.create_task(delivery.gone.wait())
-    try:
-        if gone is not None:
-            await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not outcome.done():
-                outcome.set_result(("cancelled", "The client disconnected"))
-        return await outcome
-    finally:
-        if gone is not None:
-            gone.cancel()
-        if not outcome.done():
-            outcome.cancel()
-        state.end_wait(waiter)

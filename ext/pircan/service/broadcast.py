@@ -99,12 +99,12 @@ def broadcast_json(done: Broadcast) -> dict[str, Any]:
     receipts: list[dict[str, Any]] = []
     for outcome in done.outcomes:
         if outcome.sent is not None:
-            receipts.append({"recipient": outcome.recipient, "status": outcome.sent.status,
+            receipts.append({"recipient": outcome.recipient, "delivery": outcome.sent.status,
                              "created": outcome.sent.created,
                              "message": message_json(outcome.sent.message, with_body=False)})
         elif outcome.refused is not None:
             exc = outcome.refused
-            receipts.append({"recipient": outcome.recipient, "status": "refused", "error": {
+            receipts.append({"recipient": outcome.recipient, "error": {
                 "code": exc.code, "context": list(exc.context), "message": exc.text, **exc.fields()}})
     return {"receipts": receipts, "sent": done.sent, "refused": done.refused,
             "skipped": [{"recipient": peer, "status": now} for peer, now in done.skipped]}

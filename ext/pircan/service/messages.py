@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ircd.api import Batched
 
 from ext.pircan import store as db
-from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import no_agreement, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
-from ext.pircan.state import Pircan, Waiter
+from ext.pircan.service.waits import delivery_word, wake_waiters
+from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
-from ext.pircan.store_tasks import Task
 
 __all__ = [
     "Sent",
@@ -35,8 +34,6 @@ __all__ = [
     "read_message",
     "acknowledge",
     "take",
-    "start_wait",
-    "put_back",
     "history",
     "conversation",
     "body_refusal",
@@ -50,8 +47,9 @@ HISTORY_MAX = 200
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """A stored message and how it was received: ``notified`` (its recipient is present) or
-    ``queued``; ``created`` is False for an idempotent retry that returned the first message."""
+    """A stored message and what became of it: ``status`` is the receipt's delivery word (woken,
+    delivered, revived, pushed or queued: ``waits.delivery_word``); ``created`` is False for an
+    idempotent retry that returned the first message (its word is said as of the retry)."""
 
     message: StoredMessage
     status: str
@@ -191,6 +189,7 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
         conv_window.remove(now)
         budget.remove(now)
         raise Refused(exc.code, recipient_name) from None
+    woken = False
     if not created:
         conv_window.remove(now)
         budget.remove(now)
@@ -198,10 +197,9 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
         state.remember_message(stored)
         state.last_active[sender] = now
         state.event_committed(recipient, "message", event_id, now)
-        wake_waiters(state, stored)
+        woken = wake_waiters(state, stored)
         state.message_committed(stored)
-    status = "notified" if state.present(stored.recipient) else "queued"
-    return Sent(stored, status, created)
+    return Sent(stored, delivery_word(state, stored.recipient, woken), created)
 
 
 # the inbox ---------------------------------------------------------------------------------
@@ -259,89 +257,6 @@ async def take(state: Pircan, account: str, sender: str | None = None) -> Stored
     """The oldest unread (matching) message, read and acknowledged in one step; None when none."""
     folded = None if sender in (None, "", "*") else state.api.casefold(sender)  # type: ignore[arg-type]
     return await state.database.write(db.take_oldest, account, folded, state.now_ms())
-
-
-# waiting -----------------------------------------------------------------------------------
-
-
-def start_wait(state: Pircan, account: str, senders: list[str] | None, timeout_ms: int | None,
-               on_message: Callable[[StoredMessage | Task], None], on_end: Callable[[str, str], None],
-               key: object = None) -> Waiter:
-    """Wait for the next matching message to ``account`` and take it (as ``take``), or for the next
-    change of one of its tasks by the other party (which it then has seen).
-
-    Exactly one of the callbacks is called, once: ``on_message(message or task)``, or ``on_end(kind, detail)``
-    with kind ``timeout``, ``gone`` (every awaited peer left the network; detail: the peers) or
-    ``cancelled`` (detail: why). ``key`` (an IRC connection) allows one wait at a time: a new wait
-    with the same key cancels the old one. ``timeout_ms`` None waits until something happens.
-    """
-    folded = None if senders is None else frozenset(state.api.casefold(s) for s in senders if s not in ("", "*"))
-    waiter = Waiter(account, folded or None, on_message, on_end, timeout_ms, key)
-    state.add_waiter(waiter)
-    if timeout_ms is not None:
-        waiter.timer = state.api.call_later(timeout_ms / 1000, lambda: state.finish_wait(waiter, "timeout", ""))
-    state.api.spawn(_first_look(state, waiter))
-    return waiter
-
-
-async def _first_look(state: Pircan, waiter: Waiter) -> None:
-    """What is waiting already: the oldest unread message, else the oldest unseen task change."""
-    while not waiter.done:
-        waiter.recheck = False
-        item = await state.database.write(_take_first, waiter.account, waiter.senders, state.now_ms())
-        if waiter.done:
-            if item is not None:  # the wait ended meanwhile: put it back
-                await state.database.write(_put_back, item, waiter.account)
-            return
-        if item is not None:
-            state.answer_wait(waiter, item)
-            return
-        if not waiter.recheck:
-            waiter.checking = False
-            state.check_departed(waiter)
-            return
-
-
-def _take_first(conn: sqlite3.Connection, account: str, senders: frozenset[str] | None,
-                at: int) -> StoredMessage | Task | None:
-    message = db.take_oldest_of(conn, account, senders, at)
-    return message if message is not None else tdb.take_oldest_task_update(conn, account, senders)
-
-
-def put_back(state: Pircan, account: str, item: StoredMessage | Task) -> None:
-    """A taken message is unread again, a seen task change unseen (its answer never reached a client)."""
-    state.database.write_nowait(_put_back, item, account)
-
-
-def _put_back(conn: sqlite3.Connection, item: StoredMessage | Task, account: str) -> None:
-    if isinstance(item, StoredMessage):
-        db.unread_again(conn, item.id)
-    else:
-        tdb.unsee(conn, item.id, account, item.seen_by(account))
-
-
-def wake_waiters(state: Pircan, item: StoredMessage) -> None:
-    """A message was committed: the first matching waiter takes it."""
-    for waiter in state.waiters_for(item.recipient, item.sender):
-        if waiter.checking:
-            waiter.recheck = True
-            continue
-        waiter.checking = True  # until the take below settles
-        state.api.spawn(_deliver_to_waiter(state, waiter, item))
-        return
-
-
-async def _deliver_to_waiter(state: Pircan, waiter: Waiter, item: StoredMessage) -> None:
-    taken = await state.database.write(db.take_exact, item.recipient, item.id, state.now_ms())
-    if waiter.done:
-        if taken is not None:
-            await state.database.write(db.unread_again, item.id)
-        return
-    if taken is not None:
-        state.answer_wait(waiter, taken)
-    else:  # someone else took it (INBOX TAKE on another connection): keep waiting
-        waiter.checking = False
-        state.check_departed(waiter)
 
 
 # history -----------------------------------------------------------------------------------

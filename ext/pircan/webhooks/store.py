@@ -15,7 +15,6 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ext.pircan.store import AuditEntry
 
 __all__ = [
     "MIGRATIONS",
@@ -33,7 +32,6 @@ __all__ = [
     "enabled_endpoints",
     "endpoint_counts",
     "failed",
-    "get_audit",
     "get_endpoint",
     "given_up",
     "next_due",
@@ -457,15 +455,3 @@ def replay(conn: sqlite3.Connection, account: str, endpoint_id: int, ids: list[i
     ).rowcount
     conn.execute(f"DELETE FROM pircan_webhook_dead WHERE {where}", args)
     return queued
-
-
-def entry_task(conn: sqlite3.Connection, entry_id: int) -> int | None:
-    """The task a task entry belongs to."""
-    row = conn.execute("SELECT task_id FROM pircan_task_entries WHERE id = ?", (entry_id,)).fetchone()
-    return None if row is None else row[0]
-
-
-def get_audit(conn: sqlite3.Connection, ident: int) -> AuditEntry | None:
-    row = conn.execute("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id = ?",
-                       (ident,)).fetchone()
-    return None if row is None else AuditEntry(*row)
