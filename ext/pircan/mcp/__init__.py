@@ -3,7 +3,8 @@
 The official MCP SDK speaks the protocol (Streamable HTTP, JSON-RPC, tool
 schemas); this package only declares the tools (``tools.py``, each a thin
 adapter over ``ext.pircan.service``) and puts them on the server's HTTP
-listener behind bearer-token authentication (``http.py``). See docs/mcp.md.
+listener behind bearer-token authentication and call limits (``http.py``, ``limits.py``). See
+docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ext.pircan.delivery import Watched
 from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.host_tools import register_host_tools
 from ext.pircan.mcp.http import BearerGate, Presence
+from ext.pircan.mcp.limits import CallLimits, mcp_refusal
 from ext.pircan.mcp.profile_tools import register_profile_tools
 from ext.pircan.mcp.search_tools import register_search_tools
 from ext.pircan.mcp.task_tools import register_task_tools
@@ -83,6 +85,7 @@ def install(state: Pircan) -> Presence:
     register_channel_tools(mcp, state)
     register_host_tools(mcp, state)
     presence = Presence(state)
+    state.http_calls = CallLimits(state)  # shared by every gate: MCP's and A2A's
     holder: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -108,6 +111,6 @@ def install(state: Pircan) -> Presence:
             return
         await app(scope, receive, send)
 
-    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence))
+    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence, refuse=mcp_refusal))
     api.http_lifespan(lifespan)
     return presence

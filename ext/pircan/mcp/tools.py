@@ -22,6 +22,7 @@ from ext.pircan import store_tasks as tdb
 from ext.pircan.delivery import Delivery, of_scope
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
+from ext.pircan.mcp.limits import error_data
 from ext.pircan.service import contact, messages, roster
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import agreement_json, message_json, request_json, task_json
@@ -40,10 +41,9 @@ def ok(data: dict[str, Any]) -> CallToolResult:
 
 
 def refusal_result(exc: Refused) -> CallToolResult:
-    error = {"code": exc.code, "context": list(exc.context), "message": exc.text, **exc.fields()}
     text = f"{exc.code}: {exc.full_text}" + (f" ({', '.join(exc.context)})" if exc.context else "")
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"error": error},
-                          is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content={"error": error_data(exc)}, is_error=True)
 
 
 def caller(ctx: Context) -> Any:
