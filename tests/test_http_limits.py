@@ -1,9 +1,9 @@
-"""What one caller may cost the HTTP transports: call rates per account and per address, and token
-failures per client address behind a trusted proxy.
+"""What one caller may cost the HTTP transports: MCP sessions per account and in all, call rates
+per account and per address, and token failures per client address behind a trusted proxy.
 
 Real HTTP on port 0: raw Streamable-HTTP requests where the exact status and body are the point,
 the MCP SDK's and the A2A SDK's clients where the point is what their callers see. Limits are set
-low (a few calls, a refill of one call per 100 s) so that nothing waits for time.
+low (a few sessions, a few calls, a refill of one call per 100 s) so that nothing waits for time.
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ from mcp.shared.exceptions import MCPError
 from tests.test_a2a import a2a, answers, live, refusal, request
 from tests.test_mcp import call, mcp, token_for
 from tests.test_pircan_waits import MCP_HEADERS, raw_session
+from tests.test_portal import state_of
 
 SLOW_REFILL = 0.01  # one call per 100 s: a bucket once empty stays empty for the test
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
 
 
 def tool_call(name: str = "get_profile", **arguments: Any) -> dict[str, Any]:
@@ -33,6 +38,79 @@ def rate_limited(text: str, retry: int) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": None, "error": {
         "code": -32000, "message": f"RATE_LIMITED: {text}. Retry in {retry} s",
         "data": {"code": "RATE_LIMITED", "context": [], "message": text, "retry_after_s": retry}}}
+
+
+# MCP sessions --------------------------------------------------------------------------------------
+
+
+def test_an_account_past_its_session_cap_ends_its_own_session_idle_longest(tmp_path):
+    """pircan.mcp_sessions_per_account (3 here): a fourth initialize ends the account's session idle
+    the longest, whose id then answers 404 (the SDK's 'Session not found'); its other sessions and
+    another account's sessions go on, and while all of its sessions are busy a new one gets 429."""
+    with live(tmp_path, mcp_sessions_per_account=3) as srv:
+        url = srv.http_url + "/mcp"
+        alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
+        table = state_of(srv).mcp_sessions.table
+
+        async def scenario() -> None:
+            alice = httpx.AsyncClient(headers={"Authorization": f"Bearer {alice_token}"}, timeout=30)
+            bob = httpx.AsyncClient(headers={"Authorization": f"Bearer {bob_token}"}, timeout=30)
+            async with alice, bob, contextlib.AsyncExitStack() as waits:
+                bobs = await raw_session(bob, url)
+                oldest, second, third = [await raw_session(alice, url) for _ in range(3)]
+                assert (await alice.post(url, json=tool_call(), headers=second)).status_code == 200
+                fourth = await raw_session(alice, url)
+                gone = await alice.post(url, json=tool_call(), headers=oldest)
+                assert (gone.status_code, gone.json()) == (404, {
+                    "jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Session not found"}})
+                for headers in (second, third, fourth):
+                    assert (await alice.post(url, json=tool_call(), headers=headers)).status_code == 200
+                assert (table.held("alice"), table.held("bob")) == (3, 1)
+                assert (await bob.post(url, json=tool_call(), headers=bobs)).status_code == 200
+                # all three busy (a wait in flight on each): a new one is refused, none is ended
+                for headers in (second, third, fourth):
+                    wait = alice.stream("POST", url, headers=headers, json=tool_call("wait_for_messages"))
+                    assert (await waits.enter_async_context(wait)).status_code == 200
+                busy = await alice.post(url, json=INITIALIZE, headers=MCP_HEADERS)
+                assert (busy.status_code, busy.headers["retry-after"]) == (429, "5")
+                assert busy.json()["error"]["data"] == {
+                    "code": "SESSION_LIMIT", "context": [], "retry_after_s": 5,
+                    "message": "Your account has 3 MCP sessions, each with a request in flight: end one "
+                               "(DELETE) or wait for one to finish"}
+                again = await raw_session(bob, url)  # another account still opens sessions and calls
+                assert (await bob.post(url, json=tool_call(), headers=again)).status_code == 200
+                assert (table.held("alice"), table.held("bob")) == (3, 2)
+            async with mcp(srv, bob_token) as sdk:  # the SDK's own client (sessionless 2026 protocol)
+                assert (await call(sdk, "get_profile"))["account"] == "bob"
+
+        asyncio.run(scenario())
+
+
+def test_a_full_server_ends_the_session_idle_longest_of_any_account(tmp_path):
+    """pircan.mcp_max_sessions (4 here): a new session past it ends the session idle the longest,
+    whichever account holds it, instead of refusing everyone as the SDK's own limit did."""
+    with live(tmp_path, mcp_sessions_per_account=3, mcp_max_sessions=4) as srv:
+        url = srv.http_url + "/mcp"
+        tokens = {name: token_for(srv, name) for name in ("alice", "bob", "carol")}
+        manager = state_of(srv).mcp_sessions
+        assert manager.session_idle_timeout == 600.0  # pircan.mcp_session_idle_minutes, 10
+
+        async def scenario() -> None:
+            clients = {name: httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+                       for name, token in tokens.items()}
+            try:
+                alice = [await raw_session(clients["alice"], url) for _ in range(3)]
+                bob = await raw_session(clients["bob"], url)
+                carol = await raw_session(clients["carol"], url)
+                assert (await clients["alice"].post(url, json=tool_call(), headers=alice[0])).status_code == 404
+                assert (await clients["bob"].post(url, json=tool_call(), headers=bob)).status_code == 200
+                assert (await clients["carol"].post(url, json=tool_call(), headers=carol)).status_code == 200
+                assert len(manager._server_instances) == 4
+            finally:
+                for client in clients.values():
+                    await client.aclose()
+
+        asyncio.run(scenario())
 
 
 # call rates ----------------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 The official MCP SDK speaks the protocol (Streamable HTTP, JSON-RPC, tool
 schemas); this package only declares the tools (``tools.py``, each a thin
 adapter over ``ext.pircan.service``) and puts them on the server's HTTP
-listener behind bearer-token authentication and call limits (``http.py``, ``limits.py``). See
-docs/mcp.md.
+listener behind bearer-token authentication and call limits (``http.py``, ``limits.py``), with
+the SDK's sessions capped per account and in all (``sessions.py``). See docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -71,8 +71,10 @@ def _server(state: Pircan) -> Any:
 def install(state: Pircan) -> Presence:
     """Declare the tools and serve them at /mcp once the HTTP listener starts; the presence it keeps
     (for the other HTTP transports)."""
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from ext.pircan.mcp.sessions import CappedSessionManager
 
     api = state.api
     mcp = _server(state)
@@ -92,16 +94,19 @@ def install(state: Pircan) -> Presence:
     async def lifespan() -> AsyncIterator[None]:
         # made when the listener starts: only then are its addresses (for the Host check) known
         hosts, origins = api.http_allowed_hosts_and_origins()
-        manager = StreamableHTTPSessionManager(
+        manager = CappedSessionManager(
+            state,
             app=mcp._lowlevel_server,
             security_settings=TransportSecuritySettings(
                 enable_dns_rebinding_protection="*" not in hosts, allowed_hosts=hosts, allowed_origins=origins,
             ),
         )
         holder["app"] = StreamableHTTPASGIApp(manager)
+        state.mcp_sessions = manager
         async with manager.run():
             yield
         holder.clear()
+        state.mcp_sessions = None
 
     async def endpoint(scope: dict, receive: Any, send: Any) -> None:
         app = holder.get("app")
