@@ -17,8 +17,9 @@ import pytest
 from a2a.utils.errors import InvalidRequestError
 from mcp.shared.exceptions import MCPError
 
+from tests.portal import csrf_of
 from tests.test_a2a import a2a, answers, live, refusal, request
-from tests.test_mcp import call, mcp, token_for
+from tests.test_mcp import PASSWORD, call, mcp, token_for
 from tests.test_pircan_waits import MCP_HEADERS, raw_session
 from tests.test_portal import state_of
 
@@ -213,6 +214,23 @@ def test_behind_a_trusted_proxy_each_client_address_has_its_own_limits(tmp_path)
                 assert (await http.post(url, json={}, headers={"Authorization": "Bearer x"})).status_code == 401
 
         asyncio.run(scenario())
+
+
+def test_behind_a_trusted_proxy_the_portal_s_sign_in_throttle_sees_the_client(tmp_path):
+    """Every HTTP handler gets the forwarded address as its client: the portal's password checks
+    (accounts.login_attempts, 5, per source and account) hold back the guessing client only."""
+    with live(tmp_path, http={"trusted_proxies": ["127.0.0.1"]}) as srv:
+        portal = httpx.Client(base_url=srv.http_url, follow_redirects=False, timeout=30)
+
+        def sign_in(client: str, password: str) -> httpx.Response:
+            page = portal.get("/portal/signin", headers={"X-Forwarded-For": client})
+            return portal.post("/portal/signin", headers={"X-Forwarded-For": client},
+                               data={"csrf": csrf_of(page.text), "name": "olive", "password": password})
+
+        with portal:
+            assert [sign_in("192.0.2.1", "wrong").status_code for _ in range(5)] == [401] * 5
+            assert "Too many failed attempts" in sign_in("192.0.2.1", PASSWORD).text
+            assert sign_in("192.0.2.2", PASSWORD).headers["location"] == "/portal/"
 
 
 def test_an_untrusted_peer_s_forwarded_for_is_ignored(tmp_path):
