@@ -147,9 +147,10 @@ def test_an_account_past_its_call_rate_gets_429_with_retry_after(tmp_path):
         asyncio.run(scenario())
 
 
-def test_a2a_calls_share_the_account_s_rate_and_are_refused_as_a2a_errors(tmp_path):
+def test_a2a_calls_share_the_account_s_rate_and_are_refused_as_a2a_errors(tmp_path, caplog):
     """The A2A gateway counts in the same buckets: a JSON-RPC send past the limit is an A2A error
-    (InvalidRequestError) with the code and retry_after_s; an HTTP+JSON one the REST error at 429."""
+    (InvalidRequestError) with the code and retry_after_s; an HTTP+JSON one the REST error at 429.
+    Four refusals make one log line."""
     with live(tmp_path, http_calls_burst=2, http_calls_per_second=SLOW_REFILL) as srv:
         token = token_for(srv, "alice")
 
@@ -179,6 +180,9 @@ def test_a2a_calls_share_the_account_s_rate_and_are_refused_as_a2a_errors(tmp_pa
                 assert 90 < metadata["retry_after_s"] == int(r.headers["retry-after"]) <= 100
                 card = await http.get(srv.http_url + "/a2a/agents/bob/.well-known/agent-card.json")
                 assert (card.status_code, card.json()["error"]) == (429, "RATE_LIMITED")
+            assert [r.getMessage() for r in caplog.records if "http calls refused" in r.getMessage()] == [
+                ("http calls refused account=alice ip=127.0.0.1 reason='too many calls from the account' "
+                 "(limit 2, then 0.01 a second) (1 time(s) since the last such line)")]
 
         asyncio.run(scenario())
 
@@ -261,6 +265,23 @@ def test_a_bucket_gives_its_burst_then_its_rate_and_forgets_full_buckets():
     assert buckets.take("a", 3, 2.0, 100.5) == 0.0
     assert buckets.take("b", 3, 2.0, 100.5) == 0.0  # another key has its own
     assert buckets.prune(3, 2.0, 102.0) == 2 and len(buckets) == 0
+
+
+def test_refusals_are_logged_once_an_interval_with_their_count(caplog):
+    import logging
+
+    from ircd.log import CountedLog
+
+    now = [0.0]
+    counted = CountedLog(logging.getLogger("pircd.test"), every=60.0, clock=lambda: now[0])
+    for second in range(120):
+        now[0] = float(second)
+        counted.hit("calls", "refused ip=%s", "192.0.2.1")
+    counted.hit("other", "refused differently")
+    assert [r.getMessage() for r in caplog.records] == [
+        "refused ip=192.0.2.1 (1 time(s) since the last such line)",
+        "refused ip=192.0.2.1 (60 time(s) since the last such line)",
+        "refused differently (1 time(s) since the last such line)"]
 
 
 def test_a_refusal_is_held_only_for_a_caller_back_before_its_retry_time():
