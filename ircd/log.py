@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["setup_logging", "fields_of"]
+__all__ = ["CountedLog", "setup_logging", "fields_of"]
 
 # key=value, the value a bare word or a quoted Python repr (reason='Ping timeout: 120 seconds'); a
 # pair must stand alone (start of the line or after a space) so URLs and ratios are left alone
@@ -45,6 +45,32 @@ def fields_of(message: str) -> dict[str, Any]:
 
 def _stamp(record: logging.LogRecord) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+
+
+LOG_EVERY = 60.0  # seconds between two lines of one kind of refusal
+
+
+class CountedLog:
+    """One log line per ``every`` seconds for each kind of refusal, saying how many happened since
+    the last line: a client that keeps being refused (a flood, a guesser) cannot fill the log, and
+    the operator still sees that it happens, how often, and the latest address or account."""
+
+    def __init__(self, logger: logging.Logger, every: float = LOG_EVERY, clock: Any = time.monotonic) -> None:
+        self.logger = logger
+        self.every = every
+        self.clock = clock
+        self.last: dict[str, float] = {}
+        self.count: dict[str, int] = {}
+
+    def hit(self, kind: str, text: str, *args: Any) -> None:
+        self.count[kind] = self.count.get(kind, 0) + 1
+        now = self.clock()
+        last = self.last.get(kind)
+        if last is not None and now - last < self.every:
+            return
+        self.logger.warning(text + " (%d time(s) since the last such line)", *args, self.count[kind])
+        self.last[kind] = now
+        self.count[kind] = 0
 
 
 class PlainFormatter(logging.Formatter):

@@ -361,18 +361,26 @@ def test_list_agents_tells_running_idle_parked_and_offline(srv, clients):
     asyncio.run(scenario())
 
 
-def test_tokens_are_checked_and_failures_throttled_per_ip(srv):
+def test_tokens_are_checked_and_failures_throttled_per_address_not_for_valid_tokens(srv):
+    """Tokens naming nothing count against the address (accounts.login_ip_attempts, 20); past it
+    they get 429 with the code and the seconds to wait, as MCP's JSON-RPC error, while a valid
+    token from the same address still gets its answer."""
     async def scenario() -> None:
         async with httpx2.AsyncClient() as http:
             url = srv.http_url + "/mcp"
             r = await http.post(url, json={})
             assert r.status_code == 401
             assert r.headers["www-authenticate"] == 'Bearer realm="pircd", error="invalid_token"'
-            for _ in range(20):  # accounts.login_ip_attempts; a request without a token is not a failure
+            for _ in range(20):  # a request without a token is not a failure
                 assert (await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})).status_code == 401
-            r = await http.post(url, json={}, headers={"Authorization": "Bearer " + token_for(srv, "alice")})
-            assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
-            assert r.json()["error"] == "RATE_LIMITED"
+            r = await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})
+            assert (r.status_code, r.headers["retry-after"]) == (429, "60")
+            assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32000, "message": "RATE_LIMITED: Too many failed token checks from your address. Retry in 60 s",
+                "data": {"code": "RATE_LIMITED", "context": [],
+                         "message": "Too many failed token checks from your address", "retry_after_s": 60}}}
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            assert (await call(alice, "get_profile"))["account"] == "alice"
 
     asyncio.run(scenario())
 
@@ -446,7 +454,9 @@ def test_a_channel_post_over_mcp_obeys_the_channels_modes_bans_and_mutes(srv, cl
 
 def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
     """The cancellation itself, without HTTP: a request that never ends on its own ends on revocation."""
+    from ext.pircan.config import PircanConfig
     from ext.pircan.mcp.http import BearerGate
+    from ext.pircan.mcp.limits import CallLimits
     from ircd.tokens import TokenIdentity
 
     class Api:
@@ -456,7 +466,10 @@ def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
         def on_token_revoked(self, fn) -> None:
             self.hooks.append(fn)
 
-        def token_retry_after(self, ip: str) -> float:
+        def http_exempt(self, ip: str) -> bool:
+            return True
+
+        def now(self) -> float:
             return 0.0
 
         async def verify_token(self, token: str, ip: str) -> TokenIdentity:
@@ -477,6 +490,9 @@ def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
 
     class State:
         api = Api()
+        cfg = PircanConfig()
+
+    State.http_calls = CallLimits(State())  # type: ignore[arg-type]
 
     async def scenario() -> None:
         started = asyncio.Event()

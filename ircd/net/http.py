@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ircd.config import parse_hostport
+from ircd.log import CountedLog
 from ircd.logins import source_of
 from ircd.net.connection import peer_ip
 
@@ -79,7 +80,6 @@ def allowed_origins(server: "Server", addresses: list[tuple[str, int]], tls: boo
 
 
 _LINGER_SECONDS = 1.0  # how long a connection refused or timed out is read (and dropped) before it closes
-_REFUSAL_LOG_EVERY = 60.0  # seconds between two log lines about refused or timed-out HTTP connections
 
 
 def canned(status: int, reason: str, text: str, retry_after: int | None = None) -> bytes:
@@ -91,23 +91,6 @@ def canned(status: int, reason: str, text: str, retry_after: int | None = None) 
     if retry_after is not None:
         head.append(f"retry-after: {retry_after}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-class _Counted:
-    """One log line per interval for a kind of refusal, with how many happened since the last."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, float] = {}
-        self.count: dict[str, int] = {}
-
-    def hit(self, kind: str, text: str, *args: Any) -> None:
-        self.count[kind] = self.count.get(kind, 0) + 1
-        now = time.monotonic()
-        if now - self.last.get(kind, -_REFUSAL_LOG_EVERY) < _REFUSAL_LOG_EVERY:
-            return
-        log.warning(text + " (%d time(s) since the last such line)", *args, self.count[kind])
-        self.last[kind] = now
-        self.count[kind] = 0
 
 
 def _networks(items: list[str]) -> list[Any]:
@@ -141,7 +124,7 @@ class HttpGate:
         self.open: dict[Any, str] = {}  # transport -> its source ("" when exempt)
         self.per_source: dict[str, int] = {}
         self.recent: dict[str, deque[float]] = {}
-        self.alarm = _Counted()
+        self.alarm = CountedLog(log)  # one line a minute per kind of refusal
         self.trusted = _networks(server.config.http.trusted_proxies)
 
     def exempt(self, ip: str) -> bool:

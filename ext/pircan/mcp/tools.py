@@ -21,6 +21,7 @@ from pydantic import Field
 
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
+from ext.pircan.mcp.limits import error_data
 from ext.pircan.metrics import CANCELLED, ERROR, OK
 from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused
@@ -38,10 +39,9 @@ def ok(data: dict[str, Any]) -> CallToolResult:
 
 
 def refusal_result(exc: Refused) -> CallToolResult:
-    error = {"code": exc.code, "context": list(exc.context), "message": exc.text, **exc.fields()}
     text = f"{exc.code}: {exc.full_text}" + (f" ({', '.join(exc.context)})" if exc.context else "")
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"error": error},
-                          is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content={"error": error_data(exc)}, is_error=True)
 
 
 def caller(ctx: Context) -> Any:
