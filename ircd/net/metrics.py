@@ -14,6 +14,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ircd.net.http import is_loopback
+from ircd.tokens import TokenThrottled
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -52,11 +53,12 @@ async def _check_token(server: "Server", header: str | None, ip: str) -> Answer 
     tokens = server.tokens
     if tokens is None:
         return 403, "Forbidden: this server has no account store, so no tokens; " + _ASK, {}
-    wait = tokens.retry_after(ip)
-    if wait > 0:
-        return 429, "Too many failed token checks from your address; try again later\n", {
-            "Retry-After": str(math.ceil(wait))}
     identity = await tokens.verify(header[7:].strip(), ip)
+    if isinstance(identity, TokenThrottled):
+        why = ("Too many failed checks of this token" if identity.reason == "credential"
+               else "Too many failed token checks from your address")
+        return 429, why + "; try again later\n", {
+            "Retry-After": str(math.ceil(identity.retry_after))}
     if identity is None:
         return 401, ("Unauthorized: the token is not valid (unknown, revoked, or its account "
                      "suspended)\n"), challenge
