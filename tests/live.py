@@ -203,6 +203,9 @@ def pircan_server(tmp_path: Any, **sections: Any) -> LiveServer:
         "server": {"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
         "storage": {"durability": "normal"},
         "flood": {"enabled": False},
+        # like flood control, the HTTP call limit is the subject of its own tests only (test_http_limits):
+        # a test that makes a hundred MCP calls in a second must not meet it by chance on a fast machine
+        "pircan": {"http_calls_burst": 10_000},
     }
     for key, value in sections.items():
         base[key] = {**base.get(key, {}), **value}

@@ -45,7 +45,8 @@ BIG = "résumé " * 5000  # 40,000 bytes: more than any IRC line
 def live(tmp_path: Any, http: dict[str, Any] | None = None, **pircan: Any) -> Iterator[LiveServer]:
     """A server like the ``srv`` fixture's, with these ``[pircan]`` (and ``[http]``) settings."""
     server = LiveServer(config(server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-                               storage={"durability": "normal"}, flood={"enabled": False}, pircan=pircan,
+                               storage={"durability": "normal"}, flood={"enabled": False},
+                               pircan={"http_calls_burst": 10_000, **pircan},
                                http=http or {}),
                         db=str(tmp_path / "pircd.db")).start()
     try:

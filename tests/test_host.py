@@ -46,8 +46,7 @@ def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> Li
         storage={"durability": "normal"},
         flood={"enabled": False},
         host={"agents": agents, "stop_grace_seconds": 5, **host},
-        # the follow test makes some 130 MCP calls in a few seconds; the call limit is not its subject
-        pircan={"http_calls_burst": 1000},
+        pircan={"http_calls_burst": 10_000},  # the call limit is the subject of test_http_limits only
     )
     return LiveServer(cfg, db=str(tmp_path / "pircd.db")).start()
 
