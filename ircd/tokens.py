@@ -16,7 +16,6 @@ token finds its row, and nothing is counted per account.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from dataclasses import dataclass
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from ircd.accounts import login_limits
 from ircd.logins import source_of
 from ircd.store import tokens as rows
+from ircd.store.errors import IntegrityError
 
 T = TypeVar("T")
 
@@ -90,7 +90,7 @@ class TokenService:
         now = int(self.server.clock() * 1000)
         try:
             row = await self.store.write(rows.insert, ident, account, label, secret, now, actor or "operator")
-        except sqlite3.IntegrityError:
+        except IntegrityError:
             raise TokenRefused("TOKEN_EXISTS", f"{account} already has a token named {label}") from None
         log.info("token created account=%s name=%s by=%s", account, label, actor or "operator")
         return row, text

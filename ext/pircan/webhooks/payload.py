@@ -8,9 +8,10 @@ with the delivery (a snapshot): every retry, and a replay, sends the same bytes.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
@@ -23,7 +24,7 @@ from ext.pircan.webhooks.store import Due, Endpoint
 __all__ = ["build", "encode", "envelope", "register", "test_body"]
 
 # event type -> (the envelope's key for the object, fn(conn, ref_id, now) -> the object's JSON or None)
-Builder = Callable[[sqlite3.Connection, int, int], Any]
+Builder = Callable[[Conn, int, int], Any]
 _BUILDERS: dict[str, tuple[str, Builder]] = {}
 
 
@@ -32,17 +33,17 @@ def register(kind: str, key: str, fn: Builder) -> None:
     _BUILDERS[kind] = (key, fn)
 
 
-def _message(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _message(conn: Conn, ref: int, now: int) -> Any:
     msg = db.get_message(conn, ref)
     return None if msg is None else message_json(msg)
 
 
-def _request(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _request(conn: Conn, ref: int, now: int) -> Any:
     req = db.get_request(conn, ref)
     return None if req is None else request_json(req, request_state(req, now), db.get_policy(conn, req.target))
 
 
-def _agreement(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _agreement(conn: Conn, ref: int, now: int) -> Any:
     agr = db.get_agreement(conn, ref)
     if agr is None:
         return None
@@ -50,12 +51,12 @@ def _agreement(conn: sqlite3.Connection, ref: int, now: int) -> Any:
     return data
 
 
-def _audit(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _audit(conn: Conn, ref: int, now: int) -> Any:
     entry = store.get_audit(conn, ref)
     return None if entry is None else audit_json(entry)
 
 
-def _task(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _task(conn: Conn, ref: int, now: int) -> Any:
     """The task with every entry so far (the event names the task, or one of its entries)."""
     task = tdb.get_task(conn, ref)
     if task is None:
@@ -87,7 +88,7 @@ def encode(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def build(conn: sqlite3.Connection, due: Due, now: int) -> str:
+def build(conn: Conn, due: Due, now: int) -> str:
     """The JSON document of one delivery (on the database thread, from the objects as they are now)."""
     data = envelope(due.id, due.event_id, due.kind, due.recipient, due.event_at)
     found = _BUILDERS.get(due.kind)
