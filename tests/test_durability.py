@@ -7,10 +7,10 @@ hook and no flush runs.
 
 from __future__ import annotations
 
-import sqlite3
 
 import pytest
 
+from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli, write_config
 
@@ -90,8 +90,8 @@ def test_pircan_state_survives_kill9(workdir):
         server.kill9()
         a.close()
 
-        db = sqlite3.connect(workdir / "pircd.db")
-        stored = [row[0] for row in db.execute("SELECT printf('%016x', id) FROM pircan_messages ORDER BY id")]
+        db = dbs.connect(workdir / "pircd.db")
+        stored = [f"{row[0]:016x}" for row in db.execute("SELECT id FROM pircan_messages ORDER BY id")]
         assert stored == receipts
         assert db.execute(
             "SELECT COUNT(*) FROM pircan_messages m JOIN pircan_events e ON e.ref_id = m.id AND e.type = 'message'"

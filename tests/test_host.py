@@ -10,7 +10,6 @@ until the line they expect; the host's state is polled with a deadline, never sl
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
+from tests import dbs
 from tests.live import IRCClient, LiveServer
 from tests.proc import cli
 
@@ -38,6 +38,13 @@ def echo_entry(**extra: Any) -> dict[str, Any]:
     return {"account": "echo", "command": [sys.executable, ECHO], "ready": {"log": "^ready"}, **extra}
 
 
+def log_dir(tmp: Path) -> str:
+    """Where the agents' logs go: the default beside a SQLite file, said explicitly (a PostgreSQL
+    database has no file to be beside)."""
+    (tmp / "pircd-host").mkdir(exist_ok=True)
+    return str(tmp / "pircd-host")
+
+
 def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> LiveServer:
     from tests.harness import config
 
@@ -45,7 +52,7 @@ def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> Li
         server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
         storage={"durability": "normal"},
         flood={"enabled": False},
-        host={"agents": agents, "stop_grace_seconds": 5, **host},
+        host={"agents": agents, "stop_grace_seconds": 5, "log_dir": log_dir(tmp_path), **host},
     )
     return LiveServer(cfg, db=str(tmp_path / "pircd.db")).start()
 
@@ -65,7 +72,7 @@ def until(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 
 def audit_actions(db: Path, account: str) -> list[str]:
-    conn = sqlite3.connect(db)
+    conn = dbs.connect(db)
     try:
         return [r[0] for r in conn.execute(
             "SELECT action FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' ORDER BY id", (account,))]
@@ -164,8 +171,8 @@ def test_bearer_token_is_a_sasl_plain_password_of_its_account(world):
 def _config(tmp: Path, agents_toml: str) -> Path:
     path = tmp / "host.toml"
     path.write_text(
-        f'[server]\nlisten = ["127.0.0.1:0"]\ndb = "{tmp / "pircd.db"}"\nextensions = ["pircan"]\n'
-        f'[http]\nlisten = ["127.0.0.1:0"]\n{agents_toml}'
+        f'[server]\nlisten = ["127.0.0.1:0"]\ndb = "{dbs.database(tmp / "pircd.db")}"\nextensions = ["pircan"]\n'
+        f'[http]\nlisten = ["127.0.0.1:0"]\n[host]\nlog_dir = "{log_dir(tmp)}"\n{agents_toml}'
     )
     return path
 
