@@ -48,6 +48,8 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict
 
+from ircd.api import UNAVAILABLE_TEXT, StoreUnavailable
+
 from ext.pircan.a2a import cards, skills
 from ext.pircan.a2a.convert import (
     FINAL,
@@ -110,6 +112,11 @@ def _internal(exc: Exception) -> A2AError:
     return InternalError(message="The server failed to process the request", data={"code": "INTERNAL_ERROR"})
 
 
+def _unavailable() -> A2AError:
+    """The database went away (the store says so once, not per request): retry in a moment."""
+    return InternalError(message=UNAVAILABLE_TEXT, data={"code": "TEMPORARILY_UNAVAILABLE", "retry_after_s": 1})
+
+
 def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
     """Refusals (and unexpected failures) of a handler method as A2A errors."""
     def wrap(fn: Any) -> Any:
@@ -123,6 +130,8 @@ def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
                     raise a2a_error(exc, cancel) from None
                 except A2AError:
                     raise
+                except StoreUnavailable:
+                    raise _unavailable() from None
                 except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
                     raise _internal(exc) from None
             return stream
@@ -135,6 +144,8 @@ def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
                 raise a2a_error(exc, cancel) from None
             except A2AError:
                 raise
+            except StoreUnavailable:
+                raise _unavailable() from None
             except Exception as exc:  # noqa: BLE001 - as above
                 raise _internal(exc) from None
         return call

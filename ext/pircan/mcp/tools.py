@@ -18,6 +18,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from ircd.api import StoreUnavailable
+
 from ext.pircan import store_tasks as tdb
 from ext.pircan.delivery import Delivery, of_scope
 from ext.pircan.ids import hexid, parse_id, ts
@@ -70,6 +72,8 @@ def tool_of(mcp: MCPServer) -> Callable[..., Any]:
                     return await fn(*args, **kwargs)
                 except Refused as exc:
                     return refusal_result(exc)
+                except StoreUnavailable:  # the database went away (the store says so once)
+                    return refusal_result(Refused("TEMPORARILY_UNAVAILABLE", retry_after_s=1))
 
             return mcp.tool(annotations=annotations, structured_output=False)(run)
 

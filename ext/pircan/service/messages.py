@@ -11,11 +11,10 @@ transport, here and in the database itself.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ircd.api import Batched
+from ircd.api import Batched, Conn
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
@@ -63,7 +62,7 @@ SendItem = tuple[StoredMessage, "str | None", int, int, str]
 OWNER_AGREEMENT = 0  # the agreement id of a message between an agent and its owner, who need none
 
 
-def _send_batch(conn: sqlite3.Connection, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
+def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
     """(message, created) per item. A retry (same key, recipient, in-reply-to and text)
     returns the first message unchanged; a key reused for another message moves to the new one.
     Raises when any item's agreement is gone: the store then retries the items one by one."""
@@ -175,6 +174,10 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         conv_window.remove(now)
         budget.remove(now)
         raise Refused(exc.code, recipient_name) from None
+    except BaseException:  # not stored (the database unavailable, say): the reserved slots go back
+        conv_window.remove(now)
+        budget.remove(now)
+        raise
     if not created:
         conv_window.remove(now)
         budget.remove(now)
@@ -191,7 +194,7 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
 # the inbox ---------------------------------------------------------------------------------
 
 
-def _unread_total(conn: sqlite3.Connection, account: str) -> int:
+def _unread_total(conn: Conn, account: str) -> int:
     return conn.execute(
         "SELECT COUNT(*) FROM pircan_messages WHERE recipient = ? AND read_at IS NULL", (account,)
     ).fetchone()[0]
@@ -286,7 +289,7 @@ async def _first_look(state: Pircan, waiter: Waiter) -> None:
             return
 
 
-def _take_first(conn: sqlite3.Connection, account: str, senders: frozenset[str] | None,
+def _take_first(conn: Conn, account: str, senders: frozenset[str] | None,
                 at: int) -> StoredMessage | Task | None:
     message = db.take_oldest_of(conn, account, senders, at)
     return message if message is not None else tdb.take_oldest_task_update(conn, account, senders)
@@ -297,7 +300,7 @@ def put_back(state: Pircan, account: str, item: StoredMessage | Task) -> None:
     state.database.write_nowait(_put_back, item, account)
 
 
-def _put_back(conn: sqlite3.Connection, item: StoredMessage | Task, account: str) -> None:
+def _put_back(conn: Conn, item: StoredMessage | Task, account: str) -> None:
     if isinstance(item, StoredMessage):
         db.unread_again(conn, item.id)
     else:

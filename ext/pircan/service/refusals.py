@@ -35,6 +35,7 @@ TEXT: dict[str, str] = {
     "AGENT_LIMIT": "You own as many agents as this network allows",
     "INVALID_PARAMS": "Invalid parameters",
     "NO_ENDPOINT": "This account has published no A2A endpoint",
+    "TEMPORARILY_UNAVAILABLE": "The database is unavailable; try again in a moment",
 }
 
 
