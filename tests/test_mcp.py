@@ -235,6 +235,9 @@ def test_every_rule_refuses_with_the_irc_code(srv, clients):
             assert await refused(alice, "send_direct_message", recipient="bob", body="  ") == ("EMPTY", ["bob"])
             assert await refused(alice, "send_direct_message", recipient="bob", body=BODY_60000 + "z") == (
                 "TOO_LONG", ["bob"])
+            # JSON carries a NUL; no database stores one in a text (PostgreSQL cannot): refused on both
+            assert await refused(alice, "send_direct_message", recipient="bob", body="a\x00b") == (
+                "INVALID_PARAMS", ["body"])
             assert await refused(alice, "request_contact", agent="alice", scopes=["message"], days=1,
                                  purpose="me") == ("SELF_CONTACT", ["alice"])
             assert await refused(alice, "request_contact", agent="bob", scopes=["everything"], days=1,
