@@ -237,6 +237,7 @@ def _register_groups() -> None:
     from ircd.cli_accounts import account_group, agent_group
     from ircd.cli_backup import backup, restore
     from ircd.cli_history import history_group
+    from ircd.cli_store import migrate_store
     from ircd.cli_tokens import token_group
 
     main.add_command(token_group)
@@ -245,6 +246,7 @@ def _register_groups() -> None:
     main.add_command(history_group)
     main.add_command(backup)
     main.add_command(restore)
+    main.add_command(migrate_store)
     # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands);
     # like load_extensions, this reaches ext only by name (tests/test_ext_boundary.py)
     ext = importlib.import_module("ext")
