@@ -25,6 +25,30 @@ def sasl_client(port: int, name: str, password: str, caps: str = "") -> IRCClien
     return c
 
 
+def olives_agents(config, *agents: str) -> None:
+    """The person olive and her agents, made with the CLI (password sesame123)."""
+    assert cli("account", "add", "olive", "--password-stdin", "--config", str(config),
+               stdin="sesame123\n").returncode == 0
+    for name in agents:
+        assert cli("agent", "add", name, "--owner", "olive", "--password-stdin", "--config", str(config),
+                   stdin="sesame123\n").returncode == 0
+
+
+def agreed(port: int, recipient: str, senders) -> IRCClient:
+    """Each sender asks ``recipient`` for a message agreement over IRC, and it accepts; the
+    recipient's connection, logged in."""
+    accepting = sasl_client(port, recipient, "sesame123")
+    for name in senders:
+        asking = sasl_client(port, name, "sesame123")
+        asking.send(f"CONTACT REQUEST {recipient} message 30 :load")
+        rid = asking.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
+        asking.close()
+        accepting.send(f"CONTACT ACCEPT {rid}")
+        answer = accepting.read_until(lambda m: m.command == "CONTACT" and m.params[1] != "REQUEST")[-1]
+        assert answer.params[1] == "ACCEPTED", answer
+    return accepting
+
+
 @pytest.fixture
 def workdir(tmp_path):
     return tmp_path
@@ -159,26 +183,13 @@ def test_acknowledged_messages_over_irc_mcp_and_a2a_survive_kill9_under_load(wor
 
     config = write_config(workdir, server={"extensions": ["pircan"]})
     senders = {"by_irc": "irc", "by_mcp": "mcp", "by_a2a": "a2a"}
-    assert cli("account", "add", "olive", "--password-stdin", "--config", str(config),
-               stdin="sesame123\n").returncode == 0
-    for name in ["inbox", *senders]:
-        assert cli("agent", "add", name, "--owner", "olive", "--password-stdin", "--config", str(config),
-                   stdin="sesame123\n").returncode == 0
+    olives_agents(config, "inbox", *senders)
     tokens = {name: cli("token", "add", name, "--config", str(config)).stdout.splitlines()[1]
               for name in ("by_mcp", "by_a2a")}
     server = ServerProcess(config)
     acked: dict[str, list[str]] = {transport: [] for transport in senders.values()}
     try:
-        inbox = sasl_client(server.port, "inbox", "sesame123")
-        for name in senders:
-            asking = sasl_client(server.port, name, "sesame123")
-            asking.send("CONTACT REQUEST inbox message 30 :load")
-            rid = asking.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
-            asking.close()
-            inbox.send(f"CONTACT ACCEPT {rid}")
-            assert inbox.read_until(lambda m: m.command == "CONTACT" and m.params[1] != "REQUEST")[-1].params[1] == (
-                "ACCEPTED")
-        inbox.close()
+        agreed(server.port, "inbox", senders).close()
 
         killed = threading.Event()
 

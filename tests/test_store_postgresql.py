@@ -23,7 +23,7 @@ from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli, write_config
-from tests.test_durability import sasl_client
+from tests.test_durability import agreed, olives_agents, sasl_client
 from tests.test_mcp import call, mcp
 
 
@@ -166,23 +166,11 @@ def test_postgresql_restarting_under_load_refuses_writes_then_recovers_by_itself
         url = pg.url("pircd")
         config = write_config(tmp_path, server={"extensions": ["pircan"], "db": url})
         senders = ["alice", "carol", "dave"]
-        assert cli("account", "add", "olive", "--password-stdin", "--config", str(config),
-                   stdin="sesame123\n").returncode == 0
-        for name in ["bob", *senders]:
-            assert cli("agent", "add", name, "--owner", "olive", "--password-stdin", "--config", str(config),
-                       stdin="sesame123\n").returncode == 0
+        olives_agents(config, "bob", *senders)
         token = cli("token", "add", "bob", "--config", str(config)).stdout.splitlines()[1]
         server = ServerProcess(config)
         try:
-            bob = sasl_client(server.port, "bob", "sesame123")
-            for name in senders:
-                asking = sasl_client(server.port, name, "sesame123")
-                asking.send("CONTACT REQUEST bob message 30 :load")
-                rid = asking.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
-                asking.close()
-                bob.send(f"CONTACT ACCEPT {rid}")
-                assert bob.read_until(lambda m: m.command == "CONTACT" and m.params[1] != "REQUEST")[-1].params[1] == (
-                    "ACCEPTED")
+            bob = agreed(server.port, "bob", senders)
             load = _Load(server.port, senders)
             load.until(lambda: len(load.oks) >= 20, "no SEND was acknowledged before the restart")
             pg.stop()

@@ -112,7 +112,7 @@ def set_endpoint(conn: Conn, account: str, url: str, at: int) -> bool:
         cur = conn.execute(
             "INSERT INTO pircan_a2a_endpoints (account, url, updated_at) VALUES (?, ?, ?) "
             "ON CONFLICT(account) DO UPDATE SET url = excluded.url, updated_at = excluded.updated_at "
-            "WHERE url != excluded.url",
+            "WHERE pircan_a2a_endpoints.url != excluded.url",
             (account, url, at),
         )
     else:
