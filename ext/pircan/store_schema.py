@@ -3,7 +3,8 @@
 Steps are SQLite DDL, which ``postgres_ddl`` turns into PostgreSQL's (``ircd.store.dialect``),
 except where the two databases differ beyond its rules: the triggers that keep the audit log
 append-only and bound a message body (PL/pgSQL functions on PostgreSQL, raising the same
-messages as integrity errors), and the full-text index of message bodies (FTS5 on SQLite; on
+messages as integrity errors; the body's once per statement, over the rows it inserted, since
+the store inserts many rows in one statement there), and the full-text index of message bodies (FTS5 on SQLite; on
 PostgreSQL a GIN index over ``to_tsvector('pircd_search', body)``, a text search
 configuration that lowercases and removes accents like FTS5's ``remove_diacritics``). Append
 new steps; never edit a released one.
@@ -117,13 +118,13 @@ _STEP4_SQLITE = """
 _STEP4_POSTGRESQL = """
     CREATE FUNCTION pircan_messages_body_limit() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
-        IF octet_length(NEW.body) > 60000 THEN
+        IF EXISTS (SELECT 1 FROM new_messages WHERE octet_length(body) > 60000) THEN
             RAISE EXCEPTION 'a message body is at most 60000 bytes' USING ERRCODE = 'integrity_constraint_violation';
         END IF;
-        RETURN NEW;
+        RETURN NULL;
     END $$;
-    CREATE TRIGGER pircan_messages_body_limit BEFORE INSERT ON pircan_messages
-        FOR EACH ROW EXECUTE FUNCTION pircan_messages_body_limit();
+    CREATE TRIGGER pircan_messages_body_limit AFTER INSERT ON pircan_messages
+        REFERENCING NEW TABLE AS new_messages FOR EACH STATEMENT EXECUTE FUNCTION pircan_messages_body_limit();
     CREATE INDEX pircan_messages_conversation ON pircan_messages(conversation_id, id);
     DROP TRIGGER pircan_audit_no_delete ON pircan_audit;
     CREATE TRIGGER pircan_audit_no_delete BEFORE DELETE ON pircan_audit

@@ -127,19 +127,20 @@ class Database:
         """Open the reading side and start the writer; ``StoreOpenError`` (PostgreSQL) or
         ``sqlite3.Error`` when the database cannot be used."""
         loop = self._loop = asyncio.get_running_loop()
-        if self.dialect == POSTGRESQL:
-            self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="pircd-db-reader")
-            # fails here: a bad URL, refused credentials, no such database
-            await loop.run_in_executor(self._readers, lambda: _configure_pg(self._reader_conn()))
-        else:
-            await self._open_sqlite_reader()
-        ready: asyncio.Future[None] = loop.create_future()
-        self._stopped = loop.create_future()
-        threading.Thread(target=self._writer, args=(ready,), name="pircd-db-writer", daemon=True).start()
         try:
+            if self.dialect == POSTGRESQL:
+                self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="pircd-db-reader")
+                # fails here: a bad URL, refused credentials, no such database
+                await loop.run_in_executor(self._readers, lambda: _configure_pg(self._reader_conn()))
+            else:
+                await self._open_sqlite_reader()
+            ready: asyncio.Future[None] = loop.create_future()
+            self._stopped = loop.create_future()
+            threading.Thread(target=self._writer, args=(ready,), name="pircd-db-writer", daemon=True).start()
             await ready
         except BaseException:
             await self._close_readers()
+            self._loop = None
             raise
 
     async def _open_sqlite_reader(self) -> None:
@@ -184,6 +185,8 @@ class Database:
         if conn is not None:
             conn.close()
             self._local.conn = None
+            with self._health:
+                self._reader_conns.remove(conn)
         conn = self._connect()
         self._local.conn = conn
         with self._health:

@@ -16,7 +16,9 @@ that is not is written per dialect in ``ircd.store.dialect``). What it translate
   read (an agent count before an insert), stay correct with several processes writing;
 * psycopg's errors become those of ``ircd.store.errors``; a connection that broke (the
   server restarting, the network) becomes ``StoreUnavailable``;
-* a Python ``bool`` is bound as 0 or 1 (SQLite has no boolean type; the schema uses integers).
+* a Python ``bool`` is bound as 0 or 1 (SQLite has no boolean type; the schema uses integers);
+* ``insert_rows`` (many rows at once) becomes one ``INSERT ... SELECT * FROM unnest(...)`` with an
+  array per column (``insert_many``): psycopg re-parses a statement of many parameters each time.
 
 A connection runs in autocommit mode (as ``sqlite3`` with ``isolation_level=None``):
 statements outside ``BEGIN`` commit on their own. A command-line connection
@@ -82,6 +84,7 @@ def _empty_in(found: re.Match[str]) -> str:
     return "<> ALL('{}')" if found.group(1) else "= ANY('{}')"
 
 
+_HEAD = re.compile(r"^\s*INSERT\s+INTO\s+(\w+)\s*\(([^)]*)\)\s*$", re.I)
 _translated: dict[str, str] = {}
 
 
@@ -134,6 +137,7 @@ class Connection:
         self.notify = notify  # announce commits on CHANGES_CHANNEL (command-line connections)
         self.changes_seen = 0  # commits other connections announced (the server's data_version)
         self.generation = 0  # the Database's count of outages when this connection was made
+        self._column_types: dict[str, dict[str, str]] = {}  # insert_many's, by table
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> psycopg.Cursor[Any]:
         raw = self.raw
@@ -163,6 +167,31 @@ class Connection:
         except psycopg.Error as exc:
             raise _map_error(exc, self.raw) from None
         return cur
+
+    def insert_many(self, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> int:
+        """``INSERT INTO t (cols)`` of many rows as one statement: ``SELECT * FROM unnest(?::type[],
+        ...)``, one array per column. psycopg parses a statement of more than 50 parameters again
+        at every execution (a regular expression over all of it: it was most of the CPU of a SEND
+        with multi-row VALUES), and one execution per row (executemany) costs PostgreSQL an
+        executor start and the row triggers' statements per row; this is one parse, one execution."""
+        if not rows:
+            return 0
+        found = _HEAD.match(head)
+        if found is None:
+            raise PgOperationalError(f"not an INSERT INTO table (columns): {head[:80]}")
+        table, columns = found.group(1), [c.strip() for c in found.group(2).split(",")]
+        types = self._types(table)
+        arrays = ", ".join(f"?::{types[c]}[]" for c in columns)
+        sql = f"{head} SELECT * FROM unnest({arrays}){tail}"
+        return int(self.execute(sql, [list(column) for column in zip(*rows)]).rowcount)
+
+    def _types(self, table: str) -> dict[str, str]:
+        found = self._column_types.get(table)
+        if found is None:
+            found = self._column_types[table] = dict(self.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = ?::regclass AND attnum > 0 AND NOT attisdropped", (table,)).fetchall())
+        return found
 
     def script(self, sql: str) -> None:
         """Run several statements (a migration step) as one simple query."""

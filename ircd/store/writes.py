@@ -29,10 +29,14 @@ def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_st
 
     executemany steps SQLite once per row, and the sqlite3 module takes the
     interpreter lock back between steps: while the event loop is busy, every
-    row is a wait for the lock. A multi-row statement steps once per chunk
-    (and on PostgreSQL is one round trip).
+    row is a wait for the lock. A multi-row statement steps once per chunk.
+
+    On PostgreSQL the rows go as one array per column (``ircd.store.pg.Connection.insert_many``):
+    one statement of a few parameters, whatever the number of rows.
     Returns the number of rows inserted.
     """
+    if getattr(conn, "dialect", "sqlite") == "postgresql":
+        return int(conn.insert_many(head, rows, tail))
     inserted = 0
     for start in range(0, len(rows), per_statement):
         chunk = rows[start : start + per_statement]

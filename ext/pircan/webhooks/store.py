@@ -104,17 +104,20 @@ _QUEUE_SQLITE = """
         WHERE account = NEW.recipient AND enabled = 1;
     END;
 """
+# (PostgreSQL: once per statement over the rows it inserted, a multi-row insert of events being one
+# statement there; in the events' order, so delivery ids follow them as SQLite's per-row trigger does)
 _QUEUE_POSTGRESQL = """
     CREATE FUNCTION pircan_webhook_queue() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         INSERT INTO pircan_webhook_deliveries (endpoint_id, event_id, queued_at, next_at)
-        SELECT id, NEW.id, NEW.created_at, NEW.created_at FROM pircan_webhook_endpoints
-        WHERE account = NEW.recipient AND enabled = 1
+        SELECT p.id, e.id, e.created_at, e.created_at FROM new_events e
+        JOIN pircan_webhook_endpoints p ON p.account = e.recipient AND p.enabled = 1
+        ORDER BY e.id
         ON CONFLICT DO NOTHING;
         RETURN NULL;
     END $$;
     CREATE TRIGGER pircan_webhook_queue AFTER INSERT ON pircan_events
-        FOR EACH ROW EXECUTE FUNCTION pircan_webhook_queue();
+        REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION pircan_webhook_queue();
 """
 
 MIGRATIONS: list[str | PerDialect] = [
