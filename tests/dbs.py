@@ -57,9 +57,11 @@ def free_port() -> int:
 
 
 class PgServer:
-    """A PostgreSQL server of its own: ``start()``, ``stop()`` (and start again), ``destroy()``."""
+    """A PostgreSQL server of its own: ``start()``, ``stop()`` (and start again), ``destroy()``.
+    ``durable``: fsync on, as a production server runs (the benchmarks); off for the tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        self.durable = durable
         self.bin = _binaries()
         self.user = None
         if os.geteuid() == 0:
@@ -87,8 +89,9 @@ class PgServer:
 
     def start(self) -> "PgServer":
         argv = [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.dir),
-                "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off",
-                "-c", "max_connections=400", "-c", "log_min_messages=fatal"]
+                "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=400", "-c", "log_min_messages=fatal"]
+        if not self.durable:
+            argv += ["-c", "fsync=off", "-c", "full_page_writes=off"]
         command = argv if self.user is None else ["runuser", "-u", self.user, "--", *argv]
         self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      cwd=self.dir, start_new_session=True)
