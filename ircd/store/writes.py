@@ -36,7 +36,8 @@ def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_st
     Returns the number of rows inserted.
     """
     if getattr(conn, "dialect", "sqlite") == "postgresql":
-        return int(conn.insert_many(head, rows, tail))
+        pg: Any = conn  # ircd.store.pg.Connection
+        return int(pg.insert_many(head, rows, tail))
     inserted = 0
     for start in range(0, len(rows), per_statement):
         chunk = rows[start : start + per_statement]
