@@ -1,7 +1,8 @@
 """PIRCAN's SQL for tasks, profiles, skills and resources (tables of migration 6 in ``store.py``).
 
-Like ``store.py``: every function takes a ``Conn`` and runs inside a transaction the
-caller opened, so a task's change, its entry, its per-recipient event and its audit row commit together.
+Like ``store.py``: every function takes a connection (``Conn``: SQLite's or PostgreSQL's) and runs
+inside a transaction the caller opened, so a task's change, its entry, its per-recipient event and
+its audit row commit together.
 """
 
 from __future__ import annotations

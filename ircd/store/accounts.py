@@ -1,8 +1,8 @@
 """Account rows: all of the core's account SQL.
 
-Functions take a ``Conn`` and run inside the caller's
-transaction (the server's group-commit writer, or the CLI's
-``transaction``), so a half-written account cannot exist.
+Functions take a connection (``Conn``: SQLite's or PostgreSQL's) and run inside the caller's
+transaction (the server's group-commit writer, or the CLI's ``transaction``), so a half-written
+account cannot exist.
 """
 
 from __future__ import annotations

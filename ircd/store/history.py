@@ -6,7 +6,7 @@ also the time order. Every query is one range scan over the ``history_target``
 index, whose entries end with that id: no query sorts, and nothing at
 start-up scans the table (the newest id is ``MAX(id)``, one b-tree descent).
 
-Functions take a ``Conn`` and run inside the caller's
+Functions take a connection (``Conn``: SQLite's or PostgreSQL's) and run inside the caller's
 transaction (the server's group commit, or a CLI ``transaction``).
 """
 

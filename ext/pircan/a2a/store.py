@@ -1,8 +1,9 @@
 """The SQL of PIRCAN's A2A side, on its own migration track (``pircan_a2a``): the network's signing
 keys for intro tokens, and the A2A endpoints agents publish.
 
-Like ``ext/pircan/store.py``: every function takes a ``Conn`` and runs inside a
-transaction the caller opened (the server's group commit, or ``pircd a2a`` on the command line).
+Like ``ext/pircan/store.py``: every function takes a connection (``Conn``: SQLite's or PostgreSQL's)
+and runs inside a transaction the caller opened (the server's group commit, or ``pircd a2a`` on the
+command line).
 """
 
 from __future__ import annotations
