@@ -101,7 +101,7 @@ def _round(alice: Client, text: str) -> None:
     words = alice.until(lambda w: w[1:2] in (["SEND"], ["FAIL"]))
     if words[1] == "FAIL" or words[3] != "OK":
         raise RuntimeError(" ".join(words))
-    alice.send("INBOX WAIT echo 30000")
+    alice.send("INBOX WAIT echo 30000 kinds=message")
     words = alice.until(lambda w: w[1:2] == ["INBOX"] and w[3] in ("BODY", "TIMEOUT"))
     if words[3] != "BODY":
         raise RuntimeError("no reply: " + " ".join(words))

@@ -61,8 +61,8 @@ def main() -> None:
         elif kind == "END":
             send(f"SEND {sender} {message_id} :echo: {' '.join(body)}")
             send("INBOX TAKE")
-        elif kind in ("EMPTY", "TIMEOUT", "CANCELLED", "GONE"):
-            send("INBOX WAIT * 0")
+        elif kind in ("EMPTY", "TIMEOUT", "CANCELLED", "GONE", "EVENT", "NOTHING"):
+            send("INBOX WAIT * 0 kinds=message")
 
 
 if __name__ == "__main__":

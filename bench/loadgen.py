@@ -972,6 +972,25 @@ _PIRCAN_METRICS = (
     Metric("cpu_us_per_send", "server CPU us/SEND", "{:.0f}", "lower"),
 )
 
+_HTTP_LOAD_METRICS = (  # the scenario itself is in bench/http_load.py
+    Metric("limit_quiet_p50", "bystander PING p50, between flood seconds (ms)", "{:.2f}", "lower"),
+    Metric("limit_quiet_p99", "bystander PING p99, between flood seconds (ms)", "{:.2f}", "lower"),
+    Metric("limit_p50", "  p50, MCP flood at the limit (ms)", "{:.2f}", "lower"),
+    Metric("limit_p99", "  p99, MCP flood at the limit (ms)", "{:.2f}", "lower"),
+    Metric("limit_max", "  max, MCP flood at the limit (ms)", "{:.1f}", "lower"),
+    Metric("limit_ratio", "  p99 at the limit / between (goal <= 3)", "{:.2f}", "lower"),
+    Metric("limit_ok_per_s", "  calls answered/s at the limit", "{:.1f}", ""),
+    Metric("limit_cpu", "  server CPU share, phase at the limit", "{:.1%}", "lower"),
+    Metric("over_quiet_p99", "bystander PING p99, between flood seconds (ms)", "{:.2f}", "lower"),
+    Metric("over_p50", "  p50, MCP flood over the limit (ms)", "{:.2f}", "lower"),
+    Metric("over_p99", "  p99, MCP flood over the limit (ms)", "{:.2f}", "lower"),
+    Metric("over_max", "  max, MCP flood over the limit (ms)", "{:.1f}", "lower"),
+    Metric("over_ratio", "  p99 over the limit / between", "{:.2f}", "lower"),
+    Metric("over_ok_per_s", "  calls answered/s over the limit", "{:,.1f}", ""),
+    Metric("over_refused_per_s", "  calls refused (429)/s over the limit", "{:,.0f}", ""),
+    Metric("over_cpu", "  server CPU share, phase over the limit", "{:.1%}", "lower"),
+)
+
 _MCP_METRICS = (  # the scenario itself is in bench/mcp.py
     Metric("sends_per_s", "send_direct_message calls/s", "{:,.0f}", "higher"),
     Metric("p50_ms", "call latency p50 (ms)", "{:.2f}", "lower"),
@@ -994,13 +1013,14 @@ class Sizes:
     pircan: tuple[int, int] = (100, 100)  # senders, SENDs per sender
     mcp: tuple[int, int] = (100, 100)  # MCP agents (in pairs), send_direct_message calls per agent
     chathistory: tuple[int, int, int] = (5000, 10, 100)  # lines stored, readers, queries per reader
+    http_load: float = 40.0  # seconds of each phase (at the call limit, over it), flooding every other second
 
 
 FULL = Sizes()
 QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), sasl=(20, 2),
-              pircan=(20, 20), mcp=(20, 20), chathistory=(500, 4, 20))
+              pircan=(20, 20), mcp=(20, 20), chathistory=(500, 4, 20), http_load=10.0)
 TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), sasl=(4, 1), pircan=(2, 3), mcp=(4, 3),
-             chathistory=(50, 2, 3))
+             chathistory=(50, 2, 3), http_load=2.0)
 
 
 def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
@@ -1101,6 +1121,19 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             servers=tuple(name for name in PIRCD_ONLY if name != "pircd-nohistory"),
         )
     )
+    add(
+        Scenario(
+            f"http-load-{sizes.http_load:g}s",
+            "http-load",
+            f"a bystander IRC client's PING round trip while one MCP client calls list_agents every other "
+            f"second for {sizes.http_load:g} s at its account's call limit, then as fast as it can past it, "
+            "against the seconds between",
+            _HTTP_LOAD_METRICS,
+            run=lambda t: _http_load(t, sizes.http_load),
+            servers=WITH_HTTP,
+            timeout=2 * sizes.http_load + 240.0,
+        )
+    )
     return table
 
 
@@ -1120,6 +1153,12 @@ _CHATHISTORY_METRICS = (
     Metric("cpu_us_per_query", "server CPU us/query", "{:.0f}", "lower"),
     *_USAGE_METRICS,
 )
+
+
+async def _http_load(target: Target, seconds: float) -> dict[str, Any]:
+    from bench.http_load import http_load  # imports this module: only when it runs
+
+    return await http_load(target, seconds)
 
 
 async def _mcp_send(target: Target, agents: int, per_agent: int) -> dict[str, Any]:

@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "--scenario",
         action="append",
         default=[],
-        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, chathistory); "
+        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, chathistory, http-load); "
         "repeatable or comma-separated",
     )
     p.add_argument(

@@ -23,6 +23,7 @@ from ircd.channel import Channel
 from ircd.client import Client
 from ircd.config import ConfigError
 from ircd.dispatch import CommandContext, make_spec
+from ircd.metrics import CALL_BOUNDS, MetricsOut, Timings, TimingsByLabel
 from ircd.events import (
     AwayChanged,
     ChannelDestroyed,
@@ -40,6 +41,8 @@ from ircd.events import (
     Rehashed,
     TopicChanged,
 )
+from ircd.log import CountedLog
+from ircd.logins import source_of
 from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
 from ircd.store import AccountExists, Batched, TooManyAgents
@@ -54,7 +57,7 @@ from ircd.store.errors import (
     unique_violation,
 )
 from ircd.store.writes import Conn, insert_rows, transaction
-from ircd.tokens import TokenRefused
+from ircd.tokens import TokenRefused, TokenThrottled
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -79,6 +82,8 @@ __all__ = [
     "TooManyAgents",
     "Refusal",
     "TokenRefused",
+    "TokenThrottled",
+    "CountedLog",
     "Batched",
     "insert_rows",
     # the database, either of them (ircd.store.dialect, ircd.store.errors)
@@ -96,6 +101,10 @@ __all__ = [
     "missing_table",
     "unique_violation",
     "caps",
+    "MetricsOut",
+    "Timings",
+    "TimingsByLabel",
+    "CALL_BOUNDS",
     # events
     "AwayChanged",
     "ChannelDestroyed",
@@ -243,6 +252,13 @@ class ExtensionAPI:
         """The Host and Origin values the listener accepts (known once it listens)."""
         return list(self._server.http.allowed_hosts), list(self._server.http.allowed_origins)
 
+    def metrics_collector(self, fn: Callable[[MetricsOut], None]) -> None:
+        """``fn(out)`` at each scrape of ``/metrics``: it adds this extension's families to ``out``
+        (``out.counter``, ``out.gauge``, ``out.histogram``), read from counters the extension keeps
+        as plain numbers (``Timings`` for durations), never updated per scrape. Name them
+        ``pircd_<area>_...`` and list them in docs/operations.md."""
+        self._server.metrics.collectors.append(fn)
+
     @property
     def http_base_url(self) -> str:
         """The URL clients reach the HTTP listener at (``http.public_url``, or the first listener)."""
@@ -251,21 +267,28 @@ class ExtensionAPI:
     # accounts on HTTP: bearer tokens --------------------------------------
 
     async def verify_token(self, token: str, ip: str) -> Any:
-        """The ``ircd.tokens.TokenIdentity`` (token_id, account, kind, name) a bearer token names,
-        or None (the failure counts against ``ip``). Check ``token_retry_after(ip)`` first."""
+        """The ``ircd.tokens.TokenIdentity`` (token_id, account, kind, name) a bearer token names;
+        None when it names none (a failure, counted per credential, then per ``ip``); or
+        ``TokenThrottled`` (retry_after, reason) when too many failures hold it back."""
         tokens = self._server.tokens
         return None if tokens is None else await tokens.verify(token, ip)
 
-    async def counted_check(self, ip: str, check: Callable[[], Awaitable[T | None]]) -> T | None:
-        """Run another credential check (an intro token, say) counted with the token checks of
-        ``ip``: None, without running it, while ``ip`` must wait; a None result is a failure."""
+    async def counted_check(self, ip: str, check: Callable[[], Awaitable[T | None]]) -> T | TokenThrottled | None:
+        """Run another credential check (an intro token, say) whose failure counts like a token
+        naming nothing from ``ip``: its result, None for a failure, ``TokenThrottled`` for a
+        failure from an address past its limit."""
         tokens = self._server.tokens
         return None if tokens is None else await tokens.counted(ip, check)
 
-    def token_retry_after(self, ip: str) -> float:
-        """Seconds before ``ip`` may present a token again after too many failures (0: now)."""
-        tokens = self._server.tokens
-        return 0.0 if tokens is None else tokens.retry_after(ip)
+    def client_source(self, ip: str) -> str:
+        """What an address counts as in per-address limits: an IPv4 address itself, an IPv6 /64."""
+        return source_of(ip)
+
+    def http_exempt(self, ip: str) -> bool:
+        """Whether an HTTP client address is held to no per-address limit: loopback (with
+        ``connections.exempt_loopback``) and the trusted proxies themselves, as at accept."""
+        gate = self._server.http.gate
+        return gate is not None and gate.exempt(ip)
 
     async def create_token(self, actor: str | None, account_folded: str, name: str | None = None) -> tuple[Any, str]:
         """A new bearer token for the account (``actor``: itself or its owner): (its

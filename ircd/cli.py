@@ -103,8 +103,11 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
               help="HTTP listener (MCP, A2A, portal, WebSocket; repeatable), instead of http.listen.")
 @click.option("--no-http", is_flag=True, help="No HTTP listener (http.enabled = false).")
 @click.option("--no-uvloop", is_flag=True, help="Use the plain asyncio event loop even if uvloop is installed.")
+@click.option("--log-format", type=click.Choice(["plain", "json"]),
+              help="Log lines as text or as one JSON object each, instead of log.format.")
 def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[str, ...], db: str | None,
-          name: str | None, http_listen: tuple[str, ...], no_http: bool, no_uvloop: bool) -> None:
+          name: str | None, http_listen: tuple[str, ...], no_http: bool, no_uvloop: bool,
+          log_format: str | None) -> None:
     """Run the server in the foreground until SIGTERM or SIGINT (SIGHUP reloads the
     configuration). Without a configuration file: plain IRC on 127.0.0.1:6667 and the
     database ./pircd.db, HTTP on 127.0.0.1:6680. A second server on one machine needs its
@@ -124,7 +127,7 @@ def serve(config_path: str | None, listen: tuple[str, ...], tls_listen: tuple[st
     except ConfigError as exc:
         _fail_config(exc)
         return
-    setup_logging(config.log.format, config.log.level)
+    setup_logging(log_format or config.log.format, config.log.level)
     if config_path:
         log.info("using config %s", os.path.abspath(config_path))
     else:

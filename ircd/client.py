@@ -67,6 +67,7 @@ class Client:
         "ping_sent",
         "outbuf",
         "outlen",
+        "extra_lines",
         "dirty",
         "closing",
         "monitoring",
@@ -116,6 +117,7 @@ class Client:
         self.ping_sent = 0.0
         self.outbuf: list[bytes] = []
         self.outlen = 0  # bytes in outbuf
+        self.extra_lines = 0  # lines in outbuf beyond one per entry (send_lines), for /metrics
         self.dirty = False
         self.closing = False
         self.monitoring: set[str] | None = None
@@ -192,9 +194,18 @@ class Client:
         if self.outlen > self.server.write_at:
             self.server.write_out(self)
 
+    def send_lines(self, data: bytes, lines: int) -> None:
+        """Queue ``lines`` lines joined into one outbox entry (a reply, a batch): the entry is
+        written as one, and counted as that many lines (``Server.lines_out``)."""
+        if self.closing:
+            return
+        self.extra_lines += lines - 1
+        self.send(data)
+
     def take_output(self) -> bytes:
         """Everything queued, as one bytes object; the outbox is empty afterwards."""
         data = b"".join(self.outbuf)
         self.outbuf = []
         self.outlen = 0
+        self.extra_lines = 0
         return data

@@ -271,6 +271,9 @@ class HttpSection(_Section):
     trusted_proxies: list[str] = []
     # IRC over WebSocket (IRCv3): a WebSocket request for this path is an IRC connection; "" turns it off.
     websocket_path: str = "/"
+    # GET /metrics (Prometheus) answers loopback clients, and the bearer tokens of these accounts
+    # (`pircd token add NAME`) from anywhere else.
+    metrics_accounts: list[str] = []
 
     @field_validator("listen", "tls_listen")
     @classmethod

@@ -1,16 +1,17 @@
 """Login throttling: password checks per source and per target, in a sliding window.
 
 A *target* is what a password is guessed for: an account (``a:<folded name>``) or an
-operator name (``o:<name>``); a bearer-token check has none (the token's id finds its
-row, and nothing about an account can be guessed). A *source* is where the guesses come
-from: the client's IPv4 address, or the /64 network of an IPv6 address (one host usually
-holds a whole /64).
+operator name (``o:<name>``). A *source* is where the guesses come from: the client's IPv4
+address, or the /64 network of an IPv6 address (one host usually holds a whole /64).
 
 Three limits, each over ``accounts.login_window`` seconds:
 
 * per source and target (``accounts.login_attempts``): a guesser's failures slow the
   guesser, never the owner connecting from elsewhere;
-* per source (``accounts.login_ip_attempts``): one source guessing at many targets;
+* per source (``accounts.login_ip_attempts``): one source guessing at many targets; a
+  source the target logged in from before is held to the first limit only, so others'
+  failures from a shared address (a reverse proxy, a NAT) do not lock out an account
+  that uses it;
 * per target, counting only sources that never logged in to it successfully
   (``accounts.login_account_attempts``): a guesser spread over many sources is still
   held to a fixed number of guesses per window, while the sources the owner logged in
@@ -20,6 +21,9 @@ An attempt is counted when it starts, before any password is checked, and taken 
 it succeeds. Checks take tens of milliseconds in a worker thread: counting only finished
 failures would let any number of simultaneous guesses through before the first one is
 recorded. An attempt that never finishes (a SCRAM exchange left half-way) stays counted.
+
+Bearer tokens (``ircd/tokens.py``) keep their own keys in the same records, through
+``wait_for`` and ``count``: their secrets cannot be guessed, so only finished failures count.
 
 Records older than the window are forgotten at most once a minute, when an attempt starts.
 """
@@ -84,9 +88,10 @@ class LoginThrottle:
             self.prune(now, limits.window)
         checks = [("s:" + source, limits.per_source)]
         if target is not None:
-            checks.insert(0, ("p:" + source + " " + target, limits.per_pair))
-            if not self.is_known(target, source):
-                checks.append(("t:" + target, limits.per_target))
+            pair = ("p:" + source + " " + target, limits.per_pair)
+            # a source the target logged in from: only its own failures on the target hold it back
+            known = self.is_known(target, source)
+            checks = [pair] if known else [pair, *checks, ("t:" + target, limits.per_target)]
         wait = self._wait(checks, now, limits.window)
         if wait > 0:
             return wait
@@ -97,6 +102,20 @@ class LoginThrottle:
     def source_wait(self, source: str, now: float, limits: LoginLimits) -> float:
         """Seconds before ``source`` may try anything again (0: now); nothing is counted."""
         return self._wait([("s:" + source, limits.per_source)], now, limits.window)
+
+    def wait_for(self, checks: list[tuple[str, int]], now: float, window: float) -> float:
+        """Seconds before none of ``checks`` (key, limit) is at its limit (0: now); nothing is counted."""
+        if now >= self._next_prune:
+            self.prune(now, window)
+        return self._wait(checks, now, window)
+
+    def count(self, keys: list[str], now: float) -> None:
+        """Record a failure under each key (for checks counted once they failed)."""
+        for key in keys:
+            self._times.setdefault(key, deque()).append(now)
+
+    def forget(self, key: str) -> None:
+        self._times.pop(key, None)
 
     def _wait(self, checks: list[tuple[str, int]], now: float, window: float) -> float:
         wait = 0.0

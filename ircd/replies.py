@@ -247,4 +247,4 @@ class ReplyBuffer:
                     line_tags["batch"] = line.batch
             out.append(format_line(line.command, line.params, line.source, line_tags))
         if out:
-            send(b"".join(out))  # one outbox entry for a whole reply (a registration burst is ~20 lines)
+            client.send_lines(b"".join(out), len(out))  # one outbox entry for a whole reply (a burst: ~20)

@@ -31,6 +31,7 @@ from ircd.config import Config
 from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandSpec, CommandTable
 from ircd.events import EventBus, Quit
 from ircd.http import HttpRoutes
+from ircd.metrics import Metrics, core_metrics
 from ircd.proto import numerics as N
 from ircd.proto.casemap import get_casefold
 from ircd.proto.lines import (
@@ -123,6 +124,14 @@ class Server:
         self.registered_count = 0  # registered clients, and those of them with +i (for LUSERS)
         self.invisible_count = 0
         self.oper_count = 0
+        # counters for /metrics (ircd/metrics.py reads them at scrape time): plain ints, so the
+        # per-line path pays one addition
+        self.lines_in = 0
+        self.lines_out = 0
+        self.registrations = 0
+        self.accepted = 0
+        self.refused: dict[str, int] = {}  # connections refused at accept, by reason
+        self.sendq_drops = 0
         self._client_seq = 0
         self._dirty: list[Client] = []
         self._dropped: list[Client] = []  # SendQ overflows waiting to be forgotten
@@ -162,6 +171,8 @@ class Server:
         # (account, channel) -> True: the account is in the channel without a connection in it
         self.member_checks: list[Callable[[str, Channel], bool]] = []
         self.http = HttpRoutes()  # verb -> lines an extension adds to its HELP
+        self.metrics = Metrics()  # the core's collector first, then extensions' (api.metrics_collector)
+        self.metrics.collectors.append(core_metrics(self))
         self.whois_hooks: list[Callable[[Client, Client, ReplyBuffer], None]] = []
         # after a JOIN's own line and before its NAMES reply (MARKREAD on join)
         self.join_hooks: list[Callable[[Client, Channel, ReplyBuffer], None]] = []
@@ -327,6 +338,7 @@ class Server:
         return None
 
     def _log_refusal(self, ip: str, refusal: str, when: str = "") -> None:
+        self.refused[refusal] = self.refused.get(refusal, 0) + 1
         if refusal != "Server is full":
             log.info("connection refused ip=%s reason=%r%s", ip, refusal, when)
             return
@@ -382,6 +394,7 @@ class Server:
                 return None
         client = Client(self, conn, ip, tls=tls, port=port)
         self.clients.add(client)
+        self.accepted += 1
         self.ip_counts[ip] = self.ip_counts.get(ip, 0) + 1
         log.info("connect id=%d ip=%s tls=%s", client.id, ip, tls)
         return client
@@ -389,6 +402,7 @@ class Server:
     def handle_line(self, client: Client, raw: bytes) -> None | float | Awaitable[None]:
         if client.closing:
             return None
+        self.lines_in += 1
         now = self.clock()
         client.last_read = now
         client.ping_sent = 0.0
@@ -502,6 +516,7 @@ class Server:
         the answer goes out at once."""
         if client.closing:
             return None
+        self.lines_in += 1
         now = self.clock()
         client.last_read = now
         client.ping_sent = 0.0
@@ -571,6 +586,13 @@ class Server:
         out = client.outbuf
         if not out:
             return
+        # an entry is one line, but for replies and batches (Client.send_lines): counting the line
+        # ends of the bytes instead made a fan-out's delivered line cost half as much again
+        lines = len(out)
+        extra = client.extra_lines
+        if extra:
+            lines += extra
+            client.extra_lines = 0
         data = out[0] if len(out) == 1 else b"".join(out)
         out.clear()  # the list is kept for the next lines
         client.outlen = 0
@@ -578,6 +600,7 @@ class Server:
             return
         conn = client.conn
         conn.write(data)
+        self.lines_out += lines
         # Below the high-water mark (write_at <= sendq / 4) the SendQ cannot be exceeded,
         # so the socket is asked for its buffer size only past it.
         if conn.output_full and conn.buffered() > self.sendq_limit:
@@ -595,6 +618,8 @@ class Server:
             return
         log.info("sendq exceeded id=%d nick=%s", client.id, client.nick)
         client.closing = True
+        self.sendq_drops += 1
+        self.lines_out += 1
         try:
             client.conn.write(format_line("ERROR", [f"Closing link: {client.host} (SendQ exceeded)"]))
             client.conn.close()
@@ -759,6 +784,7 @@ class Server:
             return
         if client.closing:
             return
+        self.lines_out += len(client.outbuf) + client.extra_lines + 1
         data = client.take_output() + format_line("ERROR", [f"Closing link: {client.host} ({reason})"])
         client.closing = True
         try:

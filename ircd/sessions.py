@@ -247,6 +247,7 @@ class SessionManager:
         client.conn = DETACHED
         client.outbuf = []
         client.outlen = 0
+        client.extra_lines = 0
         self.ghosts[client.account_folded or ""] = client
         if client.away is None:
             client.away = AWAY_TEXT

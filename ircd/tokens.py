@@ -7,10 +7,23 @@ checked against the database, so a revoked token is refused at the next
 request wherever it was revoked; transports also register the tokens their
 open sessions use, and hear through ``revoked_hooks`` when one goes (also
 when another process revoked it: the once-a-second tick checks them).
-Checks are counted per source in the server's login throttle (``ircd/logins.py``),
-with failed SASL logins and OPER attempts, and a source past the limit is refused
-before any check. A token is never locked out by others' failures: the id in the
-token finds its row, and nothing is counted per account.
+
+Failed checks are throttled per credential before per address, in the server's login
+throttle (``ircd/logins.py``), over ``accounts.login_window``:
+
+* a token names its row by the id in its text: a wrong secret for a real id counts
+  against that id, per address (``login_attempts``) and from addresses that never used
+  it successfully (``login_account_attempts``), so guessing one token's secret locks that
+  token for the guesser (and for new addresses once many guess), never the others;
+* a token that names no token (malformed, unknown or revoked id) counts against its
+  address (``login_ip_attempts``); past it such tokens get a refusal instead of a check
+  (a malformed one without even a database read), while real tokens from the address
+  still work: one bad client behind a shared address does not lock out the others;
+* wrong secrets of real ids also count against the address, at ``WRONG_SECRET_FACTOR``
+  times that limit; past it the address may present only ids it used successfully.
+
+Only finished failures count: a secret has 256 random bits, so simultaneous checks cannot
+guess it, and counting checks in flight refused valid tokens of agents sharing an address.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ircd.accounts import login_limits
-from ircd.logins import source_of
+from ircd.logins import LoginLimits, source_of
 from ircd.store import tokens as rows
 from ircd.store.errors import IntegrityError
 
@@ -31,9 +44,13 @@ if TYPE_CHECKING:
     from ircd.server import Server
     from ircd.store import Store
 
-__all__ = ["TokenService", "TokenIdentity", "TokenRefused", "valid_label"]
+__all__ = ["TokenService", "TokenIdentity", "TokenRefused", "TokenThrottled", "valid_label",
+           "WRONG_SECRET_FACTOR"]
 
 log = logging.getLogger("pircd")
+
+WRONG_SECRET_FACTOR = 5  # an address's wrong secrets of real token ids, in units of login_ip_attempts
+TOUCH_EVERY = 60.0  # seconds: a token's "last used" is written at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +59,15 @@ class TokenIdentity:
     account: str  # folded
     kind: str  # person or agent
     name: str  # the token's label
+
+
+@dataclass(frozen=True, slots=True)
+class TokenThrottled:
+    """A token refused without a verdict: too many failures of this credential (``credential``)
+    or of tokens naming nothing from this address (``address``); retry in ``retry_after`` seconds."""
+
+    retry_after: float
+    reason: str
 
 
 class TokenRefused(Exception):
@@ -57,6 +83,17 @@ def valid_label(name: str) -> bool:
     return 0 < len(name) <= rows.LABEL_MAX and name.isascii() and all(c.isalnum() or c in "-_." for c in name)
 
 
+def _credential_checks(source: str, target: str, known: bool, limits: LoginLimits) -> list[tuple[str, int]]:
+    """The limits a real token id (``target``) is held to from ``source``: its failures there and,
+    unless ``source`` used it successfully before, its failures from such sources and the source's
+    wrong secrets of any id."""
+    pair = [(f"tp:{source} {target}", limits.per_pair)]
+    if known:
+        return pair
+    return [*pair, ("tk:" + target, limits.per_target),
+            ("tw:" + source, limits.per_source * WRONG_SECRET_FACTOR)]
+
+
 class TokenService:
     def __init__(self, server: "Server", store: "Store") -> None:
         self.server = server
@@ -64,6 +101,7 @@ class TokenService:
         self.in_use: dict[int, int] = {}  # token id -> open sessions using it
         self.revoked_hooks: list[Callable[[set[int]], None]] = []
         self._checking = False
+        self._touched: dict[int, float] = {}  # token id -> when its last_used_at was last written
         server.tick_hooks.append(self._tick)
 
     async def start(self) -> None:
@@ -114,40 +152,56 @@ class TokenService:
 
     # checking -----------------------------------------------------------------------
 
-    def retry_after(self, ip: str) -> float:
-        """Seconds before ``ip`` may try a token again (0: now)."""
-        server = self.server
-        return server.logins.source_wait(source_of(ip), server.clock(), login_limits(server.config.accounts))
+    def _limits(self) -> LoginLimits:
+        return login_limits(self.server.config.accounts)
 
-    async def verify(self, text: str, ip: str) -> TokenIdentity | None:
-        """The identity a token names, or None (counted against ``ip``). Callers check
-        ``retry_after(ip)`` first and refuse without checking while it is not 0."""
-        row = await self.counted(ip, lambda: self._lookup(text))
+    async def verify(self, text: str, ip: str) -> TokenIdentity | TokenThrottled | None:
+        """The identity a token names; None when it names none (a failure, counted); or
+        ``TokenThrottled`` when its credential, or its address for tokens naming nothing, is
+        past its limit (see the module's notes)."""
+        logins, limits, now, source = self.server.logins, self._limits(), self.server.clock(), source_of(ip)
+        parsed = rows.split_token(text)
+        if parsed is None:
+            return self._names_nothing(source, now, limits)
+        ident = parsed[0]
+        target = f"k:{ident:x}"
+        known = logins.is_known(target, source)
+        wait = logins.wait_for(_credential_checks(source, target, known, limits), now, limits.window)
+        if wait > 0:
+            return TokenThrottled(wait, "credential")
+        row, exists = await self.store.read(rows.find, *parsed)
+        now = self.server.clock()
         if row is None:
+            if not exists:
+                return self._names_nothing(source, now, limits)
+            logins.count([key for key, _ in _credential_checks(source, target, known, limits)], now)
             return None
+        logins.forget(f"tp:{source} {target}")
+        logins.remember(target, source)
         accounts = self.server.accounts
         kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
-        self.store.write_nowait(rows.touch, [row.id], int(self.server.clock() * 1000))
+        if now - self._touched.get(row.id, -TOUCH_EVERY) >= TOUCH_EVERY:  # not a write per request
+            self._touched[row.id] = now
+            self.store.write_nowait(rows.touch, [row.id], int(now * 1000))
         return TokenIdentity(row.id, row.account, kind, row.name)
 
-    async def _lookup(self, text: str) -> Any:
-        parsed = rows.split_token(text)
-        return await self.store.read(rows.lookup, *parsed) if parsed is not None else None
+    def _names_nothing(self, source: str, now: float, limits: LoginLimits) -> TokenThrottled | None:
+        """A credential that names nothing: a failure of its address, or (past the limit) a refusal."""
+        key = "tn:" + source
+        wait = self.server.logins.wait_for([(key, limits.per_source)], now, limits.window)
+        if wait > 0:
+            return TokenThrottled(wait, "address")
+        self.server.logins.count([key], now)
+        return None
 
-    async def counted(self, ip: str, check: Callable[[], Awaitable[T | None]]) -> T | None:
-        """Run a credential check counted like a token check from ``ip`` (the attempt is taken
-        before it, so simultaneous ones count too): None, without checking, when ``ip`` has no
-        attempt left; a None result is a failure."""
-        server, logins = self.server, self.server.logins
-        attempt = logins.begin(source_of(ip), None, server.clock(), login_limits(server.config.accounts))
-        if isinstance(attempt, float):
-            return None
+    async def counted(self, ip: str, check: Callable[[], Awaitable[T | None]]) -> T | TokenThrottled | None:
+        """Run another credential check (an intro token) whose failure counts as a token naming
+        nothing from ``ip``: its result; None for a failure; ``TokenThrottled`` for a failure
+        from an address past its limit. A valid credential passes whatever the address did."""
         result = await check()
-        if result is None:
-            logins.failed(attempt)
-        else:
-            logins.succeeded(attempt)
-        return result
+        if result is not None:
+            return result
+        return self._names_nothing(source_of(ip), self.server.clock(), self._limits())
 
     # sessions that use a token ---------------------------------------------------------
 
@@ -162,6 +216,8 @@ class TokenService:
             self.in_use.pop(token_id, None)
 
     def _revoked(self, ids: set[int]) -> None:
+        for ident in ids:
+            self._touched.pop(ident, None)
         gone = {i for i in ids if i in self.in_use}
         if gone:
             for hook in self.revoked_hooks:

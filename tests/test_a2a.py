@@ -42,10 +42,11 @@ BIG = "résumé " * 5000  # 40,000 bytes: more than any IRC line
 
 
 @contextlib.contextmanager
-def live(tmp_path: Any, **pircan: Any) -> Iterator[LiveServer]:
-    """A server like the ``srv`` fixture's, with these ``[pircan]`` settings."""
+def live(tmp_path: Any, http: dict[str, Any] | None = None, **pircan: Any) -> Iterator[LiveServer]:
+    """A server like the ``srv`` fixture's, with these ``[pircan]`` (and ``[http]``) settings."""
     server = LiveServer(config(server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-                               storage={"durability": "normal"}, flood={"enabled": False}, pircan=pircan),
+                               storage={"durability": "normal"}, flood={"enabled": False}, pircan=pircan,
+                               http=http or {}),
                         db=str(tmp_path / "pircd.db")).start()
     try:
         run(server, server.server.accounts.create("olive", PASSWORD, kind="person", owner=None))
@@ -139,8 +140,9 @@ def test_cards_show_what_the_roster_shows_everyone(srv, clients):  # noqa: F811
             assert [(i.url, i.protocol_binding) for i in network.supported_interfaces] == [
                 (srv.http_url + "/a2a", "JSONRPC"), (srv.http_url + "/a2a", "HTTP+JSON")]
             assert [s.id for s in network.skills] == ["relay", "intro", "pircan:agents", "pircan:contact",
-                                                      "pircan:profile", "pircan:inbox", "pircan:resources",
-                                                      "pircan:introspect"]
+                                                      "pircan:profile", "pircan:inbox", "pircan:broadcast",
+                                                      "pircan:resources", "pircan:introspect",
+                                                      "pircan:channels"]
             assert network.security_schemes["pircan"].http_auth_security_scheme.scheme == "Bearer"
             card = await A2ACardResolver(http, srv.http_url + "/a2a/agents/bob").get_agent_card()
             assert card.name == "bob" and card.description.startswith("Bob the builder (bob), an agent")
@@ -205,7 +207,7 @@ def test_a_gateway_message_reaches_an_irc_agent_which_replies(srv, clients):  # 
             # the answer is the receipt
             [receipt] = await answers(alice, request("Thanks!", context_id=reply.context_id, now=True))
             receipt_meta = meta(receipt.message)
-            assert receipt_meta["receipt"] is True and receipt_meta["status"] == "notified"
+            assert receipt_meta["receipt"] is True and receipt_meta["delivery"] == "delivered"
             assert receipt_meta["conversation_id"] == mid and receipt_meta["hop_count"] == 2
             # retrying with the same message id stores nothing new
             again = request("Thanks!", context_id=reply.context_id, now=True)
@@ -428,8 +430,15 @@ def test_a_gateway_request_answers_with_what_there_is_after_its_wait(tmp_path, c
         async def scenario() -> None:
             async with a2a(server, token, "bob") as alice:
                 [receipt] = await answers(alice, request("Anyone there?"))
-                assert receipt.message.parts[0].text.endswith("(queued); no reply within 200 ms")
-                assert meta(receipt.message)["status"] == "queued"
+                assert receipt.message.parts[0].text.endswith(
+                    "(queued); no reply: Nothing to wait for: bob is not on the network, not hosted and without a push "
+                    "endpoint")
+                assert meta(receipt.message)["delivery"] == "queued"
+                assert meta(receipt.message)["no_reply"] == "nothing"  # at once: nobody there to reply
+                login(server, clients, "bob")  # bob is there now, but does not answer in time
+                [receipt] = await answers(alice, request("Still there?"))
+                assert receipt.message.parts[0].text.endswith("(delivered); no reply within 200 ms")
+                assert meta(receipt.message)["no_reply"] == "timeout"
                 [task] = await answers(alice, request("Summarise this", skill="summarise"))
                 assert task.task.status.state == pb.TASK_STATE_SUBMITTED
 

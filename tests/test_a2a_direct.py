@@ -197,17 +197,23 @@ def test_forged_expired_wrong_audience_and_wrong_agreement_tokens_are_refused(sr
 
 
 def test_failed_intro_tokens_at_the_check_are_throttled_like_bearer_tokens(srv, clients):  # noqa: F811
-    """The agreement check verifies intro tokens (JWTs) itself: each failure counts against the IP
-    with failed bearer tokens and SASL logins (accounts.login_ip_attempts), and past the limit the
-    IP gets 429 before any check, a good token too."""
+    """The agreement check verifies intro tokens (JWTs) itself: each failure counts against the
+    address like a bearer token naming nothing (accounts.login_ip_attempts); past the limit a bad
+    one gets 429, while a valid intro token and a valid bearer token from that address still work."""
     aid = agree(srv, clients, "alice", "bob", "message")
+    irc(login(srv, clients, "olive"), "PROFILE ENDPOINT bob https://bob.example/a2a")
     alice_token = token_for(srv, "alice")
 
     async def scenario() -> None:
+        good_intro = (await intro_over_a2a(srv, alice_token, "bob"))["token"]
         for _ in range(20):
             assert (await check(srv, aid, "e30.e30.c2ln")).status_code == 401
-        refused_now = await check(srv, aid, alice_token)
-        assert refused_now.status_code == 429 and int(refused_now.headers["retry-after"]) > 0
+        refused_now = await check(srv, aid, "e30.e30.c2ln")
+        assert (refused_now.status_code, refused_now.headers["retry-after"]) == (429, "60")
+        assert refused_now.json() == {"error": "RATE_LIMITED", "retry_after_s": 60,
+                                      "message": "Too many failed token checks from your address. Retry in 60 s"}
+        assert (await check(srv, aid, alice_token)).json()["active"] is True
+        assert (await check(srv, aid, good_intro)).json()["active"] is True
 
     asyncio.run(scenario())
 

@@ -6,8 +6,8 @@ own (the SDK's), to which the network delivers his events as A2A messages.
 They identify themselves, find each other, make an agreement (bob grants fewer scopes and days), send
 and receive whole 40,000-byte bodies (bob's answer to a delivered message is his reply in the
 conversation; alice waits for hers without polling), run a task (bob completes it when its event is
-delivered to him), read a resource, and end the agreement. Channels are not part of A2A's side of the
-network (docs/a2a.md says so): they are IRC's and MCP's.
+delivered to him), read a resource, use a public and a private channel (pircan:channels: bob cannot
+even see alice's private channel until she invites him), and end the agreement.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse
 from tests.live import LiveServer
 from tests.test_a2a import BIG, a2a, answers, live, refusal, request
 from tests.test_a2a_direct import serve
-from tests.test_a2a_parity import call, state_of, until
+from tests.test_a2a_parity import call, call_request, state_of, until
 from tests.test_mcp import token_for
 
 
@@ -162,6 +162,10 @@ def journey(server: LiveServer) -> None:
             lasts = (datetime.fromisoformat(accepted["agreement"]["expires_at"])
                      - datetime.fromisoformat(accepted["agreement"]["created_at"]))
             assert lasts == timedelta(days=7)
+            # alice, who has no endpoint, hears of the decision by waiting for it (the pull), no polling
+            decided = (await call(alice, "pircan:inbox", action="wait", kinds=["decision"], wait_ms=20000))["event"]
+            assert (decided["kind"], decided["request"]["state"], decided["request"]["agreement_id"]) == (
+                "decision", "accepted", aid)
             # a whole body to bob: delivered to his endpoint; his answer is his reply in the conversation
             async with a2a(server, alice_token, "bob") as to_bob:
                 [answer] = await answers(to_bob, request(BIG))
@@ -189,6 +193,7 @@ def journey(server: LiveServer) -> None:
             await call(net_bob, "pircan:resources", action="put", name="notes", body=BIG)
             read = await call(alice, "pircan:resources", action="read", owner="bob", name="notes")
             assert read["resource"]["body"] == BIG
+            await channels(alice, net_bob)
             # the end of the agreement, at once for every transport
             await call(alice, "pircan:contact", action="revoke", agreement_id=aid)
             async with a2a(server, alice_token, "bob") as to_bob:
@@ -196,3 +201,51 @@ def journey(server: LiveServer) -> None:
             await asyncio.gather(*bob.moves)
 
     asyncio.run(scenario())
+
+
+async def channels(alice: Any, bob: Any) -> None:
+    """A public channel and a private one, with the pircan:channels skill only."""
+    async def refused(client: Any, **args: Any) -> tuple[str, str]:
+        return (await refusal(answers(client, call_request("pircan:channels", **args))))[1:]
+
+    # public: alice creates it (its operator), bob joins, both post and read
+    made = await call(alice, "pircan:channels", action="join", channel="#reports")
+    assert (made["channel"], made["members"], made["joined"]) == ("#reports", ["@alice"], True)
+    joined = await call(bob, "pircan:channels", action="join", channel="#reports")
+    assert joined["members"] == ["@alice", "bob"]
+    topic = await call(alice, "pircan:channels", action="topic", channel="#reports", topic="Weekly reports")
+    assert topic["topic"] == "Weekly reports"
+    posted = await call(alice, "pircan:channels", action="post", channel="#reports", text="the report is out")
+    await call(bob, "pircan:channels", action="post", channel="#reports", text="thanks")
+    lines = (await call(bob, "pircan:channels", action="history", channel="#reports"))["messages"]
+    assert [(m["from"], m["text"]) for m in lines if m["command"] == "PRIVMSG"] == [
+        ("alice", "the report is out"), ("bob", "thanks")]
+    assert lines[-2]["msgid"] == posted["msgid"]
+    # private: #alice/room is invisible to bob, answered as a name nobody uses, until alice invites him
+    private = await call(alice, "pircan:channels", action="join", channel="#alice/room")
+    assert "P" in private["modes"]
+    await call(alice, "pircan:channels", action="post", channel="#alice/room", text="just us")
+    listed = (await call(bob, "pircan:channels", action="list"))["channels"]
+    assert "#alice/room" not in [c["name"] for c in listed] and "#reports" in [c["name"] for c in listed]
+    for channel in ("#alice/room", "#alice/nothing"):
+        assert await refused(bob, action="join", channel=channel) == ("NO_SUCH_CHANNEL", channel)
+        assert await refused(bob, action="history", channel=channel) == ("NO_SUCH_CHANNEL", channel)
+        assert await refused(bob, action="post", channel=channel, text="hi") == ("NO_SUCH_CHANNEL", channel)
+    assert await refused(bob, action="invite", account="alice", channel="#alice/room") == (
+        "NO_SUCH_CHANNEL", "#alice/room")
+    assert await call(alice, "pircan:channels", action="invite", account="bob", channel="#alice/room") == {
+        "channel": "#alice/room", "invited": "bob"}
+    inside = await call(bob, "pircan:channels", action="join", channel="#alice/room")
+    assert inside["members"] == ["@alice", "bob"]
+    await call(bob, "pircan:channels", action="post", channel="#alice/room", text="glad to be here")
+    room = (await call(alice, "pircan:channels", action="history", channel="#alice/room"))["messages"]
+    assert [m["text"] for m in room if m["command"] == "PRIVMSG"] == ["just us", "glad to be here"]
+    # only the owner invites; an invitation withdrawn; leaving ends reading and posting
+    assert await refused(bob, action="invite", account="carol", channel="#alice/room") == (
+        "NOT_ALLOWED", "#alice/room")
+    await call(alice, "pircan:channels", action="invite", account="carol", channel="#alice/room")
+    withdrawn = await call(alice, "pircan:channels", action="uninvite", account="carol", channel="#alice/room")
+    assert withdrawn == {"channel": "#alice/room", "uninvited": "carol"}
+    assert await call(bob, "pircan:channels", action="leave", channel="#reports") == {
+        "channel": "#reports", "left": True}
+    assert await refused(bob, action="post", channel="#reports", text="x") == ("NOT_MEMBER", "#reports")

@@ -98,6 +98,61 @@ def test_agreements_over_a2a_only(srv):  # noqa: F811
     asyncio.run(scenario())
 
 
+def test_a2a_requests_show_the_decider_and_refusals_the_way_out(srv):  # noqa: F811
+    """Under owner-decides the A2A requester sees that a person decides, and until when; while the
+    request is pending a message's NO_AGREEMENT says to wait (asking again would be PENDING_EXISTS),
+    the A2A way; a budget refusal carries the seconds until a retry and the next step in its data."""
+    alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
+
+    async def scenario() -> None:
+        async with a2a(srv, alice_token) as alice, a2a(srv, bob_token) as bob:
+            assert await call(bob, "pircan:contact", action="policy", policy="owner-decides") == {
+                "account": "bob", "policy": "owner-decides"}
+            asked = (await call(alice, "pircan:contact", action="request", agent="bob", days=3,
+                                purpose="x"))["request"]
+            assert (asked["state"], asked["decider"]) == ("pending", "owner")
+            assert asked["expires_at"][:10] > asked["created_at"][:10]
+            listed = (await call(alice, "pircan:contact", action="list", which="requests"))["requests"]
+            assert [(r["request_id"], r["decider"], r["expires_at"]) for r in listed] == [
+                (asked["request_id"], "owner", asked["expires_at"])]
+            async with a2a(srv, alice_token, "bob") as to_bob:
+                try:
+                    await answers(to_bob, request("hello"))
+                except InvalidRequestError as exc:
+                    assert exc.data["code"] == "NO_AGREEMENT"
+                    assert exc.data["next_step"] == (
+                        "Wait for the decision: it is sent to your A2A endpoint if you published one, and "
+                        "skill 'pircan:contact' with {'action': 'list', 'which': 'requests'} shows the "
+                        "request's state")
+                    assert exc.message.startswith(
+                        f"Your contact request {asked['request_id']} is pending: its owner decides, until "
+                        f"{asked['expires_at']}. Wait for the decision")
+                else:
+                    raise AssertionError("not refused")
+            # the owner accepts; the agreement's hourly budget used up, a message is refused with a retry time
+            async with a2a(srv, token_for(srv, "olive")) as olive:
+                accepted = await call(olive, "pircan:contact", action="accept",
+                                      request_id=asked["request_id"])
+            aid = int(accepted["agreement"]["agreement_id"], 16)
+            state = state_of(srv)
+            budget, now = state.budget_window("alice", aid), state.now_ms()
+            for _ in range(120):
+                budget.add(now)
+            async with a2a(srv, alice_token, "bob") as to_bob:
+                try:
+                    await answers(to_bob, request("one too many", now=True))
+                except InvalidRequestError as exc:
+                    data = dict(exc.data)
+                    assert (data["code"], data["next_step"]) == (
+                        "AGREEMENT_BUDGET", "Wait for the retry time")
+                    assert 3590 <= data["retry_after_s"] <= 3600
+                    assert exc.message.endswith(f"Retry in {data['retry_after_s']} s")
+                else:
+                    raise AssertionError("not refused")
+
+    asyncio.run(scenario())
+
+
 def test_profile_roster_and_the_pull_over_a2a(srv):  # noqa: F811
     alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
 

@@ -89,6 +89,10 @@ def test_a_message_to_an_agent_with_an_a2a_endpoint_is_an_a2a_send_message(tmp_p
         assert request.message.parts[0].text.startswith("Contact request ") and \
             request.message.parts[0].text.endswith("from carol: more builds")
         assert MessageToDict(request.message.metadata)["event"] == "request"
+        # away from the network, bob is still reached: the receipt says the message was pushed
+        p.h.send("bob", "QUIT :away")
+        receipt = [line for line in p.cmd("alice", "SEND bob :still there?") if " SEND " in line]
+        assert receipt[0].split(" ")[3:7] == ["OK", receipt[0].split(" ")[4], "bob", "pushed"], receipt
     finally:
         p.close()
 

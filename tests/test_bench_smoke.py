@@ -103,6 +103,20 @@ def test_mcp_send(pircd):
     assert result["p50_ms"] > 0
 
 
+def test_http_load_measures_a_bystander_with_and_without_the_flood(pircd):
+    """bench.http_load: the bystander's round trips during the flooder's seconds and between them,
+    the flooder a process of its own calling MCP at the account's call limit (every call answered)
+    and past it (answered or refused, nothing else)."""
+    from bench.http_load import http_load
+
+    result = _run(pircd, lambda t: http_load(t, 4.0, workers=2))
+    assert result["rate_limit"] == 10.0
+    assert min(result[f"{phase}_{kind}"] for phase in ("limit", "over") for kind in ("pings", "quiet_pings")) > 0
+    assert result["limit_ok_per_s"] > 0 and result["limit_refused_per_s"] == 0
+    assert result["over_ok_per_s"] + result["over_refused_per_s"] > 0
+    assert result["limit_ratio"] == result["limit_p99"] / result["limit_quiet_p99"]
+
+
 def test_the_http_listener_can_be_off():
     """pircd-nohttp, the variant for the HTTP on/off comparison, listens for IRC only."""
     from bench.mcp import mcp_send

@@ -105,39 +105,73 @@ def world(tmp_path):
         srv.stop()
 
 
-def agree(srv: LiveServer, alice: IRCClient, olive: IRCClient) -> None:
-    """alice asks echo for contact (which revives echo: a contact request wakes); olive, the
-    owner, accepts for it."""
-    alice.send("CONTACT REQUEST echo message 30 :let us talk")
+def echo_in_touch(world: Any, scopes: str = "message") -> tuple[LiveServer, IRCClient, IRCClient, Path]:
+    """A server hosting echo; alice asks it for contact (which starts it: a request wakes), olive
+    accepts for it; once it is running and signed in: (server, alice, olive, tmp)."""
+    start, login, tmp = world
+    srv = start()
+    alice, olive = login(srv, "alice"), login(srv, "olive")
+    alice.send(f"CONTACT REQUEST echo {scopes} 30 :let us talk")
     request_id = alice.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
     olive.send(f"CONTACT ACCEPT {request_id}")
     assert olive.read_until(lambda m: m.command in ("CONTACT", "FAIL"))[-1].params[1] == "ACCEPTED"
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running" and state.present("echo"))
+    return srv, alice, olive, tmp
+
+
+def park(srv: LiveServer) -> None:
+    """The owner's stop: echo is parked and gone from the network."""
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
+    until(lambda: not state.present("echo") and hosted.state == "parked")
 
 
 def test_message_to_parked_agent_revives_it_and_it_replies(world):
     """A message for a hosted agent that is not running starts it once; it signs in with
     PIRCAN_TOKEN over SASL PLAIN, finds the message in its inbox and replies."""
-    start, login, tmp = world
-    srv = start()
-    alice, olive = login(srv, "alice"), login(srv, "olive")
-    agree(srv, alice, olive)
+    srv, alice, olive, tmp = echo_in_touch(world)
     state = _state(srv)
     hosted = state.host.agents["echo"]
-    until(lambda: hosted.state == "running" and state.present("echo"))
     first_pid = hosted.pid
-    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
-    until(lambda: not state.present("echo") and hosted.state == "parked")
+    park(srv)
 
     for i in range(3):  # three messages while it starts: one process
         alice.send(f"SEND echo :hello {i}")
         receipt = alice.read_until(lambda m: m.command in ("SEND", "FAIL"))[-1]
         assert receipt.command == "SEND" and receipt.params[1] == "OK", receipt
-    alice.send("INBOX WAIT echo 20000")
+        if i == 0:  # the receipt of the message that starts it: SEND <you> OK <id> echo revived ...
+            assert receipt.params[3:5] == ["echo", "revived"], receipt
+    alice.send("INBOX WAIT echo 20000 kinds=message")
     reply = alice.read_until(lambda m: m.command == "INBOX" and m.params[1] in ("BODY", "TIMEOUT"))[-1]
     assert reply.params[1:] == ["BODY", reply.params[2], "echo: hello 0"]
     assert hosted.pid != first_pid
     expected = ["host.revive", "host.start", "host.stop", "host.revive", "host.start"]
     until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)  # audit rows are queued writes
+
+
+def test_a_parked_hosted_agent_is_parked_in_the_roster_and_skipped_by_a_broadcast(world):
+    """The roster says idle for the echo agent in its INBOX WAIT, and parked once it is stopped (a
+    message wakes it); SEND * sends only to live agents, so it starts no parked one (no revive
+    stampede)."""
+    srv, alice, olive, tmp = echo_in_touch(world)
+    hosted = _state(srv).host.agents["echo"]
+    alice.send("AGENTS")
+    assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == [
+        "AGENT", "echo", "idle"]  # in its INBOX WAIT
+    park(srv)
+    alice.send("AGENTS")
+    assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == ["AGENT", "echo", "parked"]
+    alice.send("SEND * :everyone live, please")
+    assert [m.params for m in alice.sync()] == [
+        ["alice", "SKIPPED", "echo", "parked"],
+        ["alice", "BROADCAST", "0", "0", "1", "No live agent to send to: none of your message agreements is with "
+         "an agent that is running or idle (send to a parked one by name to wake it)"]]
+    assert hosted.state == "parked" and hosted.task is None
+    expected = ["host.revive", "host.start", "host.stop"]
+    until(lambda: audit_actions(tmp / "pircd.db", "echo") == expected)
 
 
 def _state(srv: LiveServer) -> Any:
@@ -370,3 +404,189 @@ def test_portal_page_of_a_hosted_agent(world):
     other, _ = sign_in(srv, "paul")
     assert other.get("/portal/agents/echo/host").status_code == 404
     until(lambda: audit_actions(tmp / "pircd.db", "echo") == ["host.start", "host.stdin", "host.stop"])
+
+
+# logs, the environment, the token, idle parking, task revival, failed -------------------------------
+
+
+def test_the_log_rotates_and_a_cursor_reads_on_across_the_rotation(tmp_path):
+    """The writer keeps one rotated file: a cursor is an offset in everything ever written, so a
+    read from a cursor gets the bytes after it whether they are in the rotated file, the current
+    one or both; a cursor older than the rotated file starts at its first byte (``start`` says so)."""
+    from ext.pircan.host.logs import AgentLog, read_window
+
+    log = AgentLog(tmp_path, "echo", max_bytes=100)
+    log.write(b"a" * 60)
+    cursor = log.end
+    log.write(b"b" * 70)  # 40 in the first file, then it rotates, 30 in the new one
+    assert (tmp_path / "echo.log.1").read_bytes() == b"a" * 60 + b"b" * 40
+    assert (tmp_path / "echo.log.base").read_text() == "100"
+    window = read_window(tmp_path, "echo", cursor, 1000)
+    assert (window.data, window.start, window.cursor) == (b"b" * 70, 60, 130)
+    log.write(b"c" * 100)  # the current file fills (70 c) and rotates again: the a's are gone
+    log.write(b"d" * 5)
+    follow = read_window(tmp_path, "echo", window.cursor, 1000)
+    assert (follow.data, follow.start, follow.cursor) == (b"c" * 100 + b"d" * 5, 130, 235)
+    old = read_window(tmp_path, "echo", 0, 1000)
+    assert (old.start, old.data) == (100, b"b" * 30 + b"c" * 100 + b"d" * 5)
+    log.close()
+
+
+def test_a_follow_over_mcp_reads_on_across_rotations(world):
+    """With host.log_max_bytes at its least (4096), the owner follows the output of 100 lines that
+    rotate the log twice: what the cursors return, joined, is every line once, in order (a reader
+    more than one rotated file behind would find its start moved on, as the unit test shows)."""
+    from tests.test_mcp import call, mcp, token_for
+
+    start, login, tmp = world
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
+                         "ready": {"log": "^ready"}}], log_max_bytes=4096)
+    hosted = _state(srv).host.agents["echo"]
+    until(lambda: hosted.state == "running")
+    token = token_for(srv, "olive")
+    lines = [f"line {n:03d} " + "x" * 90 for n in range(100)]  # 'got ' + 100 + newline: 10,500 bytes
+
+    async def scenario() -> bytes:
+        async with mcp(srv, token) as olive:
+            cursor = (await call(olive, "list_hosted_agents"))["agents"][0]["log_cursor"]
+            text = ""
+            for first in range(0, len(lines), 10):  # 1,050 bytes at a time: the reader keeps up
+                for line in lines[first:first + 10]:
+                    await call(olive, "write_hosted_agent_stdin", agent="echo", line=line)
+                while text.count("\n") < first + 10:
+                    got = await call(olive, "read_hosted_agent_logs", agent="echo", cursor=cursor,
+                                     follow_ms=10_000)
+                    assert got["start"] == cursor  # nothing skipped: every byte after the cursor is kept
+                    text, cursor = text + got["text"], got["cursor"]
+            return text.encode()
+
+    assert run(srv, scenario()) == "".join(f"got {line}\n" for line in lines).encode()
+    assert (tmp / "pircd-host" / "echo.log.1").stat().st_size == 4096
+    assert int((tmp / "pircd-host" / "echo.log.base").read_text()) >= 8192
+
+
+ENV_AGENT = ("import os, sys\n"
+             "for key in ('PIRCAN_ACCOUNT', 'PIRCAN_IRC', 'PIRCAN_HTTP', 'PIRCAN_TOKEN', 'GREETING', 'NOT_PASSED'):\n"
+             "    print(key + '=' + os.environ.get(key, '-'), flush=True)\n"
+             "print('CWD=' + os.getcwd(), flush=True)\n"
+             "print('ready', flush=True)\n"
+             "sys.stdin.read()\n")
+
+
+def test_the_environment_reaches_the_process_and_its_token_ends_with_it(world, monkeypatch):
+    """PIRCAN_ACCOUNT, PIRCAN_IRC, PIRCAN_HTTP, PIRCAN_TOKEN, the entry's env and cwd reach the
+    process, the server's own environment does not; the token signs in over SASL PLAIN while the
+    process runs and is revoked when it ends."""
+    from ext.pircan.host.logs import tail
+
+    start, login, tmp = world
+    monkeypatch.setenv("NOT_PASSED", "the server's secret")
+    home = tmp / "agent-home"
+    home.mkdir()
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", ENV_AGENT], "start": "always",
+                         "restart": "no", "ready": {"log": "^ready"}, "cwd": str(home),
+                         "env": {"GREETING": "hello"}}])
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running")
+    seen = dict(line.split("=", 1) for line in tail(tmp / "pircd-host", "echo", 20).data.decode().splitlines()
+                if "=" in line and not line.startswith("---"))
+    assert seen["PIRCAN_ACCOUNT"] == "echo" and seen["GREETING"] == "hello" and seen["NOT_PASSED"] == "-"
+    assert seen["PIRCAN_HTTP"] == srv.http_url and seen["PIRCAN_IRC"].endswith(f":{srv.port}")
+    assert seen["CWD"] == str(home)
+    token = seen["PIRCAN_TOKEN"]
+    agent = IRCClient(srv.port)
+    try:
+        assert [m.params[2] for m in agent.login("echo", token) if m.command == "900"] == ["echo"]
+    finally:
+        agent.close()
+    assert run(srv, state.host.stop_agent("echo", "test")) == "stopped"
+    assert hosted.state == "parked"
+    assert [t.name for t in run(srv, state.api.list_tokens(None, "echo")) if t.name.startswith("host-")] == []
+    late = IRCClient(srv.port)
+    try:
+        with pytest.raises(AssertionError, match="904"):
+            late.login("echo", token)
+    finally:
+        late.close()
+
+
+async def _sweep(srv_state: Any, now: int) -> str:
+    srv_state.host.sweep(now)
+    await asyncio.sleep(0)  # the stop the sweep spawned has begun
+    return srv_state.host.agents["echo"].state
+
+
+def test_idle_stop_minutes_parks_an_agent_with_nothing_to_do(world):
+    """The once-a-minute sweep parks a running agent that had no event and sent no message for
+    idle_stop_minutes; one minute short of it, it keeps running. (The sweep's clock is given.)"""
+    start, login, tmp = world
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
+                         "ready": {"log": "^ready"}, "idle_stop_minutes": 30}])
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    until(lambda: hosted.state == "running")
+    began = hosted.started_at
+    assert run(srv, _sweep(state, began + 29 * 60_000)) == "running"
+    assert run(srv, _sweep(state, began + 30 * 60_000)) == "stopping"
+    until(lambda: hosted.state == "parked" and hosted.task is None)
+    until(lambda: audit_details(tmp / "pircd.db", "echo")[-1:] == [
+        ("host.stop", f"pid {hosted_pid_of(tmp, 'echo')}: signal SIGTERM (idle for 30 min)")])
+
+
+def audit_details(db: Path, account: str) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(db)
+    try:
+        return list(conn.execute("SELECT action, detail FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' "
+                                 "ORDER BY id", (account,)))
+    finally:
+        conn.close()
+
+
+def hosted_pid_of(tmp: Path, account: str) -> str:
+    """The pid of the account's last start, from its audit row ('pid <n> (...)')."""
+    starts = [detail for action, detail in audit_details(tmp / "pircd.db", account) if action == "host.start"]
+    return starts[-1].split()[1] if starts else "?"
+
+
+def test_a_task_request_revives_a_parked_agent(world):
+    srv, alice, olive, tmp = echo_in_touch(world, "message,task:summarise")
+    hosted = _state(srv).host.agents["echo"]
+    park(srv)
+    alice.send("TASK CREATE echo summarise :the weekly notes")
+    created = alice.read_until(lambda m: m.command in ("TASK", "FAIL"))[-1]
+    assert created.params[1] == "CREATED", created
+    until(lambda: hosted.state == "running")
+    until(lambda: [a for a in audit_details(tmp / "pircd.db", "echo") if a[0] == "host.revive"] == [
+        ("host.revive", "for a request"), ("host.revive", "for a task")])
+
+
+CRASH = "import sys; print('boom', flush=True); sys.exit(3)"
+
+
+def test_the_owner_sees_failed_through_host_and_mcp(world):
+    """A process that fails max_failures times in a row is failed; its owner sees it (and the last
+    exit) on IRC HOST and MCP list_hosted_agents, and starting it by hand clears it."""
+    from tests.test_mcp import call, mcp, token_for
+
+    start, login, tmp = world
+    srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CRASH], "start": "always",
+                         "restart": "on-failure"}], max_failures=1)
+    hosted = _state(srv).host.agents["echo"]
+    until(lambda: hosted.state == "failed")
+    olive = login(srv, "olive")
+    olive.send("HOST STATUS echo")
+    (line,) = olive.sync()
+    assert line.params[1:5] + line.params[9:] == ["AGENT", "echo", "failed", "*", "exit 3"]
+    token = token_for(srv, "olive")
+
+    async def listed() -> dict[str, Any]:
+        async with mcp(srv, token) as client:
+            return (await call(client, "list_hosted_agents"))["agents"][0]
+
+    agent = run(srv, listed())
+    assert (agent["state"], agent["pid"], agent["last_exit"]) == ("failed", None, "exit 3")
+    olive.send("HOST START echo")
+    (started,) = olive.sync()
+    assert started.params[1:4] == ["AGENT", "echo", "starting"]
+    until(lambda: hosted.state == "failed" and hosted.task is None)  # and it fails again, once

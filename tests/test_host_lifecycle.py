@@ -107,7 +107,7 @@ def test_kill9_loses_nothing_acknowledged_and_leaves_one_process(tmp_path):
             sent.append(receipt.params[2])
         got = []
         while len(got) < 10:
-            alice.send("INBOX WAIT echo 20000")
+            alice.send("INBOX WAIT echo 20000 kinds=message")
             got.append(alice.read_until(lambda m: m.command == "INBOX" and m.params[1] in ("BODY", "TIMEOUT"))[-1]
                        .params[3])
         assert got == [f"echo: n{i}" for i in range(10)]

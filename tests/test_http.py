@@ -249,3 +249,16 @@ def test_public_url_is_accepted_as_host_and_origin():
         "10.0.0.5:*", "127.0.0.1:6680", "[::1]:6680", "agents.example.org:8443", "localhost:6680"]
     assert "https://agents.example.org:8443" in allowed_origins(server, addresses, tls=False)
     assert "http://127.0.0.1:6680" in allowed_origins(server, addresses, tls=False)
+
+
+def test_a_listener_on_every_interface_accepts_loopback_names():
+    """A listener on 0.0.0.0 (a container's) is reached on loopback too: its health check asks
+    for 127.0.0.1:6680. DNS rebinding is still refused: the rebound page sends its own name."""
+    from ircd.net.http import allowed_hosts
+    from ircd.server import Server
+
+    server = Server(config())
+    assert allowed_hosts(server, [("0.0.0.0", 6680)]) == [
+        "0.0.0.0:6680", "127.0.0.1:6680", "[::1]:6680", "localhost:6680"]
+    assert allowed_hosts(server, [("::", 6680)]) == ["127.0.0.1:6680", "[::1]:6680", "[::]:6680", "localhost:6680"]
+    assert allowed_hosts(server, [("192.0.2.7", 6680)]) == ["192.0.2.7:6680"]

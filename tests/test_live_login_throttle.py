@@ -32,7 +32,7 @@ def srv(tmp_path):
         ),
         db=str(tmp_path / "throttle.db"),
     ).start()
-    for name in ("alice", "bob"):
+    for name in ("alice", "bob", "carol"):
         coro = server.server.accounts.create(name, RIGHT)
         asyncio.run_coroutine_threadsafe(coro, server.loop).result(30)
     yield server
@@ -98,10 +98,13 @@ def test_wrong_passwords_slow_only_the_guessing_source(srv, connect):
     for _ in range(2):
         assert attempt(guesser, "nosuchname", "guess") == invalid.format("guesser")
     late = connect("late")
-    assert throttled(attempt(late, "bob", RIGHT), "late")
-    # ...which holds back 127.0.0.1 only: bob still logs in from 127.0.0.2
+    assert throttled(attempt(late, "carol", RIGHT), "late")
+    # ...which holds back 127.0.0.1 only, for accounts that never logged in from it: carol still logs
+    # in from 127.0.0.2, and bob, who logged in from 127.0.0.1 before, from there too
     other_ip = connect("otherip", source="127.0.0.2")
-    assert attempt(other_ip, "bob", RIGHT) == ":irc.test 903 otherip :SASL authentication successful"
+    assert attempt(other_ip, "carol", RIGHT) == ":irc.test 903 otherip :SASL authentication successful"
+    known = connect("known")
+    assert attempt(known, "bob", RIGHT) == ":irc.test 903 known :SASL authentication successful"
 
 
 def test_simultaneous_guesses_from_many_connections_are_all_counted(srv, connect):

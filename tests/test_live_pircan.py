@@ -77,7 +77,7 @@ def test_agents_and_owner_whole_exchange(srv, clients):
     alice.send("SEND bob :Build 42 is green")
     (receipt,) = alice.sync()
     mid = receipt.params[2]
-    assert wire([receipt]) == [("irc.test", "SEND", ["alice", "OK", mid, "bob", "notified", mid, "0"])]
+    assert wire([receipt]) == [("irc.test", "SEND", ["alice", "OK", mid, "bob", "delivered", mid, "0"])]
     assert wire(bob.read_until(lambda m: m.command == "NOTIFY")) == [("irc.test", "NOTIFY", ["bob", "message", "1"])]
 
     # the recipient takes it: whole message, read and acknowledged at once
@@ -97,7 +97,7 @@ def test_agents_and_owner_whole_exchange(srv, clients):
     bob.send(f"SEND alice {mid} :Thanks, deploying")
     (receipt2,) = bob.sync()
     reply_id = receipt2.params[2]
-    assert receipt2.params == ["bob", "OK", reply_id, "alice", "notified", mid, "1"]
+    assert receipt2.params == ["bob", "OK", reply_id, "alice", "woken", mid, "1"]  # alice waits for it
     got = wire(alice.read_until(lambda m: m.command == "INBOX" and m.params[1] == "END"))
     assert [g[2][1] for g in got] == ["MESSAGE", "BODY", "END"]
     assert got[0][2][2:4] == [reply_id, "bob"] and got[0][2][5:8] == [mid, mid, "1"]
@@ -107,8 +107,8 @@ def test_agents_and_owner_whole_exchange(srv, clients):
     olive.send("AGENTS")
     roster = [r for r in wire(olive.sync()) if r[1] == "AGENTS"]
     assert [r[2][1:5] + r[2][6:] for r in roster] == [
-        ["AGENT", "alice", "online", "0", "owned", "olive", "agent", "*"],
-        ["AGENT", "bob", "online", "0", "owned", "olive", "agent", "*"],
+        ["AGENT", "alice", "running", "0", "owned", "olive", "agent", "*"],
+        ["AGENT", "bob", "running", "0", "owned", "olive", "agent", "*"],
         ["END", "2"],
     ]
     olive.send("CONTACT LIST agreements")

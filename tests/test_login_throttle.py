@@ -11,6 +11,7 @@ import pytest
 from ircd import passwords
 from ircd.logins import source_of
 from ircd.store.accounts import add_certfp
+from ircd.tokens import WRONG_SECRET_FACTOR, TokenIdentity, TokenThrottled
 from tests.harness import Harness, config
 
 RIGHT = "sesame123"
@@ -203,19 +204,86 @@ def test_login_account_attempts_is_at_least_login_attempts():
     ]
 
 
-def test_token_checks_share_the_per_source_limit_and_are_counted_first(th):
-    """Bearer-token checks (HTTP transports) go through the same throttle, per source only: simultaneous
-    wrong tokens are held to accounts.login_ip_attempts, and that source's password logins wait too."""
-    tokens = th.server.tokens
-    _, good = th.run(tokens.create(None, "alice"))
+def tokens_of(h: Harness, count: int, account: str = "alice") -> list[str]:
+    return [h.run(h.server.tokens.create(None, account, f"t{i}"))[1] for i in range(count)]
 
+
+def verify_all(h: Harness, texts: list[str], ip: str) -> list:
+    """Every check at once (none has finished when the others start)."""
     async def together() -> list:
-        return await asyncio.gather(*(tokens.verify(f"pircd_1_wrong{i}", "192.0.2.7") for i in range(25)))
+        return await asyncio.gather(*(h.server.tokens.verify(text, ip) for text in texts))
 
-    assert th.run(together()) == [None] * 25
-    assert tokens.retry_after("192.0.2.7") == 60
-    assert len(th.server.logins) == 1  # the source alone: nothing per account
+    return h.run(together())
+
+
+def wrong_secret(token: str) -> str:
+    return token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+
+
+def test_bad_tokens_from_an_address_do_not_lock_out_valid_tokens_or_logins_from_it(th):
+    """Tokens that name no token (malformed, or an id no token has) count against their address
+    (accounts.login_ip_attempts, 20); past it they are refused without a check, while a real token
+    and a password login from the same address still work: one bad client behind a shared address
+    does not lock out the others."""
+    good, = tokens_of(th, 1)
+    garbage = [f"pircd_1_wrong{i}" for i in range(12)] + [f"pircd_{i + 1:016x}_nosuchtoken" for i in range(13)]
+    results = verify_all(th, garbage, "192.0.2.7")
+    assert results[:20] == [None] * 20
+    assert results[20:] == [TokenThrottled(60.0, "address")] * 5
+    identity = th.run(th.server.tokens.verify(good, "192.0.2.7"))
+    assert isinstance(identity, TokenIdentity) and identity.account == "alice"
     th.register("same", ip="192.0.2.7")
-    assert plain(th, "same", RIGHT) == THROTTLED
-    identity = th.run(tokens.verify(good, "198.51.100.1"))
-    assert identity is not None and identity.account == "alice"
+    assert plain(th, "same", RIGHT) == "SASL authentication successful"
+
+
+def test_simultaneous_valid_checks_are_never_refused(th):
+    """Only failures count: a hundred agents with valid tokens behind one address, checked at the
+    same moment, all get in."""
+    texts = tokens_of(th, 100)
+    assert [r.name for r in verify_all(th, texts, "192.0.2.8")] == [f"t{i}" for i in range(100)]
+
+
+def test_guessing_one_tokens_secret_locks_that_token(th):
+    """Wrong secrets of a real token id count against that id: from the guessing address
+    (accounts.login_attempts, 5) and from addresses that never used it (login_account_attempts, 10).
+    The guessed token is refused without a check where it is guessed; other tokens, and the
+    guessed one from an address that used it before, still work."""
+    target, other = tokens_of(th, 2)
+    assert isinstance(th.run(th.server.tokens.verify(target, "10.0.0.1")), TokenIdentity)  # its owner's host
+    assert verify_all(th, [wrong_secret(target)] * 6, "192.0.2.1") == [None] * 6  # checked at once: all ran
+    assert th.run(th.server.tokens.verify(target, "192.0.2.1")) == TokenThrottled(60.0, "credential")
+    assert isinstance(th.run(th.server.tokens.verify(other, "192.0.2.1")), TokenIdentity)
+    assert isinstance(th.run(th.server.tokens.verify(target, "198.51.100.1")), TokenIdentity)  # 6 < 10
+    assert verify_all(th, [wrong_secret(target)] * 4, "192.0.2.2") == [None] * 4
+    assert th.run(th.server.tokens.verify(target, "203.0.113.5")) == TokenThrottled(60.0, "credential")
+    assert isinstance(th.run(th.server.tokens.verify(target, "10.0.0.1")), TokenIdentity)
+    assert isinstance(th.run(th.server.tokens.verify(target, "198.51.100.1")), TokenIdentity)
+
+
+def test_wrong_secrets_of_many_tokens_hold_the_address_to_the_tokens_it_used(th):
+    """Wrong secrets of real ids also count against the address, at WRONG_SECRET_FACTOR times
+    login_ip_attempts (100): past it the address may only present ids it used successfully."""
+    texts = tokens_of(th, 27)
+    used, fresh, guessed = texts[0], texts[1], texts[2:]
+    assert isinstance(th.run(th.server.tokens.verify(used, "192.0.2.9")), TokenIdentity)
+    for text in guessed:  # 25 ids x 4 = 100 wrong secrets, under each id's own limit of 5
+        assert verify_all(th, [wrong_secret(text)] * 4, "192.0.2.9") == [None] * 4
+    assert WRONG_SECRET_FACTOR * 20 == 100
+    assert th.run(th.server.tokens.verify(fresh, "192.0.2.9")) == TokenThrottled(60.0, "credential")
+    assert isinstance(th.run(th.server.tokens.verify(used, "192.0.2.9")), TokenIdentity)
+    assert isinstance(th.run(th.server.tokens.verify(fresh, "192.0.2.10")), TokenIdentity)
+
+
+def test_a_source_the_account_logged_in_from_is_held_only_by_its_own_failures(th):
+    """Behind a shared address, others' wrong passwords (accounts.login_ip_attempts, 20) hold back
+    new accounts from it, not an account that logged in from it before."""
+    th.run(th.server.accounts.create("bob", RIGHT))
+    th.register("alice-host", ip="192.0.2.20")
+    assert plain(th, "alice-host", RIGHT) == "SASL authentication successful"
+    for account in ("a1", "a2", "a3", "a4"):
+        assert guesses(th, "192.0.2.20", 5, account) == [INVALID] * 5
+    th.register("bob-host", ip="192.0.2.20")
+    assert plain(th, "bob-host", RIGHT, account="bob") == THROTTLED
+    th.register("alice-again", ip="192.0.2.20")
+    assert plain(th, "alice-again", RIGHT) == "SASL authentication successful"
+    assert guesses(th, "192.0.2.20", 6) == [INVALID] * 5 + [THROTTLED]  # its own failures still count

@@ -169,7 +169,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "get_conversation", "request_contact", "respond_to_contact", "revoke_agreement",
                              "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
                              "get_channel_history", "send_channel_message", "create_task", "update_task",
-                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "set_profile",
+                             "provide_task_input", "cancel_task", "get_task", "list_tasks", "task_snapshot", "set_profile",
                              "publish_resource", "delete_resource", "request_intro_token",
                              "set_webhook", "get_webhook",
                              "clear_webhook", "rotate_webhook_secret", "test_webhook", "list_dead_letters",
@@ -177,7 +177,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "join_channel", "leave_channel", "invite_to_channel", "uninvite_from_channel",
                              "set_channel_topic",
                              "list_hosted_agents", "control_hosted_agent", "read_hosted_agent_logs",
-                             "write_hosted_agent_stdin", "signal_hosted_agent"]
+                             "write_hosted_agent_stdin", "signal_hosted_agent", "broadcast_message"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")
@@ -195,7 +195,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             # a 60,000-byte message over MCP: stored once, read in full over IRC
             sent = await call(alice, "send_direct_message", recipient="bob", body=BODY_60000)
             mid = sent["message"]["message_id"]
-            assert (sent["status"], sent["created"], sent["message"]["bytes"]) == ("notified", True, 60_000)
+            assert (sent["delivery"], sent["created"], sent["message"]["bytes"]) == ("delivered", True, 60_000)
             assert "body" not in sent["message"]  # the receipt: the stored message's size, not its 60,000 bytes again
             lines = irc(bob, "INBOX")
             assert lines[0][:3] == ["bob", "MESSAGE", mid]
@@ -208,7 +208,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
             # a 200-character reply over IRC, read whole over MCP
             reply_text = "r" * 200
             got = irc(bob, f"SEND alice {mid} :{reply_text}")
-            assert got[0][:2] == ["bob", "OK"] and got[0][4] == "notified"  # alice is present over MCP
+            assert got[0][:2] == ["bob", "OK"] and got[0][4] == "delivered"  # alice is present over MCP
             rmid = got[0][2]
             taken = await call(alice, "wait_for_messages", sender=["bob"], timeout_ms=30000)
             assert taken["message"]["message_id"] == rmid and taken["message"]["body"] == reply_text
@@ -332,18 +332,58 @@ def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
     asyncio.run(scenario())
 
 
-def test_tokens_are_checked_and_failures_throttled_per_ip(srv):
+def test_list_agents_tells_running_idle_parked_and_offline(srv, clients):
+    """The owner's roster over MCP: bob on IRC is running, then idle when away; alice waiting in
+    wait_for_messages is idle, running again once the wait answered; carol, not connected, is offline
+    until her A2A endpoint makes her parked (a message reaches her there)."""
+    bob = login(srv, clients, "bob")
+
+    async def statuses(client: Any) -> dict[str, str]:
+        return {a["name"]: a["status"] for a in (await call(client, "list_agents"))["agents"] if a["kind"] == "agent"}
+
+    async def until_listed(client: Any, wanted: dict[str, str]) -> None:
+        """The roster as wanted, polled with a deadline (the wait's start is not observable otherwise)."""
+        deadline = asyncio.get_running_loop().time() + 10
+        while (await statuses(client)) != wanted:
+            assert asyncio.get_running_loop().time() < deadline, await statuses(client)
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "olive")) as olive, mcp(srv, token_for(srv, "alice")) as alice:
+            await call(alice, "get_inbox")  # alice is on the network through MCP
+            assert await statuses(olive) == {"alice": "running", "bob": "running", "carol": "offline"}
+            waiting = asyncio.ensure_future(call(alice, "wait_for_messages", timeout_ms=30_000))
+            await until_listed(olive, {"alice": "idle", "bob": "running", "carol": "offline"})
+            await call(olive, "set_profile", account="carol", a2a_endpoint="https://carol.example/a2a")
+            await asyncio.to_thread(irc, bob, "AWAY :lunch")
+            assert await statuses(olive) == {"alice": "idle", "bob": "idle", "carol": "parked"}
+            await call(olive, "send_direct_message", recipient="alice", body="wake up")
+            assert (await waiting)["message"]["body"] == "wake up"
+            assert await statuses(olive) == {"alice": "running", "bob": "idle", "carol": "parked"}
+
+    asyncio.run(scenario())
+
+
+def test_tokens_are_checked_and_failures_throttled_per_address_not_for_valid_tokens(srv):
+    """Tokens naming nothing count against the address (accounts.login_ip_attempts, 20); past it
+    they get 429 with the code and the seconds to wait, as MCP's JSON-RPC error, while a valid
+    token from the same address still gets its answer."""
     async def scenario() -> None:
         async with httpx2.AsyncClient() as http:
             url = srv.http_url + "/mcp"
             r = await http.post(url, json={})
             assert r.status_code == 401
             assert r.headers["www-authenticate"] == 'Bearer realm="pircd", error="invalid_token"'
-            for _ in range(20):  # accounts.login_ip_attempts; a request without a token is not a failure
+            for _ in range(20):  # a request without a token is not a failure
                 assert (await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})).status_code == 401
-            r = await http.post(url, json={}, headers={"Authorization": "Bearer " + token_for(srv, "alice")})
-            assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
-            assert r.json()["error"] == "RATE_LIMITED"
+            r = await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})
+            assert (r.status_code, r.headers["retry-after"]) == (429, "60")
+            assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32000, "message": "RATE_LIMITED: Too many failed token checks from your address. Retry in 60 s",
+                "data": {"code": "RATE_LIMITED", "context": [],
+                         "message": "Too many failed token checks from your address", "retry_after_s": 60}}}
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            assert (await call(alice, "get_profile"))["account"] == "alice"
 
     asyncio.run(scenario())
 
@@ -417,7 +457,9 @@ def test_a_channel_post_over_mcp_obeys_the_channels_modes_bans_and_mutes(srv, cl
 
 def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
     """The cancellation itself, without HTTP: a request that never ends on its own ends on revocation."""
+    from ext.pircan.config import PircanConfig
     from ext.pircan.mcp.http import BearerGate
+    from ext.pircan.mcp.limits import CallLimits
     from ircd.tokens import TokenIdentity
 
     class Api:
@@ -427,7 +469,10 @@ def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
         def on_token_revoked(self, fn) -> None:
             self.hooks.append(fn)
 
-        def token_retry_after(self, ip: str) -> float:
+        def http_exempt(self, ip: str) -> bool:
+            return True
+
+        def now(self) -> float:
             return 0.0
 
         async def verify_token(self, token: str, ip: str) -> TokenIdentity:
@@ -448,6 +493,9 @@ def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
 
     class State:
         api = Api()
+        cfg = PircanConfig()
+
+    State.http_calls = CallLimits(State())  # type: ignore[arg-type]
 
     async def scenario() -> None:
         started = asyncio.Event()

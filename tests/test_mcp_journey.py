@@ -2,8 +2,9 @@
 
 After the operator's set-up (the accounts and a bearer token each), two agents use only the
 official MCP SDK's client over real HTTP: they find each other, make an agreement, exchange
-full-length bodies, wait for what comes, run a task, read a published resource, talk in a public
-and in a private channel, and end the agreement. No IRC client takes part; nothing sleeps (each
+full-length bodies, wait for what comes (the contact request, the decision, each message and task
+change), run a task, read a published resource, talk in a public and in a private channel, and end
+the agreement. No IRC client takes part; nothing sleeps (each
 step awaits its call's answer, and the waits are long-polls that end when their event commits).
 """
 
@@ -37,13 +38,15 @@ def test_two_mcp_only_agents_reach_every_goal(srv):
                                purpose="Summaries for the weekly report")
             assert (asked["outcome"], asked["request"]["decider"]) == ("pending", "agent")
             rid = asked["request"]["request_id"]
-            pending = (await call(bob, "list_requests"))["requests"]
-            assert [(r["request_id"], r["requester"], r["purpose"]) for r in pending] == [
-                (rid, "alice", "Summaries for the weekly report")]
+            # bob hears of the request by waiting for it, alice of the decision: no polling
+            told = (await call(bob, "wait_for_messages", kinds=["request"], timeout_ms=30_000))["event"]
+            assert (told["kind"], told["id"], told["request"]["requester"], told["request"]["purpose"]) == (
+                "request", rid, "alice", "Summaries for the weekly report")
             accepted = await call(bob, "respond_to_contact", request_id=rid, decision="accept")
             aid = accepted["agreement"]["agreement_id"]
-            assert [(a["agreement_id"], a["state"]) for a in (await call(alice, "list_agreements"))["agreements"]] == [
-                (aid, "active")]
+            decided = (await call(alice, "wait_for_messages", kinds=["decision"], timeout_ms=30_000))["event"]
+            assert (decided["kind"], decided["request"]["state"], decided["request"]["agreement_id"]) == (
+                "decision", "accepted", aid)
 
             # send and receive full bodies; bob waits for the message, alice for the reply
             waiting = asyncio.ensure_future(call(bob, "wait_for_messages", sender=["alice"], timeout_ms=30_000))

@@ -42,7 +42,7 @@ def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: 
             assert woke["task"]["task_id"] == tid and woke["task"]["state"] == "submitted"
             assert woke["task"]["entries"][0]["text"] == "Hallo Welt"
             # alice waits once over IRC; bob asks a question
-            alice.send("INBOX WAIT bob 60000")
+            alice.send("INBOX WAIT bob 60000 kinds=task-update")
             await call(bob, "update_task", task_id=tid, state="input-required", text="Formal or informal?")
             got = task_lines(alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END"))
             assert got[0].params[1:7] == ["TASK", tid, "alice", "bob", "translate", "input-required"]
@@ -50,7 +50,7 @@ def test_an_irc_agent_waits_once_for_an_mcp_agents_task(srv, clients):  # noqa: 
             woke = await call(bob, "wait_for_messages", sender=["alice"], timeout_ms=30000)
             assert woke["task"]["state"] == "working" and woke["task"]["entries"][-1]["text"] == "informal"
             # a result longer than any IRC line; alice waits again and reads it whole
-            alice.send("INBOX WAIT * 60000")
+            alice.send("INBOX WAIT * 60000 kinds=task-update")
             done = await call(bob, "update_task", task_id=tid, state="completed", text=BIG)
             assert done["task"]["state"] == "completed"
             got = task_lines(alice.read_until(lambda m: m.command == "TASK" and m.params[1] == "END"))

@@ -823,19 +823,51 @@ def test_agents_roster_for_an_owner_and_for_an_agent(p):
     sent_id(send(p, "dave", "alice", "one"))
     sent_id(send(p, "dave", "alice", "two"))
     assert p.cmd("olive", "AGENTS") == [
-        f"{S} AGENTS olive AGENT alice online 2 * owned olive agent *",
-        f"{S} AGENTS olive AGENT bob away 0 * owned olive agent *",
+        f"{S} AGENTS olive AGENT alice running 2 * owned olive agent *",
+        f"{S} AGENTS olive AGENT bob idle 0 * owned olive agent *",
         f"{S} AGENTS olive AGENT carol offline 0 * owned olive agent *",
         f"{S} AGENTS olive END 3",
     ]
     assert p.cmd("alice", "AGENTS") == [
-        f"{S} AGENTS alice AGENT dave online 2 {ts(T0_MS + 5250)} agreement paul agent *",
+        f"{S} AGENTS alice AGENT dave running 2 {ts(T0_MS + 5250)} agreement paul agent *",
         f"{S} AGENTS alice END 1",
     ]
     assert p.cmd("dave", "AGENTS") == [
-        f"{S} AGENTS dave AGENT alice online 0 * agreement olive agent *",
+        f"{S} AGENTS dave AGENT alice running 0 * agreement olive agent *",
         f"{S} AGENTS dave END 1",
     ]
+
+
+def test_the_roster_tells_running_idle_parked_and_offline(tmp_path):
+    """running: connected and busy; idle: connected and waiting (or every connection away); parked:
+    not connected, but a message wakes it (here: its events go to a webhook); offline: none of these."""
+    p = network(tmp_path, pircan={"webhook_allowed_networks": ["127.0.0.0/8"]})
+    try:
+        p.login("olive")
+        p.login("alice")
+        p.login("bob")
+
+        def statuses(conn: str = "olive", line: str = "AGENTS") -> dict[str, str]:
+            return {word(x, 4): word(x, 5) for x in p.cmd(conn, line) if word(x, 3) == "AGENT"}
+
+        assert statuses() == {"alice": "running", "bob": "running", "carol": "offline"}
+        p.cmd("alice", "INBOX WAIT 60000")  # connected and waiting
+        assert p.cmd("olive", "WEBHOOK SET carol http://127.0.0.1:9/hook")[0].split()[2:5] == [
+            "olive", "SET", "carol"]
+        assert statuses() == {"alice": "idle", "bob": "running", "carol": "parked"}
+        assert statuses("bob", "AGENTS ALL") == {"alice": "idle", "carol": "parked", "dave": "offline",
+                                                 "olive": "running", "paul": "offline"}
+        p.advance(60)  # the wait ended: busy again
+        assert p.lines("alice")[0].startswith(f"{S} INBOX alice TIMEOUT 60000")
+        p.cmd("bob", "AWAY :lunch")  # its only connection away
+        assert statuses() == {"alice": "running", "bob": "idle", "carol": "parked"}
+        p.cmd("olive", "WEBHOOK CLEAR carol")
+        p.login("carol")
+        assert statuses() == {"alice": "running", "bob": "idle", "carol": "running"}
+        p.h.disconnect("carol")
+        assert statuses() == {"alice": "running", "bob": "idle", "carol": "offline"}
+    finally:
+        p.close()
 
 
 # expiry: the once-a-minute sweep ------------------------------------------------------------------------
@@ -912,7 +944,7 @@ def test_send_receipt_after_storage_notified(p):
     p.advance(2)
     out = send(p, "alice", "bob", "Hello Bob, shall we?")
     mid = sent_id(out)
-    assert out == [f"{S} SEND alice OK {mid} bob notified {mid} 0"]
+    assert out == [f"{S} SEND alice OK {mid} bob delivered {mid} 0"]
     now = p.now_ms()
     assert p.rows("SELECT id, sender, recipient, agreement_id, conversation_id, in_reply_to, hop_count, created_at, "
                   "body, read_at, idempotency_key FROM pircan_messages") == [
@@ -1019,7 +1051,7 @@ def test_reply_threading(p):
     root = sent_id(send(p, "alice", "bob", "question"))
     out = send(p, "bob", "alice", "answer", reply_to=root)
     r1 = sent_id(out)
-    assert out == [f"{S} SEND bob OK {r1} alice notified {root} 1"]
+    assert out == [f"{S} SEND bob OK {r1} alice delivered {root} 1"]
     r2 = sent_id(send(p, "alice", "bob", "thanks", reply_to=r1))
     assert p.rows("SELECT printf('%016x', id), conversation_id, in_reply_to, hop_count FROM pircan_messages ORDER BY id") == [
         (root, int(root, 16), None, 0),
@@ -1029,7 +1061,7 @@ def test_reply_threading(p):
     # "*" means no in-reply-to: a new conversation
     out = send(p, "alice", "bob", "new topic", reply_to="*")
     new = sent_id(out)
-    assert out == [f"{S} SEND alice OK {new} bob notified {new} 0"]
+    assert out == [f"{S} SEND alice OK {new} bob delivered {new} 0"]
     # a reply must stay within the pair
     assert send(p, "carol", "alice", "me too", reply_to=root) == [
         f"{S} FAIL SEND NO_SUCH_MESSAGE {root} :No such message for you"
@@ -1109,7 +1141,7 @@ def test_idempotent_retry_with_the_same_label(p):
     agree(p, "alice", "bob")
     first = p.cmd("alice", "@label=k1 SEND bob :exactly once")
     mid = word(first[0], 5)
-    assert first == [f"@label=k1 {S} SEND alice OK {mid} bob notified {mid} 0"]
+    assert first == [f"@label=k1 {S} SEND alice OK {mid} bob delivered {mid} 0"]
     p.advance(3)
     assert p.cmd("alice", "@label=k1 SEND bob :exactly once") == first
     assert p.rows("SELECT printf('%016x', id), idempotency_key FROM pircan_messages") == [(mid, "k1")]
@@ -1764,6 +1796,17 @@ def test_help_index_points_to_pircan(p):
     lines = p.cmd("x", "HELP")
     assert f"{S} 705 x * :PIRCAN (agent network): HELP PIRCAN, HELP CONTACT, HELP SEND, HELP INBOX, HELP NOTIFY," in lines
     assert f"{S} 705 x * :  HELP AGENTS, HELP AUDIT, HELP UNINVITE (private channels #<account>/<name>), HELP TASK," in lines
+
+
+def test_help_tells_one_connection_per_agent_and_the_433_before_sasl(p):
+    """What tests/test_nick_ownership.py checks is what HELP NICK and HELP PIRCAN say: a new login of
+    an agent takes its nick over, and a NICK sent before SASL completes may get 433 first."""
+    p.plain("x")
+    nick = [ln.split(" :", 1)[1] for ln in p.cmd("x", "HELP NICK")]
+    assert "PIRCAN: an agent is one worker, so it has one IRC connection at a time: when it logs in again, the" in nick
+    assert "connection still holds the nick, gets 433 * <nick> :Nickname is already in use: that is" in nick
+    overview = [ln.split(" :", 1)[1] for ln in p.cmd("x", "HELP PIRCAN")]
+    assert "One IRC connection per agent: a new login takes the nick over and closes the older connection; a" in overview
 
 
 def test_ids_stay_unique_across_a_restart_with_the_clock_behind(tmp_path):

@@ -49,27 +49,32 @@ def test_history_with_a_peer_shows_both_directions_read_and_unread(p):
     ids = conversation_of_four(p)
     assert p.cmd("bob", "INBOX TAKE")[0].startswith(f"{S} INBOX bob MESSAGE {ids[0]}")  # read now
     assert p.cmd("bob", "INBOX HISTORY alice") == [
-        header(ids[0], "alice", T0_MS + 250) + " one",
-        header(ids[1], "bob", T0_MS + 1250, conv=ids[0], parent=ids[0], hop=1) + " two",
-        header(ids[2], "alice", T0_MS + 2250, conv=ids[0], parent=ids[1], hop=2, size=5) + " three",
-        header(ids[3], "bob", T0_MS + 3250) + " new",
+        header(ids[0], "alice", T0_MS + 250) + " read one",
+        header(ids[1], "bob", T0_MS + 1250, conv=ids[0], parent=ids[0], hop=1) + " unread two",
+        header(ids[2], "alice", T0_MS + 2250, conv=ids[0], parent=ids[1], hop=2, size=5) + " unread three",
+        header(ids[3], "bob", T0_MS + 3250) + " unread new",
         f"{S} INBOX bob HISTORY alice 4 * :4 messages",
     ]
     # nothing changed: the unread one is still unread
     assert p.rows("SELECT printf('%016x', id) FROM pircan_messages WHERE read_at IS NULL ORDER BY id") == [
         (ids[1],), (ids[2],), (ids[3],)
     ]
+    # the state is the recipient's: bob sees that alice has read his reply once she acknowledged it
+    assert p.cmd("alice", f"INBOX ACK {ids[1]}") == [f"{S} INBOX alice ACKED 1"]
+    assert p.cmd("bob", "INBOX HISTORY alice 3")[0] == header(
+        ids[1], "bob", T0_MS + 1250, conv=ids[0], parent=ids[0], hop=1) + " read two"
 
 
 def test_history_of_a_conversation_and_paging(p):
     ids = conversation_of_four(p)
     assert p.cmd("alice", f"INBOX HISTORY {ids[0]} 2") == [
-        header(ids[1], "bob", T0_MS + 1250, conv=ids[0], parent=ids[0], hop=1, nick="alice") + " two",
-        header(ids[2], "alice", T0_MS + 2250, conv=ids[0], parent=ids[1], hop=2, size=5, nick="alice") + " three",
+        header(ids[1], "bob", T0_MS + 1250, conv=ids[0], parent=ids[0], hop=1, nick="alice") + " unread two",
+        header(ids[2], "alice", T0_MS + 2250, conv=ids[0], parent=ids[1], hop=2, size=5, nick="alice")
+        + " unread three",
         f"{S} INBOX alice HISTORY {ids[0]} 2 {ids[1]} :2 messages; older ones: INBOX HISTORY {ids[0]} 2 {ids[1]}",
     ]
     assert p.cmd("alice", f"INBOX HISTORY {ids[0]} 2 {ids[1]}") == [
-        header(ids[0], "alice", T0_MS + 250, nick="alice") + " one",
+        header(ids[0], "alice", T0_MS + 250, nick="alice") + " unread one",
         f"{S} INBOX alice HISTORY {ids[0]} 1 * :1 message",
     ]
 
@@ -81,7 +86,7 @@ def test_history_in_a_batch_with_the_batch_capability(p):
     out = p.cmd("bob2", "INBOX HISTORY alice 1")
     ref = word(out[0], 2)[1:]
     assert out[0] == f"{S} BATCH +{ref} pircan/history alice"
-    assert out[1] == f"@batch={ref} " + header(ids[3], "bob", T0_MS + 3250) + " new"
+    assert out[1] == f"@batch={ref} " + header(ids[3], "bob", T0_MS + 3250) + " unread new"
     assert out[2:] == [
         f"@batch={ref} {S} INBOX bob HISTORY alice 1 {ids[3]} :1 message; older ones: INBOX HISTORY alice 1 {ids[3]}",
         f"{S} BATCH -{ref}",
@@ -155,17 +160,19 @@ def test_wait_for_several_peers_ends_only_when_all_left(p):
     assert p.lines("bob")[0] == header(mid, "dave", T0_MS + 500, size=10)
 
 
-def test_wait_for_a_peer_offline_at_the_start_waits_until_it_comes_and_goes(p):
-    """A peer that is not online may still come and send (or send without IRC): the wait runs;
-    once the peer has come, its departure ends the wait."""
+def test_wait_for_a_peer_not_on_the_network_answers_nothing_at_once(p):
+    """Nothing can come from a peer that is not on the network, not hosted and has no push
+    endpoint: the wait says so at once instead of running to its timeout. Once the peer is
+    there, a wait runs, and its departure ends it."""
     p.login("bob")
     p.login("alice")
     agree(p, "alice", "bob")
     p.h.send("alice", "QUIT :bye")
-    assert p.cmd("bob", "INBOX WAIT alice 5000") == []
-    p.advance(2)
-    assert p.lines("bob") == []
+    assert p.cmd("bob", "INBOX WAIT alice 5000") == [
+        f"{S} INBOX bob NOTHING :Nothing to wait for: alice is not on the network, not hosted and without a push "
+        "endpoint"]
     p.login("alice2", "alice")
+    assert p.cmd("bob", "INBOX WAIT alice 5000") == []
     p.h.send("alice2", "QUIT :bye again")
     assert p.lines("bob") == [f"{S} INBOX bob GONE alice :alice left the network before sending you a message"]
 

@@ -66,7 +66,7 @@ def test_an_mcp_wait_whose_client_disconnects_takes_nothing(srv, clients):
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
             headers = await raw_session(http, url)
             wait = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "wait_for_messages", "arguments": {"timeout_ms": 60_000}}}
+                    "params": {"name": "wait_for_messages", "arguments": {"timeout_ms": 60_000, "kinds": ["message"]}}}
             async with http.stream("POST", url, json=wait, headers=headers) as response:
                 assert response.status_code == 200
             # leaving the block closes the connection: the client is gone, its session stays
@@ -98,7 +98,7 @@ def test_an_mcp_wait_taken_after_the_client_left_is_put_back(srv, clients):
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
             headers = await raw_session(http, url)
             wait = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "wait_for_messages", "arguments": {"timeout_ms": 60_000}}}
+                    "params": {"name": "wait_for_messages", "arguments": {"timeout_ms": 60_000, "kinds": ["message"]}}}
             async with http.stream("POST", url, json=wait, headers=headers) as response:
                 assert response.status_code == 200
                 sent = await asyncio.to_thread(irc, bob, "SEND alice * :first")

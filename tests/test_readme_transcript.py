@@ -3,7 +3,7 @@
 The README shows the agent ``helper`` (owned by ``alice``) asking ``scout`` (owned by ``bob``) for
 contact, ``scout`` accepting, and a message and its reply. Ids, times and the password differ from
 run to run, so they are compared as placeholders; everything else (verbs, keywords, order, the
-``notified``/``queued`` receipts) must be exactly what the README says.
+``delivered``/``queued`` receipts) must be exactly what the README says.
 """
 
 from __future__ import annotations

@@ -168,6 +168,9 @@ def test_twelve_tries_at_most_six_hours_apart_then_a_dead_letter(p, receiver):
     delivery = int(deliveries[0].headers["pircan-delivery"], 16)
     assert p.rows("SELECT id, account, tries, reason, last_status, last_error, died_at - queued_at "
                   "FROM pircan_webhook_dead") == [(delivery, "bob", 12, "tries", 503, "HTTP 503", at)]
+    # /metrics: the request event delivered, 11 tries scheduled again, the 12th a dead letter
+    assert state_of(p).webhooks.counts == {("webhook", "delivered"): 1, ("webhook", "retry"): 11,
+                                           ("webhook", "dead_tries"): 1}
     p.advance(7 * DAY)
     assert len(receiver.requests) == before + 12  # nothing more
     p.lines("bob")
@@ -238,6 +241,7 @@ def test_three_days_pass_while_a_retry_waits(tmp_path, receiver):
     try:
         assert p2.rows("SELECT tries, reason, died_at - ? FROM pircan_webhook_dead", start) == [
             (1, "expired", 3 * DAY * 1000)]
+        assert state_of(p2).webhooks.counts == {("webhook", "dead_expired"): 1}  # for /metrics
         assert pending(p2) == []
         assert len(receiver.requests) == before + 1
     finally:

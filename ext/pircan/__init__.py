@@ -36,6 +36,7 @@ from ext.pircan.irc.roster import handle_agents, handle_audit
 from ext.pircan.irc.tasks import handle_task
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import sweep
+from ext.pircan.service import waits
 from ext.pircan.service.lifecycle import reconcile
 from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
@@ -97,6 +98,7 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.help_footer("  HELP PROFILE, HELP RESOURCE, HELP INTRO (direct A2A)")
     api.help_note("JOIN", help_text.JOIN_NOTE)
     api.help_note("MODE", help_text.MODE_NOTE)
+    api.help_note("NICK", help_text.NICK_NOTE)
 
     # ISUPPORT names are letters and digits only (RPL_ISUPPORT drafts), hence no separators
     api.isupport("PIRCAN", VERSION)
@@ -124,6 +126,7 @@ def setup(api: ExtensionAPI) -> Pircan:
         state.cfg = api.config(PircanConfig)
 
     api.subscribe(Rehashed, rehashed)
+    waits.install(state)
     state.sweep_hooks.append(lambda: api.spawn(sweep(state)))
     state.agreement_end_hooks.append(lambda agreement, now: api.spawn(end_tasks_of(state, agreement, now)))
 
@@ -157,6 +160,9 @@ def setup(api: ExtensionAPI) -> Pircan:
     from ext.pircan import host
 
     host.install(state)  # after start too: its audit rows are PIRCAN's
+    from ext.pircan import metrics
+
+    metrics.install(state)
     return state
 
 

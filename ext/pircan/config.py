@@ -29,6 +29,19 @@ class PircanConfig(BaseModel):
     mcp_presence_seconds: float = Field(60.0, ge=1.0, le=86_400.0)
     # The longest an MCP wait_for_messages blocks (and what timeout_ms 0 means).
     mcp_wait_max_ms: int = Field(900_000, ge=1_000, le=3_600_000)
+    # MCP sessions (Streamable HTTP). One account holds at most mcp_sessions_per_account: a new one
+    # past it ends that account's own session idle the longest (with every one busy, 429). A session
+    # without a request for mcp_session_idle_minutes ends. All accounts together hold at most
+    # mcp_max_sessions: past it the session idle the longest ends (with every one busy, 503).
+    mcp_sessions_per_account: int = Field(10, ge=1, le=1000)
+    mcp_session_idle_minutes: int = Field(10, ge=1, le=1440)
+    mcp_max_sessions: int = Field(2000, ge=1, le=100_000)
+    # Calls (HTTP requests to /mcp and the A2A gateway) per account, then per address (an IPv4
+    # address, an IPv6 /64; loopback and trusted proxies exempt): a burst, refilled at a rate.
+    http_calls_burst: int = Field(60, ge=1, le=100_000)
+    http_calls_per_second: float = Field(10.0, gt=0, le=100_000)
+    http_address_calls_burst: int = Field(120, ge=1, le=100_000)
+    http_address_calls_per_second: float = Field(30.0, gt=0, le=100_000)
     # How often expired requests and agreements are expired, stored, audited and notified.
     sweep_interval_ms: int = Field(60_000, ge=100, le=60_000)
     # The owner portal (/portal): a session ends after this many minutes without a request (and

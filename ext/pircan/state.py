@@ -1,4 +1,4 @@
-"""PIRCAN's live state: agreement cache, budgets, NOTIFY and INBOX WAIT.
+"""PIRCAN's live state: agreement cache, budgets, NOTIFY and the waits (INBOX WAIT and its kin).
 
 The database is the truth; this keeps what the hot paths need in memory:
 live agreements by pair (checked on every SEND and agent-to-agent PRIVMSG),
@@ -19,9 +19,11 @@ from ircd.api import Channel, Client, CommandContext, ExtensionAPI
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.config import PircanConfig
+from ext.pircan.metrics import Stats
 from ext.pircan.rules import HOUR_MS, Limits, SlidingWindow, allows
 from ext.pircan.store import Agreement, StoredMessage
 from ext.pircan.ids import ts
+from ext.pircan.waiting import Waiter
 
 log = logging.getLogger("pircd.pircan")
 
@@ -30,24 +32,6 @@ SERVICE_PREFIX = "PIRCAN!pircan@services.pircd"
 EVENT_TYPES = ("message", "request", "decision", "agreement", "task", "task-update", "webhook")
 MINUTE_MS = 60_000
 _RECENT = 20_000  # recent messages kept for reply checks without a database read
-
-
-@dataclass(eq=False)
-class Waiter:
-    """One pending wait for a message (INBOX WAIT, MCP wait_for_messages); transport-free:
-    the transport hears of the outcome through the two callbacks (service.messages.start_wait)."""
-
-    account: str
-    senders: frozenset[str] | None  # None: from anyone
-    on_message: Callable[[Any], None]  # a StoredMessage, or a store_tasks.Task that changed
-    on_end: Callable[[str, str], None]
-    timeout_ms: int | None
-    key: Any = None  # one wait per key (an IRC connection)
-    timer: Any = None
-    checking: bool = True  # the initial look at the inbox is in flight
-    recheck: bool = False  # a message arrived while checking
-    done: bool = False
-    watching: bool = False  # an awaited peer was present during the wait: its departure ends it
 
 
 # the events that bring a parked agent back (the agent host): what another party asks of it
@@ -95,6 +79,9 @@ class Pircan:
         self.notify_timers: dict[str, Any] = {}
         self.waiters: dict[str, list[Waiter]] = {}
         self.wait_by_key: dict[object, Waiter] = {}
+        self.channel_waiters: dict[str, set[Waiter]] = {}  # folded channel -> the waits watching it
+        # account -> {a connection that just logged in: its unread messages announced before}
+        self.greetings: dict[str, dict[Client, int]] = {}
         self.last_active: dict[str, int] = {}
         self.sweeper: Any = None
         self.sweep_hooks: list[Callable[[], None]] = []
@@ -113,10 +100,13 @@ class Pircan:
         self.private_channels: Any = None  # invitations and standing members (ext/pircan/channels.py)
         self.wakers: list[Waker] = []  # who can start an agent that is not present (the agent host)
         self.host: Any = None  # the agent host (ext/pircan/host), for its owner operations
+        self.http_calls: Any = None  # the HTTP transports' call limits (ext/pircan/mcp/limits.py)
+        self.mcp_sessions: Any = None  # MCP's session manager while the listener runs (mcp/sessions.py)
         self.reviving: set[str] = set()  # accounts whose start an event began and that have not arrived
         # account -> True when its events are pushed to it while it is away (an enabled webhook, an
         # A2A endpoint the network delivers to): the roster's "parked", the receipt's "pushed"
         self.pushers: list[Callable[[str], bool]] = []
+        self.stats = Stats()  # counters for /metrics (ext/pircan/metrics.py)
 
     # helpers ----------------------------------------------------------------
 
@@ -270,7 +260,7 @@ class Pircan:
         events.append((at, event_id))
 
     def schedule_notify(self, account: str, delay_ms: int | None = None) -> None:
-        if account in self.notify_timers or account not in self.pending:
+        if account in self.notify_timers or (account not in self.pending and account not in self.greetings):
             return
         delay = self.cfg.notify_coalesce_ms if delay_ms is None else delay_ms
         self.notify_timers[account] = self.api.call_later(delay / 1000, lambda: self.flush_notify(account))
@@ -279,24 +269,30 @@ class Pircan:
         self.notify_timers.pop(account, None)
         clients = self.api.clients_for_account(account)
         pending = self.pending.get(account)
-        if pending is None or not clients:
+        greetings = self.greetings.pop(account, {})
+        if (pending is None and not greetings) or not clients:
             return  # held until the account is visible again
         now = self.now_ms()
-        counts: list[tuple[str, int]] = []
+        counts: dict[str, int] = {}
         for kind in EVENT_TYPES:
-            events = pending.events.get(kind)
+            events = pending.events.get(kind) if pending is not None else None
             if not events:
                 continue
             fresh = [e for e in events if now - e[0] <= Limits.notify_ttl_ms]  # 24 h, then they expire
             if fresh:
-                counts.append((kind, len(fresh)))
-        del self.pending[account]
+                counts[kind] = len(fresh)
+        self.pending.pop(account, None)
         for client in clients:
-            for kind, count in counts:
-                self.send_notify(client, kind, count)
+            # a connection that just logged in also hears of the unread messages announced before
+            extra = greetings.get(client, 0)
+            for kind in EVENT_TYPES:
+                count = counts.get(kind, 0) + (extra if kind == "message" else 0)
+                if count:
+                    self.send_notify(client, kind, count)
         self.api.flush()
-        ids = [event_id for events in pending.events.values() for _, event_id in events]
-        self.database.write_nowait(db.mark_notified, ids, now)
+        if pending is not None:
+            ids = [event_id for events in pending.events.values() for _, event_id in events]
+            self.database.write_nowait(db.mark_notified, ids, now)
 
     def send_notify(self, client: Client, kind: str, count: int) -> None:
         if self.notify_cap is not None and client.caps & self.notify_cap.bit:
@@ -305,13 +301,33 @@ class Pircan:
             self.api.send(client, "NOTICE", client.nick, f"NOTIFY {kind} {count}", source=SERVICE_PREFIX)
 
     def account_visible(self, client: Client) -> None:
-        """A connection logged in to an account registered: deliver what waited."""
+        """A connection logged in to an account registered: deliver what waited, and remind it of
+        the unread messages an earlier connection was told of (one NOTIFY message with both)."""
         account = client.account_folded
         if account is None:
             return
-        if account in self.pending:
-            self.schedule_notify(account, delay_ms=0)
+        self.api.spawn(self._greet(client, account))
         self.account_arrived(account)
+
+    async def _greet(self, client: Client, account: str) -> None:
+        told = await self.database.read(db.unread_announced, account)
+        if client.account_folded != account:
+            return  # logged out meanwhile
+        if told:
+            self.greetings.setdefault(account, {})[client] = told
+        self.schedule_notify(account, delay_ms=0)
+
+    def announced(self, account: str, kind: str, event_id: int, write: bool = True) -> None:
+        """A wait told ``account`` of an event: it counts as announced (a later wait in the oldest
+        mode does not answer it again; ``write`` False: the caller marked it). NOTIFY still counts
+        it for the connections present now; with none, a later login does not hear of it again."""
+        if write:
+            self.database.write_nowait(db.mark_notified, [event_id], self.now_ms())
+        pending = self.pending.get(account)
+        events = pending.events.get(kind) if pending is not None else None
+        if events and not self.api.is_visible(account):
+            for item in [e for e in events if e[1] == event_id]:
+                events.remove(item)
 
     def account_arrived(self, account: str) -> None:
         """Waits for ``account`` now watch for its departure; a revived agent is back."""
@@ -360,15 +376,18 @@ class Pircan:
             self.elsewhere.pop(account, None)
             self.account_departed(account)
 
-    # waiting for messages -----------------------------------------------------------
+    # waits -----------------------------------------------------------
 
     def add_waiter(self, waiter: Waiter) -> None:
         if waiter.key is not None:
             old = self.wait_by_key.get(waiter.key)
-            if old is not None:
-                self.finish_wait(old, "cancelled", "Replaced by a newer INBOX WAIT")
+            if old is not None:  # a connection has one INBOX WAIT, and one SEND awaiting its reply (key (conn, SEND))
+                what = "SEND awaiting its reply" if isinstance(waiter.key, tuple) else "INBOX WAIT"
+                self.finish_wait(old, "cancelled", f"Replaced by a newer {what}")
             self.wait_by_key[waiter.key] = waiter
         self.waiters.setdefault(waiter.account, []).append(waiter)
+        for channel in waiter.channels or ():
+            self.channel_waiters.setdefault(channel, set()).add(waiter)
         if waiter.senders is not None:
             waiter.watching = any(self.present(peer) for peer in waiter.senders)
 
@@ -384,9 +403,15 @@ class Pircan:
             waiting.remove(waiter)
             if not waiting:
                 del self.waiters[waiter.account]
+        for channel in waiter.channels or ():
+            watching = self.channel_waiters.get(channel)
+            if watching is not None:
+                watching.discard(waiter)
+                if not watching:
+                    del self.channel_waiters[channel]
 
     def finish_wait(self, waiter: Waiter, kind: str, detail: str) -> None:
-        """End a wait without a message: ``kind`` is timeout, gone or cancelled."""
+        """End a wait without an answer: ``kind`` is timeout, gone, nothing or cancelled."""
         if waiter.done:
             return
         self.end_wait(waiter)
@@ -406,13 +431,11 @@ class Pircan:
         else:
             self.finish_wait(waiter, "cancelled", reason)
 
-    def waiters_for(self, account: str, sender: str) -> list[Waiter]:
-        return [w for w in self.waiters.get(account, ()) if not w.done and (w.senders is None or sender in w.senders)]
-
     def check_departed(self, waiter: Waiter) -> None:
         """A wait for particular peers ends when they have all left the network. A peer that was
-        not present when the wait began may still come and send, so only a departure counts."""
-        if waiter.done or waiter.checking or waiter.senders is None:
+        not present when the wait began may still come and send, so only a departure counts; a wait
+        that also watches tasks goes on (they may still change)."""
+        if waiter.done or waiter.checking or waiter.senders is None or waiter.tasks is not None:
             return
         if any(self.present(peer) for peer in waiter.senders):
             waiter.watching = True
@@ -431,6 +454,7 @@ class Pircan:
     def client_gone(self, client: Client, reason: str | None = None) -> None:
         """An IRC connection quit (``reason`` None) or logged out while it may have been waiting."""
         self.wait_ended_for_key(client, reason)
+        self.wait_ended_for_key((client, "SEND"), reason)
 
     def client_left(self, client: Client, account: str | None) -> None:
         """After an IRC connection closed: if its account is no longer present, its waiters' peers hear."""

@@ -116,6 +116,12 @@ def audit(conn: Conn, ident: int, at: int, actor: str, subject: str, action: str
     )
 
 
+def get_audit(conn: Conn, ident: int) -> AuditEntry | None:
+    row = conn.execute("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id = ?",
+                       (ident,)).fetchone()
+    return None if row is None else AuditEntry(*row)
+
+
 def max_id(conn: Conn) -> int:
     """The greatest id in PIRCAN's tables (0 when empty): ids made after a restart must be greater."""
     tables = ("pircan_requests", "pircan_agreements", "pircan_messages", "pircan_events", "pircan_audit",
@@ -158,6 +164,28 @@ def mark_notified(conn: Conn, ids: list[int], at: int) -> int:
             (at, *chunk),
         ).rowcount
     return changed
+
+
+def unread_announced(conn: Conn, account: str) -> int:
+    """Unread messages to ``account`` whose event was announced (NOTIFY, or a wait told of it)."""
+    return conn.execute(
+        "SELECT COUNT(*) FROM pircan_messages m JOIN pircan_events e "
+        "ON e.recipient = m.recipient AND e.type = 'message' AND e.ref_id = m.id "
+        "WHERE m.recipient = ? AND m.read_at IS NULL AND e.notified_at IS NOT NULL",
+        (account,),
+    ).fetchone()[0]
+
+
+def unannounced_events(conn: Conn, account: str, kinds: list[str], after: int,
+                       limit: int) -> list[tuple[int, str, int, int]]:
+    """(id, type, ref_id, created_at) of events of ``kinds`` for ``account`` that nothing announced
+    yet (no NOTIFY, no wait), with an id above ``after``, oldest first."""
+    marks = ",".join("?" * len(kinds))
+    return conn.execute(
+        "SELECT id, type, ref_id, created_at FROM pircan_events WHERE recipient = ? AND notified_at IS NULL "
+        f"AND id > ? AND type IN ({marks}) ORDER BY id LIMIT ?",
+        (account, after, *kinds, limit),
+    ).fetchall()
 
 
 def stale_requests(conn: Conn, before: int) -> list[Request]:
@@ -564,16 +592,20 @@ def take_oldest(conn: Conn, recipient: str, sender: str | None, at: int) -> Stor
 
 
 def take_oldest_of(conn: Conn, recipient: str, senders: frozenset[str] | None,
-                   at: int) -> StoredMessage | None:
-    """``take_oldest`` for a set of senders (None: anyone)."""
-    if senders is None or len(senders) == 1:
+                   at: int, conversation: int | None = None, after: int = 0) -> StoredMessage | None:
+    """``take_oldest`` for a set of senders (None: anyone), of one conversation (when given), with
+    an id above ``after``."""
+    if conversation is None and after == 0 and (senders is None or len(senders) == 1):
         return take_oldest(conn, recipient, None if senders is None else next(iter(senders)), at)
-    marks = ",".join("?" * len(senders))
-    row = conn.execute(
-        f"SELECT {_MSG} FROM pircan_messages WHERE recipient = ? AND read_at IS NULL AND sender IN ({marks}) "
-        "ORDER BY id LIMIT 1",
-        (recipient, *sorted(senders)),
-    ).fetchone()
+    where, args = ["recipient = ?", "read_at IS NULL", "id > ?"], [recipient, after]
+    if senders is not None:
+        where.append(f"sender IN ({','.join('?' * len(senders))})")
+        args.extend(sorted(senders))
+    if conversation is not None:
+        where.append("conversation_id = ?")
+        args.append(conversation)
+    row = conn.execute(f"SELECT {_MSG} FROM pircan_messages WHERE {' AND '.join(where)} ORDER BY id LIMIT 1",
+                       args).fetchone()
     msg = _message(row)
     if msg is not None:
         conn.execute("UPDATE pircan_messages SET read_at = ? WHERE id = ?", (at, msg.id))

@@ -13,7 +13,7 @@ from ircd.api import Conn
 
 __all__ = [
     "Task", "TaskEntry", "Resource", "TERMINAL", "TASK_STATES",
-    "insert_task", "get_task", "set_task_state", "insert_entry", "entries", "tasks_of", "open_tasks_under",
+    "insert_task", "get_task", "set_task_state", "insert_entry", "entries", "entry_task", "tasks_of", "tasks_by_state", "open_tasks_under",
     "mark_seen", "unseen_tasks", "take_task_update", "take_oldest_task_update", "unsee", "set_display_name", "display_names", "set_skill", "delete_skill", "skills_of",
     "put_resource", "delete_resource", "resources_of", "get_resource",
 ]
@@ -107,6 +107,12 @@ def insert_entry(conn: Conn, entry: TaskEntry) -> None:
     )
 
 
+def entry_task(conn: Conn, entry_id: int) -> int | None:
+    """The task a task entry belongs to."""
+    row = conn.execute("SELECT task_id FROM pircan_task_entries WHERE id = ?", (entry_id,)).fetchone()
+    return None if row is None else row[0]
+
+
 def entries(conn: Conn, task_id: int) -> list[TaskEntry]:
     rows = conn.execute(
         "SELECT id, task_id, author, kind, state, at, text FROM pircan_task_entries WHERE task_id = ? ORDER BY id",
@@ -139,6 +145,20 @@ def tasks_of(conn: Conn, accounts: list[str], role: str | None, state: str | Non
         args += [peer, peer]
     rows = conn.execute(
         f"SELECT {_TASK} FROM pircan_tasks WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", (*args, limit)
+    ).fetchall()
+    return [t for t in map(_task, rows) if t is not None]
+
+
+def tasks_by_state(conn: Conn, accounts: list[str], final: bool, limit: int) -> list[Task]:
+    """Tasks where one of ``accounts`` is a party: the final ones (``final``: completed, failed,
+    canceled, rejected), most recently finished first; or the others, oldest first."""
+    marks = ",".join("?" * len(accounts))
+    order = "updated_at DESC, id DESC" if final else "id"
+    rows = conn.execute(
+        f"SELECT {_TASK} FROM pircan_tasks WHERE (requester IN ({marks}) OR target IN ({marks})) "
+        f"AND state {'' if final else 'NOT '}IN ('completed', 'failed', 'canceled', 'rejected') "
+        f"ORDER BY {order} LIMIT ?",
+        (*accounts, *accounts, limit),
     ).fetchall()
     return [t for t in map(_task, rows) if t is not None]
 

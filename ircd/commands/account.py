@@ -19,6 +19,7 @@ from ircd.sasl import CHUNK, MAX_PAYLOAD, MECHANISMS, SaslState, split_payload
 from ircd.sasl.scram import ScramError, ScramServer, fake_keys
 from ircd.store import Account, AccountExists
 from ircd.store.tokens import PREFIX as TOKEN_PREFIX
+from ircd.tokens import TokenThrottled
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -150,10 +151,10 @@ async def _plain_token(ctx: CommandContext, authcid: str, token: str) -> Account
     checked and counted like a token on HTTP, so a wrong one costs the source an attempt."""
     server = ctx.server
     assert server.tokens is not None and server.store is not None
-    wait = server.tokens.retry_after(ctx.client.ip)
-    if wait > 0:
-        return throttled_text(wait)
     identity = await server.tokens.verify(token, ctx.client.ip)
+    if isinstance(identity, TokenThrottled):
+        log.warning("login throttled account=%s ip=%s mechanism=PLAIN (token)", server.casefold(authcid), ctx.client.ip)
+        return throttled_text(identity.retry_after)
     if identity is None or identity.account != server.casefold(authcid):
         log.warning("login failed account=%s ip=%s mechanism=PLAIN (token)", server.casefold(authcid), ctx.client.ip)
         return "Invalid account name or password"

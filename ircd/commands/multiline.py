@@ -182,6 +182,11 @@ class MultilineRelay:
         return b"".join(out)
 
 
+def _send_batch(client: Client, data: bytes) -> None:
+    """A whole batch as one outbox entry, counted as its lines."""
+    client.send_lines(data, data.count(b"\n"))
+
+
 def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
     from ircd.commands.messaging import cannot_send, is_restricted_ctcp
 
@@ -220,13 +225,13 @@ def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
     if channel is not None:
         for member in channel.members:
             if member is not client:
-                member.send(multi.for_client(member))
+                _send_batch(member, multi.for_client(member))
     elif target is not None:
         for each in server.sessions.direct_recipients(client, target, False):  # every connection of the nick
-            each.send(multi.for_client(each))
+            _send_batch(each, multi.for_client(each))
     if client.caps & C.ECHO_MESSAGE:
         label = reply.label if client.caps & C.LABELED_RESPONSE else None
-        client.send(multi.for_client(client, label))
+        _send_batch(client, multi.for_client(client, label))
         reply.label = None  # the echo answered the label
     if target is not None and target.away is not None:
         reply.numeric(N.RPL_AWAY, target.nick, target.away)

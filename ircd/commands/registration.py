@@ -187,6 +187,7 @@ def try_register(ctx: CommandContext) -> None:
     if client.tls:
         client.modes.add("Z")  # connected over TLS
     server.registered_count += 1
+    server.registrations += 1
     if "i" in client.modes:
         server.invisible_count += 1
     log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
@@ -200,6 +201,7 @@ def _attach(server: Server, client: Client, holder: Client, reply: ReplyBuffer) 
     the welcome, then the identity's channels."""
     server.sessions.attach(client, holder)
     client.registered = True
+    server.registrations += 1
     server.account_attached(client)
     log.info("registered id=%d nick=%s user=%s ip=%s (shares the nick)", client.id, client.nick, client.user,
              client.ip)

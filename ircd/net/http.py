@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ircd.config import parse_hostport
+from ircd.log import CountedLog
 from ircd.logins import source_of
 from ircd.net.connection import peer_ip
 from ircd.store.errors import StoreUnavailable
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pircd")
 
-__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address"]
+__all__ = ["HttpGate", "HttpListener", "allowed_hosts", "allowed_origins", "client_address", "is_loopback"]
 
 # How long an idle keep-alive connection stays open. Longer than clients keep idle connections in
 # their pools (httpx, the MCP SDK's client: 5 s; aiohttp: 15 s), so that a client does not send a
@@ -53,12 +54,14 @@ def _hostport(address: tuple[str, int]) -> str:
 
 def allowed_hosts(server: "Server", addresses: list[tuple[str, int]]) -> list[str]:
     """Host header values accepted: the listeners' own, public_url's, loopback names for loopback
-    listeners, and the configured extras (``host:*`` accepts any port)."""
+    listeners and for those on every interface (which loopback reaches too: a container's health
+    check asks for ``127.0.0.1:6680``; a page that rebinds its own name to 127.0.0.1 still sends
+    that name), and the configured extras (``host:*`` accepts any port)."""
     cfg = server.config.http
     hosts: set[str] = set(cfg.allowed_hosts)
     for address in addresses:
         hosts.add(_hostport(address))
-        if address[0] in ("127.0.0.1", "::1", "localhost"):
+        if address[0] in ("127.0.0.1", "::1", "localhost", "0.0.0.0", "::", ""):
             hosts.update(f"{name}:{address[1]}" for name in ("127.0.0.1", "localhost", "[::1]"))
     if cfg.public_url:
         hosts.add(urlsplit(cfg.public_url).netloc)
@@ -78,7 +81,6 @@ def allowed_origins(server: "Server", addresses: list[tuple[str, int]], tls: boo
 
 
 _LINGER_SECONDS = 1.0  # how long a connection refused or timed out is read (and dropped) before it closes
-_REFUSAL_LOG_EVERY = 60.0  # seconds between two log lines about refused or timed-out HTTP connections
 
 
 def canned(status: int, reason: str, text: str, retry_after: int | None = None) -> bytes:
@@ -90,23 +92,6 @@ def canned(status: int, reason: str, text: str, retry_after: int | None = None) 
     if retry_after is not None:
         head.append(f"retry-after: {retry_after}")
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
-
-
-class _Counted:
-    """One log line per interval for a kind of refusal, with how many happened since the last."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, float] = {}
-        self.count: dict[str, int] = {}
-
-    def hit(self, kind: str, text: str, *args: Any) -> None:
-        self.count[kind] = self.count.get(kind, 0) + 1
-        now = time.monotonic()
-        if now - self.last.get(kind, -_REFUSAL_LOG_EVERY) < _REFUSAL_LOG_EVERY:
-            return
-        log.warning(text + " (%d time(s) since the last such line)", *args, self.count[kind])
-        self.last[kind] = now
-        self.count[kind] = 0
 
 
 def _networks(items: list[str]) -> list[Any]:
@@ -123,6 +108,11 @@ def _in(ip: str, networks: list[Any]) -> bool:
     return any(address in network for network in networks)
 
 
+def is_loopback(ip: str) -> bool:
+    """127.0.0.0/8 or ::1 (an IPv4-mapped IPv6 address counts as its IPv4 address)."""
+    return _in(ip, _LOOPBACK)
+
+
 class HttpGate:
     """Every HTTP connection, counted from its accept to its close (also once it became a
     WebSocket): at most ``http.max_connections`` at once, and per address (``source_of``) at most
@@ -135,11 +125,11 @@ class HttpGate:
         self.open: dict[Any, str] = {}  # transport -> its source ("" when exempt)
         self.per_source: dict[str, int] = {}
         self.recent: dict[str, deque[float]] = {}
-        self.alarm = _Counted()
+        self.alarm = CountedLog(log)  # one line a minute per kind of refusal
         self.trusted = _networks(server.config.http.trusted_proxies)
 
     def exempt(self, ip: str) -> bool:
-        if self.server.config.connections.exempt_loopback and _in(ip, _LOOPBACK):
+        if self.server.config.connections.exempt_loopback and is_loopback(ip):
             return True
         return _in(ip, self.trusted)
 
@@ -550,6 +540,9 @@ class HttpListener:
             return PlainTextResponse("ok\n")
 
         routes.append(Route("/healthz", endpoint=health))
+        from ircd.net.metrics import metrics_endpoint
+
+        routes.append(Route("/metrics", endpoint=metrics_endpoint(self.server), methods=["GET"]))
         app: Any = _BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
         path = self.server.config.http.websocket_path
         if path:

@@ -73,8 +73,8 @@ async def run_server(
             raise StartupError(f"cannot start: {exc}") from None
         ticker.start()
         started = True
-        for hook in server.on_ready:
-            hook()
+        for announce in server.on_ready:
+            announce()
         addresses = [sock.getsockname()[:2] for srv in listeners for sock in srv.sockets]
         log.info("server %s ready", server.name)
         if ready is not None:

@@ -60,6 +60,8 @@ class _TlsInfo:
 class WebSocketTransport(asyncio.Transport):
     """Lines written by a ``Connection`` become WebSocket messages (sent by one writer task)."""
 
+    websocket = True  # how /metrics tells a WebSocket client from a TCP one (ircd/metrics.py)
+
     def __init__(self, send: Any, subprotocol: str | None, peer: tuple[str, int] | None, tls: bool) -> None:
         super().__init__()
         self._send = send

@@ -37,6 +37,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
 
+from ircd.metrics import DB_BOUNDS, Timings
 from ircd.store import sqlite as lite
 from ircd.store.dialect import POSTGRESQL, SQLITE, Migration, dialect_of, is_url
 from ircd.store.errors import StoreOpenError, StoreUnavailable
@@ -106,8 +107,8 @@ class Database:
         self._local = threading.local()
         self._reader_conns: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        # queued writes; the writer thread takes them all at once (one transaction)
-        self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any]]] = []
+        # queued writes and when they were queued; the writer thread takes them all at once (one transaction)
+        self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any], float]] = []
         self._wakeup = threading.Condition(threading.Lock())
         self._stop = False
         self._stopped: asyncio.Future[None] | None = None
@@ -118,6 +119,9 @@ class Database:
         self._pause = RETRY_MIN_S
         self._generation = 0
         self.batches = 0  # committed write transactions (for tests and benchmarks)
+        # for /metrics: each group commit (BEGIN to COMMIT), and each write from queued to committed
+        self.commit_timings = Timings(DB_BOUNDS)
+        self.write_timings = Timings(DB_BOUNDS)
 
     @property
     def shown(self) -> str:
@@ -265,7 +269,7 @@ class Database:
         with self._wakeup:
             if self._closing:
                 return None
-            self._pending.append((fn, args, future))
+            self._pending.append((fn, args, future, time.perf_counter()))
             self._wakeup.notify()
         return future
 
@@ -330,13 +334,17 @@ class Database:
                     continue
                 if not batch:
                     continue
-                results = _run_batch(conn, [(fn, args) for fn, args, _ in batch])
-                if getattr(conn, "broken", False):  # PostgreSQL went away during the batch
+                began = time.perf_counter()
+                results = _run_batch(conn, [(fn, args) for fn, args, _, _ in batch])
+                committed = time.perf_counter()
+                if getattr(conn, "broken", False):  # PostgreSQL went away during the batch: nothing committed
                     why = next((str(v) for ok, v in results if isinstance(v, StoreUnavailable)), "connection lost")
                     self._went_down(why)
                     conn.close()
                     conn = None
                     results = [(False, StoreUnavailable(why))] * len(batch)
+                else:
+                    self._observe(batch, began, committed)
                 self.batches += 1
                 done, batch = batch, []
                 loop.call_soon_threadsafe(_deliver, done, results)
@@ -350,6 +358,13 @@ class Database:
             if conn is not None:
                 conn.close()
             loop.call_soon_threadsafe(_settle, self._stopped, None)
+
+    def _observe(self, batch: list[tuple[Any, tuple, Any, float]], began: float, committed: float) -> None:
+        """For /metrics: the group commit's time (BEGIN to COMMIT) and each write's, from queued."""
+        self.commit_timings.observe(committed - began)
+        observe = self.write_timings.observe
+        for item in batch:
+            observe(committed - item[3])
 
     def _wait_retry(self) -> bool:
         """While the database is down: keep waiting (True) until the time to try again."""
@@ -407,9 +422,9 @@ def _settle(future: asyncio.Future[Any] | None, exc: BaseException | None) -> No
         future.set_exception(exc)
 
 
-def _deliver(batch: list[tuple[Any, tuple, asyncio.Future[Any]]], results: list[tuple[bool, Any]]) -> None:
+def _deliver(batch: list[tuple[Any, tuple, asyncio.Future[Any], float]], results: list[tuple[bool, Any]]) -> None:
     """On the event loop: hand each write of a committed batch its result."""
-    for (_, _, future), (ok, value) in zip(batch, results):
+    for (_, _, future, _), (ok, value) in zip(batch, results):
         if future.done():
             continue
         if ok:

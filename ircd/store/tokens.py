@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ircd.store.writes import Conn
 
-__all__ = ["TRACK", "MIGRATIONS", "TokenRow", "make_token", "split_token", "insert", "lookup", "list_for",
+__all__ = ["TRACK", "MIGRATIONS", "TokenRow", "make_token", "split_token", "insert", "find", "lookup", "list_for",
            "revoke", "touch", "valid_ids", "secret_hash", "LABEL_MAX"]
 
 TRACK = "tokens"
@@ -88,18 +88,26 @@ def insert(conn: Conn, ident: int, account: str, name: str, secret: str, at: int
 _DUMMY = secret_hash("x" * 43)
 
 
-def lookup(conn: Conn, ident: int, secret: str) -> TokenRow | None:
-    """The token's row when the secret matches and its account exists, is not suspended and is
-    not younger than the token; the same work (one hash, one comparison) whatever the outcome."""
+def find(conn: Conn, ident: int, secret: str) -> tuple[TokenRow | None, bool]:
+    """(the token's row when the secret matches and its account exists, is not suspended and is
+    not younger than the token, else None; whether a token with this id exists at all). The same
+    work (one hash, one comparison) whatever the outcome."""
     row = conn.execute(
-        "SELECT t.id, t.account, t.name, t.created_at, t.created_by, t.last_used_at, t.secret_hash "
-        "FROM account_tokens t JOIN accounts a ON a.folded = t.account "
-        "WHERE t.id = ? AND a.suspended = 0 AND t.created_at >= a.created_at",
+        "SELECT t.id, t.account, t.name, t.created_at, t.created_by, t.last_used_at, t.secret_hash, "
+        "a.suspended = 0 AND t.created_at >= a.created_at "
+        "FROM account_tokens t LEFT JOIN accounts a ON a.folded = t.account WHERE t.id = ?",
         (ident,),
     ).fetchone()
     expected = row[6] if row is not None else _DUMMY
     matches = hmac.compare_digest(secret_hash(secret), expected)
-    return TokenRow(*row[:6]) if row is not None and matches else None
+    if row is not None and matches and row[7]:
+        return TokenRow(*row[:6]), True
+    return None, row is not None
+
+
+def lookup(conn: Conn, ident: int, secret: str) -> TokenRow | None:
+    """The token's row (``find``) or None."""
+    return find(conn, ident, secret)[0]
 
 
 def list_for(conn: Conn, account: str) -> list[TokenRow]:

@@ -83,8 +83,9 @@ def network_card(state: Pircan) -> pb.AgentCard:
           for s in SKILLS.values()),
     ]
     return _card(state, state.api.server_name,
-                 f"The A2A gateway of the PIRCAN agent network at {base}: the network's agents, their agreements "
-                 "and their tasks, for A2A clients that hold a token of an account of the network.",
+                 f"The A2A gateway of the PIRCAN agent network at {base}: the network's agents, their "
+                 "agreements, their tasks and its channels, for A2A clients that hold a token of an "
+                 "account of the network.",
                  base + GATEWAY_PATH, skills, extended=True)
 
 

@@ -118,17 +118,21 @@ def message_proto(msg: StoredMessage) -> pb.Message:
     )
 
 
-def receipt_proto(sent: Sent, receipt_id: int, waited_ms: int) -> pb.Message:
-    """The gateway's answer when no reply came: the receipt of the stored message."""
+def receipt_proto(sent: Sent, receipt_id: int, waited_ms: int, ended: str | None = None,
+                  detail: str = "") -> pb.Message:
+    """The gateway's answer when no reply came: the receipt of the stored message, and why no reply
+    (``ended``: timeout, gone, nothing or cancelled, as a wait ends; metadata ``no_reply``)."""
     msg = sent.message
+    why = {"timeout": f"; no reply within {waited_ms} ms", "gone": f"; no reply: {detail} left the network"}
     text = (f"Stored as {hexid(msg.id)} for {msg.recipient} ({sent.status})"
-            + (f"; no reply within {waited_ms} ms" if waited_ms else ""))
+            + (why.get(ended, f"; no reply: {detail}") if ended else ""))
     return pb.Message(
         message_id=hexid(receipt_id), context_id=hexid(msg.conversation_id), role=pb.ROLE_AGENT,
         parts=[pb.Part(text=text, media_type="text/plain")],
         metadata=_struct({"receipt": True, "message_id": hexid(msg.id), "recipient": msg.recipient,
-                          "status": sent.status, "conversation_id": hexid(msg.conversation_id),
-                          "hop_count": msg.hop_count, "created": sent.created, "created_at": ts(msg.created_at)}),
+                          "delivery": sent.status, "conversation_id": hexid(msg.conversation_id),
+                          "hop_count": msg.hop_count, "created": sent.created, "created_at": ts(msg.created_at),
+                          **({"no_reply": ended} if ended else {})}),
     )
 
 

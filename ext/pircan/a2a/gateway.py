@@ -8,7 +8,8 @@ the network's endpoint ``/a2a``):
 
 * ``SendMessage`` without ``skill`` is a direct message (``send_message``; the A2A ``message_id`` is
   its idempotency key). It waits up to ``pircan.a2a_wait_ms`` for the recipient's reply in the same
-  conversation and answers with it (marked read), or else with the receipt.
+  conversation (``waits.await_reply``, the wait of MCP's await_reply and IRC's SEND with an await
+  time) and answers with it (marked read), or else with the receipt.
 * ``SendMessage`` with ``skill`` creates a task (``create_task``); with the ``task_id`` of a task
   waiting for input it answers it (``provide_input``). It waits (as long) for the task to finish or
   ask for input, and answers with the task as it is then.
@@ -28,6 +29,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
@@ -64,13 +66,15 @@ from ext.pircan.a2a.convert import (
     task_proto,
     text_of,
 )
-from ext.pircan.delivery import Delivery
 from ext.pircan.delivery import current as current_delivery
 from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.metrics import CANCELLED, ERROR, INVALID, OK
+from ext.pircan.service import contact, messages, tasks
 from ext.pircan.service import intro as intros
-from ext.pircan.service import messages, tasks
-from ext.pircan.service.refusals import Refused
+from ext.pircan.service import waits
+from ext.pircan.service.refusals import NEXT_STEP, Refused
 from ext.pircan.state import Pircan
+from ext.pircan.waiting import Waiter
 from ext.pircan.store import StoredMessage
 from ext.pircan.store_tasks import Task, TaskEntry
 
@@ -84,18 +88,24 @@ METADATA_KEYS = frozenset({"to", "skill", "in_reply_to", "intro", "state"})
 _PARAMS = frozenset({"EMPTY", "TOO_LONG", "INVALID_SCOPE", "INVALID_PARAMS", "NEED_MORE_PARAMS", "NO_SUCH_MESSAGE"})
 
 
-# the way out of a refusal, said the A2A way (the skill to call) where the service names another transport's verb
+# the way out of a refusal, said the A2A way (the skill to call) where the service names another
+# transport's verb: keyed by the service's own next step, so that a refusal with a step of its own
+# (NO_AGREEMENT while a request is pending: wait, do not ask again) keeps its meaning
 A2A_NEXT_STEPS = {
-    "NO_AGREEMENT": "Ask for one: a message to the network's endpoint /a2a with metadata 'skill': 'pircan:contact' "
-                    "and a data part {'action': 'request', 'agent': <name>, 'scopes': ['message'], 'days': 30, "
-                    "'purpose': <why>}; the agent (or its owner) decides",
+    NEXT_STEP["NO_AGREEMENT"]:
+        "Ask for one: a message to the network's endpoint /a2a with metadata 'skill': 'pircan:contact' "
+        "and a data part {'action': 'request', 'agent': <name>, 'scopes': ['message'], 'days': 30, "
+        "'purpose': <why>}; the agent (or its owner) decides",
+    contact.PENDING_NEXT_STEP:
+        "Wait for the decision: it is sent to your A2A endpoint if you published one, and skill "
+        "'pircan:contact' with {'action': 'list', 'which': 'requests'} shows the request's state",
 }
 
 
 def a2a_error(exc: Refused, cancel: bool = False) -> A2AError:
     """The A2A error of a refusal, with its code (and context) in the error's data."""
-    if exc.code in A2A_NEXT_STEPS:
-        exc = Refused(exc.code, *exc.context, text=exc.text, next_step=A2A_NEXT_STEPS[exc.code],
+    if exc.next_step in A2A_NEXT_STEPS:
+        exc = Refused(exc.code, *exc.context, text=exc.text, next_step=A2A_NEXT_STEPS[exc.next_step],
                       retry_after_s=exc.retry_after_s)
     data = {"code": exc.code, "context": " ".join(exc.context), **exc.fields()}
     if exc.code == "NO_SUCH_TASK":
@@ -118,69 +128,77 @@ def _unavailable() -> A2AError:
 
 
 def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
-    """Refusals (and unexpected failures) of a handler method as A2A errors."""
+    """Refusals (and unexpected failures) of a handler method as A2A errors; each call counted for
+    /metrics with its result and duration (a stream's: until it ends)."""
     def wrap(fn: Any) -> Any:
+        name = fn.__name__.removeprefix("on_")
         if inspect.isasyncgenfunction(fn):
             @functools.wraps(fn)
             async def stream(self: Any, params: Any, context: ServerCallContext) -> AsyncGenerator[Any, None]:
-                try:
+                with _answered(self.state, name, cancel):
                     async for item in fn(self, params, context):
                         yield item
-                except Refused as exc:
-                    raise a2a_error(exc, cancel) from None
-                except A2AError:
-                    raise
-                except StoreUnavailable:
-                    raise _unavailable() from None
-                except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
-                    raise _internal(exc) from None
             return stream
 
         @functools.wraps(fn)
         async def call(self: Any, params: Any, context: ServerCallContext) -> Any:
-            try:
+            with _answered(self.state, name, cancel):
                 return await fn(self, params, context)
-            except Refused as exc:
-                raise a2a_error(exc, cancel) from None
-            except A2AError:
-                raise
-            except StoreUnavailable:
-                raise _unavailable() from None
-            except Exception as exc:  # noqa: BLE001 - as above
-                raise _internal(exc) from None
         return call
     return wrap
 
 
+@contextlib.contextmanager
+def _answered(state: Pircan, name: str, cancel: bool) -> Iterator[None]:
+    """A call of the A2A method ``name``: a refusal leaves as the A2A error of its code, any other
+    failure as INTERNAL_ERROR (logged), the database unreachable as TEMPORARILY_UNAVAILABLE; counted with its result (ok, the refusal's code, invalid for
+    the protocol's own errors, error, cancelled when the client went away) and its duration."""
+    started, result = time.perf_counter(), ERROR
+    try:
+        yield
+        result = OK
+    except Refused as exc:
+        result = exc.code
+        raise a2a_error(exc, cancel) from None
+    except A2AError:
+        result = INVALID
+        raise
+    except StoreUnavailable:
+        result = "TEMPORARILY_UNAVAILABLE"
+        raise _unavailable() from None
+    except (asyncio.CancelledError, GeneratorExit):
+        result = CANCELLED
+        raise
+    except Exception as exc:  # noqa: BLE001 - any other failure is the server's: logged, INTERNAL_ERROR
+        raise _internal(exc) from None
+    finally:
+        state.stats.call("a2a", name, result, started)
+
+
 class Watch:
-    """The A2A requests waiting for a reply or following a task hear of each commit here
-    (``Pircan.message_hooks`` and ``Pircan.task_hooks``). When the HTTP listener stops, every queue
-    gets None: waiting requests answer with what there is, streams end, and the shutdown does not
-    wait for them."""
+    """The A2A requests following a task hear of each commit here (``Pircan.task_hooks``); those
+    awaiting a reply are waits of the service layer (``waits``). When the HTTP listener stops, every
+    queue gets None and every wait ends: waiting requests answer with what there is, streams end, and
+    the shutdown does not wait for them."""
 
     def __init__(self, state: Pircan) -> None:
+        self.state = state
         self.tasks: dict[int, set[asyncio.Queue[tuple[Task, TaskEntry] | None]]] = {}
-        self.replies: dict[tuple[str, str], set[asyncio.Queue[StoredMessage | None]]] = {}
+        self.waits: set[Waiter] = set()
         self.stopped = False
         state.task_hooks.append(self._task)
-        state.message_hooks.append(self._message)
 
     def stop_all(self) -> None:
         self.stopped = True
         for waiting in self.tasks.values():
             for queue in waiting:
                 queue.put_nowait(None)
-        for replies in self.replies.values():
-            for reply in replies:
-                reply.put_nowait(None)
+        for waiter in list(self.waits):
+            self.state.finish_wait(waiter, "cancelled", "The server is stopping")
 
     def _task(self, task: Task, entry: TaskEntry) -> None:
         for queue in self.tasks.get(task.id, ()):
             queue.put_nowait((task, entry))
-
-    def _message(self, msg: StoredMessage) -> None:
-        for queue in self.replies.get((msg.recipient, msg.sender), ()):
-            queue.put_nowait(msg)
 
     @contextlib.contextmanager
     def task(self, ident: int) -> Iterator[asyncio.Queue[tuple[Task, TaskEntry] | None]]:
@@ -197,43 +215,16 @@ class Watch:
                 if not held:
                     del self.tasks[ident]
 
-    @contextlib.contextmanager
-    def messages(self, recipient: str, sender: str) -> Iterator[asyncio.Queue[StoredMessage | None]]:
-        key = (recipient, sender)
-        queue: asyncio.Queue[StoredMessage | None] = asyncio.Queue()
-        if self.stopped:
-            queue.put_nowait(None)
-        self.replies.setdefault(key, set()).add(queue)
-        try:
-            yield queue
-        finally:
-            held = self.replies.get(key)
-            if held is not None:
-                held.discard(queue)
-                if not held:
-                    del self.replies[key]
 
-
-async def _next(queue: asyncio.Queue[Any], deadline: float, delivery: Delivery | None = None) -> Any:
-    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops, or
-    the request's client disconnected)."""
+async def _next(queue: asyncio.Queue[Any], deadline: float) -> Any:
+    """The next item, or None once the loop's clock passes ``deadline`` (or the listener stops)."""
     remaining = deadline - asyncio.get_running_loop().time()
-    if remaining <= 0 or (delivery is not None and delivery.gone.is_set()):
+    if remaining <= 0:
         return None
-    if delivery is None:
-        try:
-            return await asyncio.wait_for(queue.get(), remaining)
-        except TimeoutError:
-            return None
-    getting = asyncio.ensure_future(queue.get())
-    gone = asyncio.ensure_future(delivery.gone.wait())
     try:
-        await asyncio.wait({getting, gone}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not getting.done():
-            getting.cancel()
-    return getting.result() if getting.done() and not getting.cancelled() else None
+        return await asyncio.wait_for(queue.get(), remaining)
+    except TimeoutError:
+        return None
 
 
 def _string(meta: dict[str, Any], key: str) -> str | None:
@@ -327,26 +318,23 @@ class GatewayHandler(RequestHandler):
         if in_reply_to is None and parse_id(params.message.context_id) is not None:
             in_reply_to = await self._newest(caller, target, params.message.context_id)
         wait_ms = self._wait_ms(params)
-        with self.watch.messages(caller, target) as replies:
-            sent = await messages.send_message(state, caller, agent, text, in_reply_to,
-                                               key=params.message.message_id or None)
-            deadline = asyncio.get_running_loop().time() + wait_ms / 1000
-            reply = None
-            if not sent.created:  # a retry: the reply may have come already
-                reply = await self._reply_in_history(caller, sent.message)
-            delivery = current_delivery()
-            while reply is None and wait_ms:
-                item = await _next(replies, deadline, delivery)
-                if item is None:
-                    break
-                if item.conversation_id == sent.message.conversation_id:
-                    reply = item
-        if reply is None:
-            return receipt_proto(sent, state.new_id(), wait_ms)
-        # read once the answer is written to a client still there: a client gone before puts it back
-        if await messages.acknowledge(state, caller, [hexid(reply.id)]) and delivery is not None:
-            delivery.hold(lambda: messages.put_back(state, caller, reply))
-        return message_proto(reply)
+        sent = await messages.send_message(state, caller, agent, text, in_reply_to,
+                                           key=params.message.message_id or None, via=VIA)
+        delivery = current_delivery()
+        if not sent.created:  # a retry: the reply may have come already
+            reply = await self._reply_in_history(caller, sent.message)
+            if reply is not None:
+                # read once the answer is written to a client still there: a client gone before puts it back
+                if await messages.acknowledge(state, caller, [hexid(reply.id)]) and delivery is not None:
+                    delivery.hold(lambda: waits.put_back(state, caller, reply))
+                return message_proto(reply)
+        if not wait_ms:
+            return receipt_proto(sent, state.new_id(), 0)
+        # the wait every transport shares: the reply is taken once its answer reaches a client still there
+        kind, value = await waits.await_reply(state, sent.message, wait_ms, delivery, self.watch.waits)
+        if kind != "message":
+            return receipt_proto(sent, state.new_id(), wait_ms, kind, value)
+        return message_proto(value)
 
     async def _newest(self, caller: str, target: str, conversation_id: str) -> str:
         """What a message in an A2A context answers: the newest message of ``target`` in that

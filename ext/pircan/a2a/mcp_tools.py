@@ -17,7 +17,7 @@ __all__ = ["register_intro_tool"]
 
 
 def register_intro_tool(mcp: MCPServer, state: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     @tool()
     async def request_intro_token(

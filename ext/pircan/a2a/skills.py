@@ -1,5 +1,6 @@
 """The network's own skills on the gateway's endpoint (``/a2a``): what IRC's CONTACT, AGENTS, PROFILE,
-INBOX, RESOURCE and the MCP tools of the same names do, for an agent that holds only an A2A client.
+INBOX, SEND *, RESOURCE and the channel verbs (channel_skills.py) and the MCP tools of the same names
+do, for an agent that holds only an A2A client.
 
 A ``SendMessage`` to ``/a2a`` whose metadata names one of these skills (``pircan:contact`` ...) is
 a call: its data part (``a2a.helpers.new_data_message``) holds the arguments, always with
@@ -11,64 +12,27 @@ MCP call, so the rules and the refusals are theirs (an A2A error with the code, 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ext.pircan import store as db
-from ext.pircan.ids import hexid, ts
-from ext.pircan.service import contact, messages, profile, roster
+from ext.pircan.a2a.args import Skill
+from ext.pircan.a2a.channel_skills import CHANNELS
+from ext.pircan.a2a.args import arg_int as _int
+from ext.pircan.a2a.args import arg_str as _str
+from ext.pircan.a2a.args import arg_strings as _strings
+from ext.pircan.ids import hexid
+from ext.pircan.service import broadcast, contact, messages, profile, roster, waits
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, request_json, resource_json
+from ext.pircan.service.schema import agreement_json, event_json, message_json, resource_json
 from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
+from ext.pircan.waiting import WaitEvent
 
 __all__ = ["SKILLS", "Skill", "run_skill"]
 
 VIA = "a2a"
 INBOX_MAX = 100  # messages listed at once
-
-
-@dataclass(frozen=True, slots=True)
-class Skill:
-    id: str
-    name: str
-    description: str
-    actions: dict[str, Callable[[Pircan, str, dict[str, Any]], Awaitable[tuple[str, dict[str, Any]]]]]
-
-
-def _str(args: dict[str, Any], key: str, required: bool = True) -> str | None:
-    value = args.get(key)
-    if value is None or value == "":
-        if required:
-            raise Refused("NEED_MORE_PARAMS", key, text=f"The call needs '{key}' in its data part")
-        return None
-    if not isinstance(value, str):
-        raise Refused("INVALID_PARAMS", key, text=f"'{key}' is a string")
-    return value
-
-
-def _int(args: dict[str, Any], key: str, low: int, high: int) -> int | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    # a data part's numbers arrive as floats (google.protobuf.Value)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
-            or not low <= int(value) <= high:
-        raise Refused("INVALID_PARAMS", key, text=f"'{key}' is a whole number, {low}-{high}")
-    return int(value)
-
-
-def _strings(args: dict[str, Any], key: str) -> list[str] | None:
-    value = args.get(key)
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [v for v in value.replace(",", " ").split() if v]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise Refused("INVALID_PARAMS", key, text=f"'{key}' is a list of strings")
-    return list(value)
 
 
 # pircan:contact ------------------------------------------------------------------------------
@@ -82,7 +46,7 @@ async def _request(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[st
     purpose = _str(args, "purpose") or ""
     done = await contact.request_contact(state, caller, agent, scopes, days, purpose)
     return (f"Request {hexid(done.request.id)} to {done.request.target}: {done.outcome}",
-            {"outcome": done.outcome, "request": request_json(done.request, done.outcome),
+            {"outcome": done.outcome, "request": contact.request_view(state, done.request, done.outcome),
              "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
 
@@ -91,21 +55,22 @@ async def _accept(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str
     assert rid is not None
     req, agr = await contact.accept(state, caller, rid, _strings(args, "scopes"), _int(args, "days", 1, 365), via=VIA)
     return (f"Accepted {hexid(req.id)}: agreement {hexid(agr.id)}",
-            {"request": request_json(req, "accepted"), "agreement": agreement_json(agr, "active")})
+            {"request": contact.request_view(state, req, "accepted"),
+             "agreement": agreement_json(agr, "active")})
 
 
 async def _decline(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     rid = _str(args, "request_id")
     assert rid is not None
     req = await contact.decline(state, caller, rid, via=VIA)
-    return f"Declined {hexid(req.id)}", {"request": request_json(req, "declined")}
+    return f"Declined {hexid(req.id)}", {"request": contact.request_view(state, req, "declined")}
 
 
 async def _list(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     which = _str(args, "which", required=False) or "all"
     requests, agreements = await contact.contacts(state, caller, which)
     return (f"{len(requests)} requests, {len(agreements)} agreements",
-            {"requests": [request_json(r, s) for r, s in requests],
+            {"requests": [contact.request_view(state, r, s) for r, s in requests],
              "agreements": [agreement_json(a, s) for a, s in agreements]})
 
 
@@ -132,11 +97,7 @@ async def _agents(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str
     if not isinstance(everyone, bool):
         raise Refused("INVALID_PARAMS", "everyone", text="'everyone' is true or false")
     entries = await roster.roster(state, caller, everyone=everyone)
-    return f"{len(entries)} accounts", {"agents": [
-        {"name": e.name, "kind": e.kind, "display_name": e.display_name, "owner": e.owner, "status": e.status,
-         "relation": e.relation, "skills": [{"name": s, "description": d} for s, d in e.skills],
-         "unread": e.unread, "last_active": None if e.last_active is None else ts(e.last_active)}
-        for e in entries]}
+    return f"{len(entries)} accounts", {"agents": [roster.entry_json(e) for e in entries]}
 
 
 async def _profile_json(state: Pircan, account: str) -> dict[str, Any]:
@@ -198,10 +159,10 @@ async def _take(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
 
 
 async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The oldest unread message, waiting up to ``wait_ms`` (at most ``pircan.a2a_wait_ms``) for one
-    to arrive; it stays unread until acknowledged (``ack``), so an answer that never reached the
-    caller (a client that gave up) loses nothing. A change of one of its tasks by the other party
-    ends the wait too."""
+    """The next thing for the caller, as MCP wait_for_messages answers (``kinds``, ``mode``), waiting
+    up to ``wait_ms`` (at most ``pircan.a2a_wait_ms``). A message stays unread until acknowledged
+    (``ack``), so an answer that never reached the caller (a client that gave up) loses nothing; a
+    task change is seen; an event (a request, a decision, an agreement change) is told, not consumed."""
     sender = _str(args, "sender", required=False)
     wait_ms = min(_int(args, "wait_ms", 1, 3_600_000) or state.cfg.a2a_wait_ms, state.cfg.a2a_wait_ms)
     loop = asyncio.get_running_loop()
@@ -215,18 +176,35 @@ async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
         if not outcome.done():
             outcome.set_result((kind, detail))
 
-    waiter = messages.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended)
+    waiter = await waits.start_wait(state, caller, None if sender is None else [sender], wait_ms, got, ended,
+                                    kinds=waits.kinds_of(_strings(args, "kinds")),
+                                    mode=_str(args, "mode", required=False) or "oldest",
+                                    tasks=_strings(args, "tasks"))
     try:
         item = await outcome
     finally:
         if not outcome.done():  # the request was cancelled: the wait ends with it
             state.finish_wait(waiter, "cancelled", "the request ended")
     if isinstance(item, tuple):
-        return f"Nothing arrived ({item[0]})", {"message": None, "ended": item[0]}
+        detail = {"detail": item[1]} if item[1] else {}  # who left (gone), why nothing can come (nothing)
+        return f"Nothing arrived ({item[0]})", {"message": None, "ended": item[0], **detail}
     if isinstance(item, StoredMessage):
         await state.database.write(db.unread_again, item.id)  # the wait took it: unread until acknowledged
         return f"From {item.sender}", {"message": {**message_json(item), "read": False}}
+    if isinstance(item, WaitEvent):
+        return f"Event {item.kind} {item.ref}", {"message": None, "event": event_json(item)}
     return f"Task {hexid(item.id)} changed", {"message": None, "task_id": hexid(item.id), "state": item.state}
+
+
+async def _broadcast(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """SEND * and MCP broadcast_message: the body to every live agent of the caller's message agreements."""
+    body = args.get("body")
+    if not isinstance(body, str):
+        raise Refused("NEED_MORE_PARAMS", "body", text="The call needs 'body', the message's text")
+    done = await broadcast.broadcast(state, caller, body, key=_str(args, "idempotency_key", required=False),
+                                     via=VIA)
+    return (f"Sent to {done.sent}, refused for {done.refused}, {len(done.skipped)} not live and skipped",
+            broadcast.broadcast_json(done))
 
 
 # pircan:resources and pircan:introspect ---------------------------------------------------------
@@ -285,11 +263,20 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "{skill: description}, remove_skills, a2a_endpoint: a URL, or '' to withdraw it; account for an "
           "agent you own).",
           {"show": _show_profile, "set": _set_profile}),
-    Skill("pircan:inbox", "Your inbox (the pull)", "Messages to you, for an agent without an endpoint of its "
-          "own: action 'list' (the oldest unread, unchanged; sender, limit), 'wait' (the oldest unread, "
-          "waiting up to wait_ms, at most pircan.a2a_wait_ms, for one to arrive; it stays unread), 'ack' "
+    Skill("pircan:inbox", "Your inbox (the pull)", "Messages and events for you, for an agent without an endpoint "
+          "of its own: action 'list' (the oldest unread, unchanged; sender, limit), 'wait' (the next thing for "
+          "you, waiting up to wait_ms, at most pircan.a2a_wait_ms: a message, which stays unread; a task change; "
+          "or an event such as a contact request, a decision or an agreement change; kinds: the event kinds "
+          "wanted, mode: oldest or new, sender, tasks: task ids to watch), 'ack' "
           "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once).",
           {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
+    Skill("pircan:broadcast", "Broadcast", "One direct message to every agent you hold an active agreement "
+          "with the message scope with and that is live now (running or idle), as IRC SEND * and MCP "
+          "broadcast_message: action 'send' (body; idempotency_key). Each recipient is a message of its "
+          "own under its own agreement: per recipient a receipt or a refusal (status 'refused', error); "
+          "parked and offline agents are skipped (a message by name wakes one); nobody live is sent 0, "
+          "not an error.",
+          {"send": _broadcast}),
     Skill("pircan:resources", "Resources", "Resources, as IRC RESOURCE and MCP's resources: action 'list' "
           "(owner; without it every one you may read), 'read' (owner, name), 'put' (name, body, content_type: text or json; "
           "account for an agent you own), 'delete' (name). Reading another's needs resource:read toward it.",
@@ -298,6 +285,7 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "active; status valid, revoked, expired or unknown; its claims and the agreement's parties, scopes and "
           "end): action 'check' (token), for the token's requester or target. Also POST /a2a/introspect.",
           {"check": _introspect}),
+    CHANNELS,
 )}
 
 

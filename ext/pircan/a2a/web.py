@@ -17,26 +17,30 @@ optional for cards.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from a2a.auth.user import UnauthenticatedUser, User
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict, build_error_response
 from a2a.server.routes import DefaultServerCallContextBuilder, create_jsonrpc_routes, create_rest_routes
+from a2a.utils.error_handlers import build_rest_error_payload
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 
 from ext.pircan.a2a import cards
 from ext.pircan.a2a import store as astore
-from ext.pircan.a2a.gateway import GatewayHandler, Watch
+from ext.pircan.a2a.gateway import GatewayHandler, Watch, a2a_error
 from ext.pircan.a2a.keys import jwk_set
 from ext.pircan.delivery import Watched
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY, UNAUTHORIZED, BearerGate, Presence, bearer_token
+from ext.pircan.mcp.limits import plain_refusal, send_json
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
+from ircd.api import TokenThrottled
 
 __all__ = ["CARD_PATH", "install"]
 
@@ -104,16 +108,39 @@ class _IntroOrBearer:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         token = bearer_token(scope) if scope["type"] == "http" else None
-        ip = (scope.get("client") or ("?", 0))[0]
-        api = self.state.api
-        if token is None or token.count(".") != 2 or api.token_retry_after(ip) > 0:
-            await self.gate(scope, receive, send)  # a bearer token, or the gate's 429
+        if token is None or token.count(".") != 2:
+            await self.gate(scope, receive, send)  # a bearer token
             return
-        claims = await api.counted_check(ip, lambda: intros.verify_intro(self.state, token))
+        ip = (scope.get("client") or ("?", 0))[0]
+        if not await self.gate.admit_address(scope, send, ip):
+            return
+        claims = await self.state.api.counted_check(ip, lambda: intros.verify_intro(self.state, token))
+        if isinstance(claims, TokenThrottled):
+            await self.gate.throttled(scope, send, ip, claims)
+            return
         if claims is None:
             await _unauthorized()(scope, receive, send)
             return
         await self.app({**scope, INTRO_CLAIMS_KEY: claims}, receive, send)
+
+
+_JSONRPC_PATH = re.compile(r"^" + re.escape(cards.GATEWAY_PATH) + r"(/agents/[^/]+)?/?$")
+
+
+async def _a2a_refusal(scope: dict, send: Any, status: int, refusal: Refused) -> None:
+    """A refusal of the gate as an A2A error: for JSON-RPC, the error object at HTTP 200 (the SDK's
+    client reads a JSON-RPC error only there), with ``Retry-After``; for HTTP+JSON, the REST error
+    at ``status``; the introspection and the cards answer plain HTTP."""
+    path = scope.get("path", "")
+    headers = [] if refusal.retry_after_s is None else [(b"retry-after", str(refusal.retry_after_s).encode())]
+    if path.endswith((INTROSPECT_PATH, ".json")):
+        await plain_refusal(scope, send, status, refusal)
+    elif scope.get("method") == "POST" and _JSONRPC_PATH.match(path):
+        await send_json(send, 200, build_error_response(None, a2a_error(refusal)), headers)
+    else:
+        payload = build_rest_error_payload(a2a_error(refusal))
+        payload["error"].update(code=status, status="RESOURCE_EXHAUSTED" if status == 429 else "UNAVAILABLE")
+        await send_json(send, status, payload, headers)
 
 
 def install(state: Pircan, presence: Presence) -> None:
@@ -183,7 +210,8 @@ def install(state: Pircan, presence: Presence) -> None:
     checks = Router(routes=[Route("/{agreement_id}", agreement, methods=["GET"])])
     api.http_route(CARD_PATH, network_card)
     api.http_route(intros.JWKS_PATH, jwks)
-    api.http_route(cards.GATEWAY_PATH, BearerGate(Watched(network), state, presence))
+    api.http_route(cards.GATEWAY_PATH, BearerGate(Watched(network), state, presence, refuse=_a2a_refusal))
     api.http_mount(AGREEMENTS_PATH, _IntroOrBearer(checks, state, presence))
-    api.http_mount(cards.GATEWAY_PATH, BearerGate(Watched(nested), state, presence, optional=True))
+    api.http_mount(cards.GATEWAY_PATH, BearerGate(Watched(nested), state, presence, optional=True,
+                                                  refuse=_a2a_refusal))
     api.http_on_stop(watch.stop_all)  # open streams end, waiting requests answer: the shutdown does not wait

@@ -432,9 +432,11 @@ class Host:
 
     # idle agents, the operator's requests --------------------------------------------------
 
-    def sweep(self) -> None:
-        """Once a minute: a running agent idle for ``idle_stop_minutes`` is parked again."""
-        now = self.state.now_ms()
+    def sweep(self, now: int | None = None) -> None:
+        """Once a minute (PIRCAN's sweep): a running agent idle for ``idle_stop_minutes`` (no event
+        for it, no message from it, since it started) is parked again. ``now``: the clock's time,
+        unless given (a test checks the rule without waiting for minutes)."""
+        now = self.state.now_ms() if now is None else now
         for hosted in self.agents.values():
             minutes = hosted.spec.idle_stop_minutes
             if minutes is None or hosted.state != "running" or hosted.started_at is None:

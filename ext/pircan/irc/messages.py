@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from ircd.api import Client, CommandContext, Message, ReplyBuffer
+from ircd.api import CommandContext, Message
 
-from ext.pircan import rules
 from ext.pircan.ids import parse_count
+from ext.pircan.irc.broadcast import send_to_all
 from ext.pircan.irc.common import account_of, fail, refuse
 from ext.pircan.irc.wire import full_message, hexid, message_header
 from ext.pircan.rules import Limits
 from ext.pircan.service import messages as service
 from ext.pircan.service import search
 from ext.pircan.service.refusals import Refused
+from ext.pircan.irc.waits import await_ms_of, await_reply, handle_wait
 from ext.pircan.state import Pircan
-from ext.pircan import store_tasks as tdb
-from ext.pircan.irc.tasks import task_lines
-from ext.pircan.store import StoredMessage
-from ext.pircan.store_tasks import Task
 
 __all__ = ["handle_send", "handle_inbox"]
 
@@ -26,7 +23,7 @@ IDEMPOTENCY_TAG = "+pircan.dev/key"
 
 
 async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
-    """SEND <account> [<in-reply-to>] :<text>"""
+    """SEND <account> [<in-reply-to>|*] :<text> | SEND <account> <in-reply-to|*> <await-ms> :<text>"""
     sender = account_of(ctx, SEND)
     if sender is None:
         return
@@ -36,7 +33,11 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
         return
     tags = msg.tags or {}
     key = tags.get(IDEMPOTENCY_TAG) or tags.get("label") or None
+    if params[0] == "*":
+        await send_to_all(state, ctx, sender, msg, key)
+        return
     try:
+        await_ms = await_ms_of(params[2]) if len(params) > 3 else None  # checked before anything is sent
         sent = await service.send_message(state, sender, params[0], params[-1],
                                           params[1] if len(params) > 2 else None,
                                           key=key, max_chars=Limits.send_chars)
@@ -46,10 +47,12 @@ async def handle_send(state: Pircan, ctx: CommandContext, msg: Message) -> None:
     stored = sent.message
     ctx.reply.send(SEND, ctx.client.nick, "OK", hexid(stored.id), stored.recipient, sent.status,
                    hexid(stored.conversation_id), str(stored.hop_count))
+    if await_ms is not None:  # the reply's wait starts once the receipt is out (after this handler)
+        state.api.spawn(await_reply(state, ctx.client, stored, await_ms))
 
 
 async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None:
-    """INBOX [READ <id> | ACK <id>[,<id>...]|ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>]
+    """INBOX [READ <id> | ACK <id>[,<id>...]|ALL | TAKE [<from>] | WAIT [<from>|*] [<timeout-ms>] [<option>=...]
     | HISTORY <peer|conversation-id> [<limit>] [<before-id>] | SEARCH [<limit>] [<before-id>] :<query>]"""
     account = account_of(ctx, INBOX)
     if account is None:
@@ -66,7 +69,7 @@ async def handle_inbox(state: Pircan, ctx: CommandContext, msg: Message) -> None
         elif sub == "TAKE":
             await _take(state, ctx, account, args)
         elif sub == "WAIT":
-            _wait(state, ctx, account, args)
+            await handle_wait(state, ctx, account, args)
         elif sub == "HISTORY":
             await _history(state, ctx, account, args)
         elif sub == "SEARCH":
@@ -113,53 +116,6 @@ async def _take(state: Pircan, ctx: CommandContext, account: str, args: list[str
     full_message(ctx.reply, ctx.client.nick, item)
 
 
-def _wait(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
-    """Answers at once when a matching message is unread; otherwise later, without blocking the connection."""
-    who, when = (args[0] if args else None), (args[1] if len(args) > 1 else None)
-    if len(args) == 1 and args[0][:1] in "0123456789+-.":  # no account name starts so: a timeout alone
-        who, when = None, args[0]
-    senders = None if who in (None, "", "*") else who.split(",")  # type: ignore[union-attr]
-    timeout = rules.normalize_timeout(when, state.cfg.wait_default_ms)
-    reply = ctx.detach()
-    client = ctx.client
-    service.start_wait(
-        state, account, senders, timeout,
-        on_message=lambda item: _answer(state, client, reply, item),
-        on_end=lambda kind, detail: _ended(state, client, reply, timeout, kind, detail),
-        key=client,
-    )
-    # The handler returns now: later lines of this connection (PING...) go on being handled.
-
-
-def _answer(state: Pircan, client: Client, reply: ReplyBuffer, item: StoredMessage | Task) -> None:
-    if isinstance(item, Task):  # a change of one of its tasks: the whole task, read first
-        state.api.spawn(_answer_task(state, client, reply, item))
-        return
-    full_message(reply, client.nick, item)
-    reply.flush()
-    state.api.flush()
-
-
-async def _answer_task(state: Pircan, client: Client, reply: ReplyBuffer, task: Task) -> None:
-    entries = await state.database.read(tdb.entries, task.id)
-    task_lines(reply, client.nick, task, entries)
-    reply.flush()
-    state.api.flush()
-
-
-def _ended(state: Pircan, client: Client, reply: ReplyBuffer, timeout: int | None, kind: str, detail: str) -> None:
-    nick = client.nick
-    if kind == "timeout":
-        ms = timeout or 0
-        reply.send(INBOX, nick, "TIMEOUT", str(ms), f"No message within {ms} ms")
-    elif kind == "gone":
-        reply.send(INBOX, nick, "GONE", detail, f"{detail} left the network before sending you a message")
-    else:
-        reply.send(INBOX, nick, "CANCELLED", detail)
-    reply.flush()
-    state.api.flush()
-
-
 async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
     if not args:
         fail(ctx, INBOX, "NEED_MORE_PARAMS", "HISTORY",
@@ -176,7 +132,7 @@ async def _history(state: Pircan, ctx: CommandContext, account: str, args: list[
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/history", what)
     for item in items:
-        message_header(ctx.reply, nick, item, with_preview=True)
+        message_header(ctx.reply, nick, item, with_preview=True, with_read=True)
     more = hexid(items[0].id) if len(items) == limit else "*"
     text = f"{len(items)} message{'s' if len(items) != 1 else ''}"
     if more != "*":
@@ -205,7 +161,7 @@ async def _search(state: Pircan, ctx: CommandContext, account: str, args: list[s
     nick = ctx.client.nick
     ref = ctx.reply.start_batch("pircan/search")
     for item in found.messages:
-        message_header(ctx.reply, nick, item, with_preview=True)
+        message_header(ctx.reply, nick, item, with_preview=True, with_read=True)
     count = len(found.messages)
     text = f"{count} message{'s' if count != 1 else ''}"
     if found.more is not None:

@@ -1,4 +1,4 @@
-"""TASK on IRC (CREATE, UPDATE, INPUT, CANCEL, GET, LIST), over ext.pircan.service.tasks."""
+"""TASK on IRC (CREATE, UPDATE, INPUT, CANCEL, GET, LIST, SNAPSHOT), over ext.pircan.service.tasks."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ _SYNTAX = {
 _MIN_ARGS = {"CREATE": 3, "UPDATE": 2, "INPUT": 2, "CANCEL": 1, "GET": 1}
 
 
-def task_line(reply: ReplyBuffer, nick: str, task: Task) -> None:
-    reply.send(TASK, nick, "TASK", hexid(task.id), task.requester, task.target, task.skill, task.state,
+def task_line(reply: ReplyBuffer, nick: str, task: Task, word: str = "TASK") -> None:
+    reply.send(TASK, nick, word, hexid(task.id), task.requester, task.target, task.skill, task.state,
                ts(task.created_at), ts(task.updated_at))
 
 
@@ -45,13 +45,13 @@ def task_lines(reply: ReplyBuffer, nick: str, task: Task, entries: list[TaskEntr
 
 
 async def handle_task(state: Pircan, ctx: CommandContext, msg: Message) -> None:
-    """TASK CREATE|UPDATE|INPUT|CANCEL|GET|LIST ..."""
+    """TASK CREATE|UPDATE|INPUT|CANCEL|GET|LIST|SNAPSHOT ..."""
     account = account_of(ctx, TASK)
     if account is None:
         return
     sub = msg.params[0].upper() if msg.params else ""
     args = msg.params[1:]
-    if sub not in (*_SYNTAX, "LIST"):
+    if sub not in (*_SYNTAX, "LIST", "SNAPSHOT"):
         fail(ctx, TASK, "UNKNOWN_SUBCOMMAND", sub or "*")
         return
     if len(args) < _MIN_ARGS.get(sub, 0):
@@ -76,6 +76,8 @@ async def handle_task(state: Pircan, ctx: CommandContext, msg: Message) -> None:
         elif sub == "GET":
             view = await service.get_task(state, account, args[0])
             task_lines(ctx.reply, nick, view.task, view.entries)
+        elif sub == "SNAPSHOT":
+            await _snapshot(state, ctx, account, args)
         else:
             await _list(state, ctx, account, args)
     except Refused as exc:
@@ -101,4 +103,19 @@ async def _list(state: Pircan, ctx: CommandContext, account: str, args: list[str
     for task in found:
         task_line(ctx.reply, nick, task)
     ctx.reply.send(TASK, nick, "END", str(len(found)))
+    ctx.reply.end_batch(ref)
+
+
+async def _snapshot(state: Pircan, ctx: CommandContext, account: str, args: list[str]) -> None:
+    """TASK SNAPSHOT [<task-id>[,<task-id>...]]: COMPLETED lines (finished), RUNNING lines, then the counts."""
+    ids = [i for arg in args for i in arg.split(",") if i] or None
+    snap = await service.task_snapshot(state, account, ids)
+    nick = ctx.client.nick
+    ref = ctx.reply.start_batch("pircan/tasks")
+    for task in snap.completed:
+        task_line(ctx.reply, nick, task, "COMPLETED")
+    for task in snap.running:
+        task_line(ctx.reply, nick, task, "RUNNING")
+    ctx.reply.send(TASK, nick, "SNAPSHOT", str(len(snap.completed)), str(len(snap.running)),
+                   f"{len(snap.completed)} finished, {len(snap.running)} still running")
     ctx.reply.end_batch(ref)

@@ -24,7 +24,10 @@ def preview(body: str) -> str:
     return text or " "
 
 
-def message_header(reply: ReplyBuffer, nick: str, msg: StoredMessage, with_preview: bool) -> None:
+def message_header(reply: ReplyBuffer, nick: str, msg: StoredMessage, with_preview: bool,
+                   with_read: bool = False) -> None:
+    """A MESSAGE line; ``with_read`` (HISTORY and SEARCH, which list read and unread messages alike)
+    adds ``read`` or ``unread``, whether its recipient has read it, before the preview."""
     params = [
         "INBOX",
         nick,
@@ -37,6 +40,8 @@ def message_header(reply: ReplyBuffer, nick: str, msg: StoredMessage, with_previ
         str(msg.hop_count),
         str(len(msg.body.encode("utf-8"))),
     ]
+    if with_read:
+        params.append("unread" if msg.read_at is None else "read")
     if with_preview:
         params.append(preview(msg.body))
     reply.send(*params)

@@ -3,7 +3,8 @@
 The official MCP SDK speaks the protocol (Streamable HTTP, JSON-RPC, tool
 schemas); this package only declares the tools (``tools.py``, each a thin
 adapter over ``ext.pircan.service``) and puts them on the server's HTTP
-listener behind bearer-token authentication (``http.py``). See docs/mcp.md.
+listener behind bearer-token authentication and call limits (``http.py``, ``limits.py``), with
+the SDK's sessions capped per account and in all (``sessions.py``). See docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any, AsyncIterator
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.delivery import Watched
+from ext.pircan.mcp.broadcast_tools import register_broadcast_tools
 from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.host_tools import register_host_tools
 from ext.pircan.mcp.http import BearerGate, Presence
+from ext.pircan.mcp.limits import CallLimits, mcp_refusal
 from ext.pircan.mcp.profile_tools import register_profile_tools
 from ext.pircan.mcp.search_tools import register_search_tools
 from ext.pircan.mcp.task_tools import register_task_tools
@@ -69,8 +72,10 @@ def _server(state: Pircan) -> Any:
 def install(state: Pircan) -> Presence:
     """Declare the tools and serve them at /mcp once the HTTP listener starts; the presence it keeps
     (for the other HTTP transports)."""
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
+
+    from ext.pircan.mcp.sessions import CappedSessionManager
 
     api = state.api
     mcp = _server(state)
@@ -82,23 +87,28 @@ def install(state: Pircan) -> Presence:
     register_profile_tools(mcp, state)
     register_channel_tools(mcp, state)
     register_host_tools(mcp, state)
+    register_broadcast_tools(mcp, state)
     presence = Presence(state)
+    state.http_calls = CallLimits(state)  # shared by every gate: MCP's and A2A's
     holder: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
         # made when the listener starts: only then are its addresses (for the Host check) known
         hosts, origins = api.http_allowed_hosts_and_origins()
-        manager = StreamableHTTPSessionManager(
+        manager = CappedSessionManager(
+            state,
             app=mcp._lowlevel_server,
             security_settings=TransportSecuritySettings(
                 enable_dns_rebinding_protection="*" not in hosts, allowed_hosts=hosts, allowed_origins=origins,
             ),
         )
         holder["app"] = StreamableHTTPASGIApp(manager)
+        state.mcp_sessions = manager
         async with manager.run():
             yield
         holder.clear()
+        state.mcp_sessions = None
 
     async def endpoint(scope: dict, receive: Any, send: Any) -> None:
         app = holder.get("app")
@@ -108,6 +118,6 @@ def install(state: Pircan) -> Presence:
             return
         await app(scope, receive, send)
 
-    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence))
+    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence, refuse=mcp_refusal))
     api.http_lifespan(lifespan)
     return presence

@@ -23,13 +23,8 @@ _CHANNEL = Field(description="The channel: #name (public) or #<owner>/<name> (a 
                              "namespace).")
 
 
-def _joined(view: channels.Joined) -> dict:
-    return {"channel": view.channel, "topic": view.topic, "modes": view.modes, "members": view.members,
-            "joined": view.joined}
-
-
 def register_channel_tools(mcp: MCPServer, net: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, net)
 
     @tool()
     async def join_channel(
@@ -44,7 +39,7 @@ def register_channel_tools(mcp: MCPServer, net: Pircan) -> None:
         BANNED (+b), INVITE_ONLY (+i), BAD_KEY (+k), CHANNEL_FULL (+l); NO_SUCH_CHANNEL for a private
         channel you may not see, exactly as for a name nobody uses."""
         view = await channels.join(net, caller(ctx).account, channel, key)
-        return ok(_joined(view))
+        return ok(channels.joined_json(view))
 
     @tool()
     async def leave_channel(
@@ -87,6 +82,6 @@ def register_channel_tools(mcp: MCPServer, net: Pircan) -> None:
     ) -> CallToolResult:
         """Set a channel's topic (IRC's TOPIC): members may, and with +t only its operators."""
         view = await channels.set_topic(net, caller(ctx).account, channel, topic)
-        return ok(_joined(view))
+        return ok(channels.joined_json(view))
 
     del join_channel, leave_channel, invite_to_channel, uninvite_from_channel, set_channel_topic

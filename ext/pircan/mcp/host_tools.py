@@ -27,14 +27,14 @@ def status_json(status: service.Status) -> dict[str, object]:
 
 
 def register_host_tools(mcp: MCPServer, state: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     @tool(READ_ONLY)
     async def list_hosted_agents(ctx: Context) -> CallToolResult:
         """The agents you own that this server runs for you, with their state: parked (not running; a
         message, task or contact request for it starts it), starting, running, stopping, backoff
-        (waiting to restart after a crash) or failed (it kept failing: start_hosted_agent starts it
-        again); pid, restarts, last exit, and the log cursor to follow its output from."""
+        (waiting to restart after a crash) or failed (it kept failing: control_hosted_agent with
+        action start starts it again); pid, restarts, last exit, and the log cursor to follow its output from."""
         found = await service.list_hosted(state, caller(ctx).account)
         return ok({"agents": [status_json(s) for s in found]})
 

@@ -5,28 +5,29 @@ Every request to /mcp (and to the A2A gateway) must carry ``Authorization: Beare
 token of ``pircd token add`` or ``TOKEN ADD``). The token is checked against the
 database on every request, so a revoked token is refused at its next
 request; requests in flight with it (a long ``wait_for_messages``, an A2A
-stream) are cancelled when it is revoked. Failed checks count against the
-client's IP like failed SASL logins, and an IP past the limit gets 429 before any check.
-An account is *present* on the network while an HTTP request of it is in
-flight and for ``pircan.mcp_presence_seconds`` after its last one.
+stream) are cancelled when it is revoked. Failed checks count against the token they name, or,
+for a token that names none, against the client's address (``ircd/tokens.py``); a credential
+past its limit gets 429 without a check. Each request is also counted once against its
+address and its account's call limits (``limits.py``). The client's address is the one
+``http.trusted_proxies`` name, behind one. An account is *present* on the network while an HTTP
+request of it is in flight and for ``pircan.mcp_presence_seconds`` after its last one.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import math
 from typing import Any
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
+from ext.pircan.mcp.limits import Refuser, plain_refusal, rate_limited, send_json
+from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
+from ircd.api import TokenThrottled
 
 __all__ = ["BearerGate", "Presence", "IDENTITY_KEY", "UNAUTHORIZED", "bearer_token"]
 
-log = logging.getLogger("pircd.pircan")
 IDENTITY_KEY = "pircan.identity"
 
 
@@ -85,23 +86,18 @@ UNAUTHORIZED = (
 )
 
 
-async def _json_response(send: Any, status: int, body: dict, headers: list[tuple[bytes, bytes]]) -> None:
-    data = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                            *headers]})
-    await send({"type": "http.response.body", "body": data})
-
-
 class BearerGate:
-    """ASGI middleware in front of an HTTP transport: who is calling, or 401/429. ``optional``: a
-    request without an Authorization header goes on without an identity (an A2A card)."""
+    """ASGI middleware in front of an HTTP transport: who is calling, or 401/429 (rendered by
+    ``refuse`` in the transport's own shape). ``optional``: a request without an Authorization
+    header goes on without an identity (an A2A card), counted against its address only."""
 
-    def __init__(self, app: Any, state: Pircan, presence: Presence, *, optional: bool = False) -> None:
+    def __init__(self, app: Any, state: Pircan, presence: Presence, *, optional: bool = False,
+                 refuse: Refuser = plain_refusal) -> None:
         self.app = app
         self.state = state
         self.presence = presence
         self.optional = optional
+        self.refuse = refuse
         self.inflight: dict[int, set[anyio.CancelScope]] = {}
         state.api.on_token_revoked(self.revoked)
 
@@ -110,30 +106,58 @@ class BearerGate:
             for scope in list(self.inflight.get(ident, ())):
                 scope.cancel()
 
+    async def refused(self, scope: dict, send: Any, key: str, refusal: Refused) -> None:
+        """Answer 429, after a pause when ``key`` comes back before its retry time (``Holds``)."""
+        pause = self.state.http_calls.hold(key, refusal)
+        if pause > 0:
+            await anyio.sleep(pause)
+        await self.refuse(scope, send, 429, refusal)
+
+    async def admit_address(self, scope: dict, send: Any, ip: str) -> bool:
+        """Count the request against its address's calls; False once it was refused."""
+        refusal = self.state.http_calls.address(ip)
+        if refusal is not None:
+            await self.refused(scope, send, "address " + ip, refusal)
+        return refusal is None
+
+    async def throttled(self, scope: dict, send: Any, ip: str, checked: TokenThrottled) -> None:
+        self.state.http_calls.log.hit("token_" + checked.reason, "http token refused without a check ip=%s "
+                                      "reason='too many failed checks of the %s'", ip, checked.reason)
+        text = ("Too many failed checks of this token" if checked.reason == "credential"
+                else "Too many failed token checks from your address")
+        await self.refused(scope, send, "token " + ip, rate_limited(text, checked.retry_after))
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         api = self.state.api
-        token = bearer_token(scope)
-        if token is None:
-            if self.optional:
-                await self.app(scope, receive, send)
-                return
-            token = ""
         ip = (scope.get("client") or ("?", 0))[0]
-        wait = api.token_retry_after(ip)
-        if wait > 0:
-            await _json_response(send, 429, {"error": "RATE_LIMITED",
-                                             "message": f"Too many failed token checks; retry in {math.ceil(wait)} s"},
-                                 [(b"retry-after", str(math.ceil(wait)).encode())])
+        if not await self.admit_address(scope, send, ip):
             return
-        identity = await api.verify_token(token, ip) if token else None
-        if identity is None:
+        token = bearer_token(scope)
+        if token is None and self.optional:
+            await self.app(scope, receive, send)
+            return
+        checked = await api.verify_token(token, ip) if token else None
+        if isinstance(checked, TokenThrottled):
+            await self.throttled(scope, send, ip, checked)
+            return
+        if checked is None:
             if token:
-                log.info("http token refused ip=%s path=%s", ip, scope.get("path", ""))
-            await _json_response(send, *UNAUTHORIZED)
+                self.state.http_calls.log.hit("token_refused", "http token refused ip=%s path=%s",
+                                              ip, scope.get("path", ""))
+            await send_json(send, *UNAUTHORIZED)
             return
+        refusal = self.state.http_calls.account(checked.account, ip)
+        if refusal is not None:
+            await self.refused(scope, send, "account " + checked.account, refusal)
+            return
+        await self._run(checked, token or "", scope, receive, send)
+
+    async def _run(self, identity: Any, token: str, scope: dict, receive: Any, send: Any) -> None:
+        """The request, as ``identity``: present, and cancelled if its token is revoked meanwhile."""
+        api = self.state.api
         scope = dict(scope)
         scope[IDENTITY_KEY] = identity
         # the SDK binds a legacy session to the credential's principal: the account

@@ -26,7 +26,7 @@ _ACCOUNT = Field(description="An agent you own (default: you).")
 
 
 def register_profile_tools(mcp: MCPServer, net: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, net)
 
     @tool()
     async def set_contact_policy(

@@ -18,7 +18,7 @@ __all__ = ["register_search_tools"]
 
 
 def register_search_tools(mcp: MCPServer, state: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     @tool(READ_ONLY)
     async def search_messages(

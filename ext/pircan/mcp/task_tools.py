@@ -24,7 +24,7 @@ TaskState = Literal["working", "input-required", "completed", "failed", "rejecte
 
 
 def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - one place lists the tools
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, net)
 
     @tool()
     async def create_task(
@@ -96,6 +96,21 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         found = await tasks.list_tasks(net, caller(ctx).account, role, status, peer, limit)
         return ok({"tasks": [task_json(t) for t in found]})
 
+    @tool(READ_ONLY)
+    async def task_snapshot(
+        ctx: Context,
+        task_ids: Annotated[list[str] | None, Field(description="These tasks only (each one you gave or were "
+                                                                "given); omit for all of yours.")] = None,
+        limit: Annotated[int, Field(ge=1, le=200, description="At most this many finished tasks.")] = 20,
+    ) -> CallToolResult:
+        """Where your tasks stand, in two sections: completed (finished: completed, failed, canceled or
+        rejected; the most recently finished first) and running (submitted, working or input-required;
+        oldest first). Without task_ids: every task of yours (and, for an owner, its agents') still
+        running and the last ones finished. Wait for the next change with wait_for_messages (tasks)."""
+        snap = await tasks.task_snapshot(net, caller(ctx).account, task_ids, limit)
+        return ok({"completed": [task_json(t) for t in snap.completed],
+                   "running": [task_json(t) for t in snap.running]})
+
     @tool()
     async def set_profile(
         ctx: Context,
@@ -150,5 +165,5 @@ def register_task_tools(mcp: MCPServer, net: Pircan) -> None:  # noqa: C901 - on
         deleted = await profile.delete_resource(net, caller(ctx).account, account, name, via=VIA)
         return ok({"deleted": deleted})
 
-    del (create_task, update_task, provide_task_input, cancel_task, get_task, list_tasks, set_profile,
+    del (create_task, update_task, provide_task_input, cancel_task, get_task, list_tasks, task_snapshot, set_profile,
          publish_resource, delete_resource)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import time
 from typing import Annotated, Any, Awaitable, Callable, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -20,16 +21,14 @@ from pydantic import Field
 
 from ircd.api import StoreUnavailable
 
-from ext.pircan import store_tasks as tdb
-from ext.pircan.delivery import Delivery, of_scope
-from ext.pircan.ids import hexid, parse_id, ts
+from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
-from ext.pircan.service import contact, messages, roster
+from ext.pircan.mcp.limits import error_data
+from ext.pircan.metrics import CANCELLED, ERROR, OK
+from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused
-from ext.pircan.service.schema import agreement_json, message_json, request_json, task_json
+from ext.pircan.service.schema import agreement_json, message_json
 from ext.pircan.state import Pircan
-from ext.pircan.store import StoredMessage
-from ext.pircan.store_tasks import Task
 
 __all__ = ["register_tools", "refusal_result", "ok", "caller", "tool_of", "READ_ONLY", "WRITES"]
 
@@ -42,10 +41,9 @@ def ok(data: dict[str, Any]) -> CallToolResult:
 
 
 def refusal_result(exc: Refused) -> CallToolResult:
-    error = {"code": exc.code, "context": list(exc.context), "message": exc.text, **exc.fields()}
     text = f"{exc.code}: {exc.full_text}" + (f" ({', '.join(exc.context)})" if exc.context else "")
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content={"error": error},
-                          is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content={"error": error_data(exc)}, is_error=True)
 
 
 def caller(ctx: Context) -> Any:
@@ -60,20 +58,33 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
 
-def tool_of(mcp: MCPServer) -> Callable[..., Any]:
+def tool_of(mcp: MCPServer, state: Pircan) -> Callable[..., Any]:
     """``@tool(annotations)``: declare an MCP tool whose service refusals become tool errors with their
-    code (the SDK reads the name, description and input schema from the undecorated function)."""
+    code (the SDK reads the name, description and input schema from the undecorated function); each
+    call is counted for /metrics with its result and duration."""
 
     def tool(annotations: ToolAnnotations = WRITES) -> Callable[[Any], Any]:
         def register(fn: Callable[..., Awaitable[CallToolResult]]) -> Any:
+            name = fn.__name__
+
             @functools.wraps(fn)
             async def run(*args: Any, **kwargs: Any) -> CallToolResult:
+                started, result = time.perf_counter(), ERROR
                 try:
-                    return await fn(*args, **kwargs)
+                    answer = await fn(*args, **kwargs)
+                    result = OK
+                    return answer
                 except Refused as exc:
+                    result = exc.code
                     return refusal_result(exc)
                 except StoreUnavailable:  # the database went away (the store says so once)
-                    return refusal_result(Refused("TEMPORARILY_UNAVAILABLE", retry_after_s=1))
+                    result = "TEMPORARILY_UNAVAILABLE"
+                    return refusal_result(Refused(result, retry_after_s=1))
+                except asyncio.CancelledError:  # the client went away (a wait it gave up on)
+                    result = CANCELLED
+                    raise
+                finally:
+                    state.stats.call("mcp", name, result, started)
 
             return mcp.tool(annotations=annotations, structured_output=False)(run)
 
@@ -83,8 +94,9 @@ def tool_of(mcp: MCPServer) -> Callable[..., Any]:
 
 
 def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
-    api = state.api
-    tool = tool_of(mcp)
+    from ext.pircan.mcp import wait_tools  # it uses this module's helpers
+
+    tool = tool_of(mcp, state)
 
     # messages -------------------------------------------------------------------------------
 
@@ -100,14 +112,28 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         idempotency_key: Annotated[str | None, Field(description="Any string; sending again with the same key, "
                                                                  "recipient, in_reply_to and body returns the first "
                                                                  "message instead of sending twice.")] = None,
+        await_reply: Annotated[bool, Field(description="Then wait for the recipient's next message in this "
+                                                       "conversation and return it whole as reply (taken: marked "
+                                                       "read). None in time: reply null and no_reply (reason "
+                                                       "timeout, gone or nothing), not an error.")] = False,
+        timeout_ms: Annotated[int, Field(ge=0, description="With await_reply: how long to wait, in milliseconds "
+                                                           "(at most pircan.mcp_wait_max_ms, 15 minutes unless "
+                                                           "set otherwise; 0 means that cap).")] = 120_000,
     ) -> CallToolResult:
         """Send a durable direct message to another account of the network. It is stored before this
-        returns; status 'notified' means the recipient is online, 'queued' that it will find the message
-        in its inbox. Loop control: replies count hops (at most 8), a conversation carries at most 40
-        messages an hour, and you at most 120 an hour per agreement."""
+        returns; delivery says what became of it: 'woken' (a wait of the recipient took it), 'delivered'
+        (the recipient is online and was told), 'revived' (it was parked and the server's agent host is
+        starting it), 'pushed' (its webhook or A2A endpoint will be sent it), 'queued' (it will find the
+        message in its inbox). Loop control: replies count hops (at most 8), a conversation carries at
+        most 40 messages an hour, and you at most 120 an hour per agreement. With await_reply it then
+        waits for the reply (as wait_for_messages does) and returns it too."""
         sent = await messages.send_message(state, caller(ctx).account, recipient, body, in_reply_to,
-                                           key=idempotency_key)
-        return ok({"message": message_json(sent.message, with_body=False), "status": sent.status, "created": sent.created})
+                                           key=idempotency_key, via=VIA)
+        result = {"message": message_json(sent.message, with_body=False), "delivery": sent.status,
+                  "created": sent.created}
+        if await_reply:
+            result.update(await wait_tools.await_reply(state, ctx, sent.message, timeout_ms))
+        return ok(result)
 
     @tool(READ_ONLY)
     async def get_inbox(
@@ -136,33 +162,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         count = await messages.acknowledge(state, caller(ctx).account, None if all else message_ids)
         return ok({"marked": count})
 
-    @tool()
-    async def wait_for_messages(
-        ctx: Context,
-        sender: Annotated[list[str] | None, Field(description="Wait only for messages from these accounts "
-                                                               "(omit: from anyone).")] = None,
-        timeout_ms: Annotated[int, Field(ge=0, description="How long to wait, in milliseconds; 0 waits "
-                                                           "as long as the server allows.")] = 120_000,
-    ) -> CallToolResult:
-        """Block until a direct message for you arrives (or is already unread), take it (marked read)
-        and return it whole as {"message": ...}; or until one of your tasks is changed by the other party
-        ({"task": ...} with every entry). Ends with {"timeout": true} when the time passes, or
-        {"gone": [...]} when every account you wait for has left the network. A long-poll: call it again
-        to keep waiting."""
-        account = caller(ctx).account
-        limit = state.cfg.mcp_wait_max_ms
-        timeout = limit if timeout_ms == 0 else min(timeout_ms, limit)
-        kind, value = await _wait(state, ctx, account, sender, timeout)
-        if kind == "message" and isinstance(value, Task):  # a change of one of its tasks
-            entries = await state.database.read(tdb.entries, value.id)
-            return ok({"task": task_json(value, entries)})
-        if kind == "message":
-            return ok({"message": message_json(value)})
-        if kind == "timeout":
-            return ok({"timeout": True, "waited_ms": timeout})
-        if kind == "gone":
-            return ok({"gone": value.split(",")})
-        return ok({"cancelled": value})
+    wait_tools.register_wait_tool(mcp, state)  # here: the tools are listed in the order they are registered
 
     @tool(READ_ONLY)
     async def get_conversation(
@@ -195,8 +195,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         refused (DENIED). Limits: one pending request per agent, 20 pending, 10 an hour, 24 hours after
         a decline."""
         done = await contact.request_contact(state, caller(ctx).account, agent, scopes, days, purpose)
-        return ok({"outcome": done.outcome, "request": request_json(done.request, done.outcome,
-                                                                            state.policies.get(done.request.target)),
+        return ok({"outcome": done.outcome,
+                   "request": contact.request_view(state, done.request, done.outcome),
                    "agreement": None if done.agreement is None else agreement_json(done.agreement)})
 
     @tool()
@@ -214,10 +214,10 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         actor = caller(ctx).account
         if decision == "accept":
             req, agr = await contact.accept(state, actor, request_id, scopes, days, via=VIA)
-            return ok({"decision": "accepted", "request": request_json(req, "accepted"),
+            return ok({"decision": "accepted", "request": contact.request_view(state, req, "accepted"),
                        "agreement": agreement_json(agr)})
         req = await contact.decline(state, actor, request_id, via=VIA)
-        return ok({"decision": "declined", "request": request_json(req, "declined")})
+        return ok({"decision": "declined", "request": contact.request_view(state, req, "declined")})
 
     @tool()
     async def revoke_agreement(
@@ -236,7 +236,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Contact requests you made or received (and, for an owner, its agents'), oldest first."""
         requests, _ = await contact.contacts(state, caller(ctx).account, "requests")
-        shown = [request_json(r, s, state.policies.get(r.target)) for r, s in requests
+        shown = [contact.request_view(state, r, s) for r, s in requests
                  if status == "all" or s == "pending"]
         return ok({"requests": shown})
 
@@ -272,19 +272,18 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def list_agents(
         ctx: Context,
-        everyone: Annotated[bool, Field(description="Every agent of the network (default), or only those you "
-                                                    "own or have agreements with.")] = True,
+        everyone: Annotated[bool, Field(description="Every account of the network, people too (default), "
+                                                    "or only the agents you own or have agreements "
+                                                    "with.")] = True,
     ) -> CallToolResult:
         """The network's roster: each account (agents, and people with everyone) with its kind, display
-        name, owner, whether it is online, your relation to it (owned, agreement, none), the skills it
-        accepts tasks for, unread messages and last activity."""
+        name, owner, status, your relation to it (owned, agreement, none), the skills it accepts tasks
+        for, unread messages (your own agents': all theirs; others': theirs to you) and last activity
+        (its last direct message). status: 'running' (connected, busy), 'idle' (connected and waiting
+        for messages, or away), 'parked' (not connected, but a message wakes it: the server hosts it,
+        or its events go to its webhook or A2A endpoint), 'offline' (a message waits in its inbox)."""
         entries = await roster.roster(state, caller(ctx).account, everyone=everyone)
-        return ok({"agents": [
-            {"name": e.name, "kind": e.kind, "display_name": e.display_name, "owner": e.owner, "status": e.status,
-             "relation": e.relation, "skills": [{"name": s, "description": d} for s, d in e.skills],
-             "unread": e.unread, "last_active": None if e.last_active is None else ts(e.last_active)}
-            for e in entries
-        ]})
+        return ok({"agents": [roster.entry_json(e) for e in entries]})
 
     # channels -----------------------------------------------------------------------------
 
@@ -292,11 +291,7 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     async def list_channels(ctx: Context) -> CallToolResult:
         """The channels you may see: public ones, and private ones you are a member or owner of. member
         says whether you are in it (only members read history or post; join_channel makes you one)."""
-        infos = api.account_channels(caller(ctx).account)
-        return ok({"channels": [
-            {"name": c.name, "topic": c.topic, "members": c.members, "member": c.member, "modes": c.modes}
-            for c in infos
-        ]})
+        return ok({"channels": channels.visible(state, caller(ctx).account)})
 
     @tool(READ_ONLY)
     async def get_channel_history(
@@ -306,20 +301,8 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
         before: Annotated[str | None, Field(description="Only lines older than this msgid (paging).")] = None,
     ) -> CallToolResult:
         """Stored messages of a channel you are a member of, oldest first."""
-        account = caller(ctx).account
-        found = api.account_find_channel(account, channel)
-        if found is None or not api.account_in_channel(account, found):
-            raise _no_channel(channel, found)
-        before_id = None
-        if before is not None:
-            before_id = parse_id(before)
-            if before_id is None:
-                raise Refused("NO_SUCH_MESSAGE", before)
-        rows = await api.channel_history(found, limit, before_id)
-        return ok({"channel": found.name, "messages": [
-            {"msgid": hexid(r.id), "time": r.time, "command": r.command, "from": r.source.split("!", 1)[0],
-             "account": r.account, "text": r.text} for r in rows
-        ]})
+        name, lines = await channels.history(state, caller(ctx).account, channel, limit, before)
+        return ok({"channel": name, "messages": lines})
 
     @tool()
     async def send_channel_message(
@@ -329,75 +312,10 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     ) -> CallToolResult:
         """Post a message to a channel you are in, as your account; every member sees it, and it is
         stored in the channel's history."""
-        identity = caller(ctx)
-        found = api.account_find_channel(identity.account, channel)
-        if found is None or not api.account_in_channel(identity.account, found):
-            raise _no_channel(channel, found)
-        if not text.strip():
-            raise Refused("EMPTY", channel)
-        if "\n" in text or "\r" in text or "\0" in text or len(text.encode("utf-8")) > CHANNEL_TEXT_BYTES:
-            raise Refused("TOO_LONG", channel, text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line "
-                                                    "breaks")
-        row: Any = await api.get_account(identity.account)
-        relay = api.account_post(identity.account, row.name if row is not None else identity.account, found, text)
-        if isinstance(relay, str):
-            raise Refused("CANNOT_SEND", found.name, text=relay)
-        return ok({"channel": found.name, "msgid": relay.msgid, "time": relay.time})
+        return ok(await channels.post(state, caller(ctx).account, channel, text))
 
-    del (send_direct_message, get_inbox, mark_messages_read, wait_for_messages, get_conversation, request_contact,
+    del (send_direct_message, get_inbox, mark_messages_read, get_conversation, request_contact,
          respond_to_contact, revoke_agreement, list_requests, list_agreements, list_contacts, list_agents,
          list_channels, get_channel_history, send_channel_message)
 
-
-CHANNEL_TEXT_BYTES = 400
-
-
-def request_delivery(ctx: Context) -> Delivery | None:
-    """The HTTP request's Delivery (whether its client is still there), when it has one."""
-    request = ctx.request_context.request
-    return of_scope(request.scope) if request is not None else None
-
-
-async def _wait(state: Pircan, ctx: Context, account: str, senders: list[str] | None,
-                timeout: int | None) -> tuple[str, Any]:
-    """Run one wait (service.messages.start_wait) for a tool call: (kind, value). What it takes counts
-    as taken only if the call's client is still there when the answer is written: a client that
-    disconnects ends the wait, and anything taken for it is unread (unseen) again."""
-    loop = asyncio.get_running_loop()
-    outcome: asyncio.Future[Any] = loop.create_future()
-    delivery = request_delivery(ctx)
-
-    def on_message(item: StoredMessage | Task) -> None:
-        if outcome.done():  # the caller went away: it stays unread (unseen)
-            messages.put_back(state, account, item)
-        elif delivery is None or delivery.hold(lambda: messages.put_back(state, account, item)):
-            outcome.set_result(("message", item))
-        else:
-            outcome.set_result(("cancelled", "The client disconnected"))
-
-    def on_end(kind: str, detail: str) -> None:
-        if not outcome.done():
-            outcome.set_result((kind, detail))
-
-    waiter = messages.start_wait(state, account, senders, timeout, on_message, on_end)
-    gone = None if delivery is None else loop.create_task(delivery.gone.wait())
-    try:
-        if gone is not None:
-            await asyncio.wait({outcome, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if not outcome.done():
-                outcome.set_result(("cancelled", "The client disconnected"))
-        return await outcome
-    finally:
-        if gone is not None:
-            gone.cancel()
-        if not outcome.done():
-            outcome.cancel()
-        state.end_wait(waiter)
-
-
-def _no_channel(name: str, found: Any) -> Refused:
-    """Not a member: a channel you may see says so; one you may not see is answered as a name nobody uses."""
-    if found is None:
-        return Refused("NO_SUCH_CHANNEL", name, text="No such channel")
-    return Refused("NOT_MEMBER", name, text="You are not a member of this channel")
 

@@ -22,7 +22,7 @@ _ACCOUNT = Field(description="The account whose webhook it is: yours (omit), or 
 
 
 def register_webhook_tools(mcp: MCPServer, state: Pircan) -> None:
-    tool = tool_of(mcp)
+    tool = tool_of(mcp, state)
 
     @tool()
     async def set_webhook(

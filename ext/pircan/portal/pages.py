@@ -36,6 +36,14 @@ POLICY_TEXT = {
     "deny": "Every request is refused at once.",
 }
 DEAD_SHOWN = 50  # the newest dead letters on the webhook page
+# a message's receipt (its delivery word, service.waits.delivery_word) as the page says it
+RECEIPTS = {
+    "woken": "it was waiting and took it",
+    "delivered": "it is online and was told",
+    "revived": "it was parked and is being started",
+    "pushed": "handed to its webhook or A2A endpoint",
+    "queued": "queued until it looks",
+}
 BODY_MAX = 60_000  # characters a message written in the portal may have (the network allows 60,000 bytes)
 Handler = Callable[..., Awaitable[Response]]
 
@@ -440,7 +448,7 @@ class Pages:
         sent = await oversight.send_to_agent(self.state, session.account, agent.folded,
                                              form.get("body").replace("\r\n", "\n"), reply_to or None, via=VIA)
         self.ok(session, f"Message {hexid(sent.message.id)} sent to {agent.name} "
-                         f"({'it is online and was told' if sent.status == 'notified' else 'queued until it looks'}).")
+                         f"({RECEIPTS.get(sent.status, sent.status)}).")
         return self.web.redirect(request, back)
 
     # tokens ------------------------------------------------------------------------------------

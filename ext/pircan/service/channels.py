@@ -19,10 +19,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from ext.pircan.ids import hexid, parse_id
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 
-__all__ = ["Joined", "join", "leave", "invite", "uninvite", "set_topic", "NUMERIC_CODES"]
+__all__ = ["Joined", "join", "leave", "invite", "uninvite", "set_topic", "NUMERIC_CODES", "visible",
+           "history", "post", "channel_json", "joined_json", "CHANNEL_TEXT_BYTES"]
+
+CHANNEL_TEXT_BYTES = 400  # a posted line, so that it fits an IRC line with its prefix
 
 # the refusing numerics of JOIN, PART, TOPIC and INVITE, as PIRCAN codes
 NUMERIC_CODES: dict[str, str] = {
@@ -182,3 +186,64 @@ async def set_topic(state: Pircan, account: str, name: str, topic: str) -> Joine
     _line_text(topic, "A topic", name)
     await _run(state, account, "TOPIC", [name, topic], name)
     return _view(state, account, name, joined=False)
+
+
+# reading and posting (for transports without an IRC connection) ---------------------------------
+
+
+def visible(state: Pircan, account: str) -> list[dict[str, Any]]:
+    """The channels ``account`` may see: public ones, and private ones it is a member or owner of."""
+    return [channel_json(c) for c in state.api.account_channels(account)]
+
+
+def _member_of(state: Pircan, account: str, name: str) -> Any:
+    """The channel ``account`` is a member of. One it may see but is not in: NOT_MEMBER; one it may
+    not see (another's private channel): NO_SUCH_CHANNEL, exactly as for a name nobody uses."""
+    found = state.api.account_find_channel(account, name)
+    if found is None:
+        raise Refused("NO_SUCH_CHANNEL", name, text="No such channel")
+    if not state.api.account_in_channel(account, found):
+        raise Refused("NOT_MEMBER", name, text="You are not a member of this channel")
+    return found
+
+
+async def history(state: Pircan, account: str, name: str, limit: int = 50,
+                  before: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The stored lines of a channel ``account`` is in, the newest ``limit`` (older than the msgid
+    ``before``), oldest first; (the channel's name, the lines)."""
+    found = _member_of(state, account, name)
+    before_id = None
+    if before is not None:
+        before_id = parse_id(before)
+        if before_id is None:
+            raise Refused("NO_SUCH_MESSAGE", before)
+    rows = await state.api.channel_history(found, limit, before_id)
+    return found.name, [{"msgid": hexid(r.id), "time": r.time, "command": r.command,
+                         "from": r.source.split("!", 1)[0], "account": r.account, "text": r.text}
+                        for r in rows]
+
+
+async def post(state: Pircan, account: str, name: str, text: str) -> dict[str, Any]:
+    """A line to a channel ``account`` is in, as the account (the channel's modes, bans and mutes
+    hold: CANNOT_SEND with IRC's reason); stored in its history. {channel, msgid, time}."""
+    found = _member_of(state, account, name)
+    if not text.strip():
+        raise Refused("EMPTY", name)
+    if "\n" in text or "\r" in text or "\0" in text or len(text.encode("utf-8")) > CHANNEL_TEXT_BYTES:
+        raise Refused("TOO_LONG", name,
+                      text=f"One line of at most {CHANNEL_TEXT_BYTES} bytes, without line breaks")
+    relay = state.api.account_post(account, await _display(state, account), found, text)
+    if isinstance(relay, str):
+        raise Refused("CANNOT_SEND", found.name, text=relay)
+    return {"channel": found.name, "msgid": relay.msgid, "time": relay.time}
+
+
+def channel_json(info: Any) -> dict[str, Any]:
+    """A channel of a listing (``ircd.accountops.ChannelInfo``); ``member``: whether one is in it."""
+    return {"name": info.name, "topic": info.topic, "members": info.members, "member": info.member,
+            "modes": info.modes}
+
+
+def joined_json(view: Joined) -> dict[str, Any]:
+    return {"channel": view.channel, "topic": view.topic, "modes": view.modes, "members": view.members,
+            "joined": view.joined}

@@ -19,6 +19,7 @@ from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.rules import DAY_MS, Limits
 from ext.pircan.service.events import Events, audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
+from ext.pircan.service.schema import request_json
 from ext.pircan.state import MINUTE_MS, Pircan
 from ext.pircan.store import Agreement, Request
 
@@ -38,12 +39,16 @@ __all__ = [
     "agreement_state",
     "decider",
     "request_expires_at",
+    "request_view",
     "no_agreement",
     "sweep",
     "PURPOSE_CHARS",
+    "PENDING_NEXT_STEP",
 ]
 
 PURPOSE_CHARS = 300
+# the way out of NO_AGREEMENT while a request is pending: asking again would be PENDING_EXISTS
+PENDING_NEXT_STEP = "Wait for the decision (INBOX WAIT; MCP: wait_for_messages, list_requests)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +365,11 @@ def request_expires_at(req: Request) -> int:
     return req.created_at + Limits.request_ttl_ms
 
 
+def request_view(state: Pircan, req: Request, now_state: str | None = None) -> dict[str, Any]:
+    """The JSON of a request for MCP and A2A, its decider read from the target's policy now."""
+    return request_json(req, now_state, policy=state.policies.get(req.target))
+
+
 def _pending_from(conn: Conn, requester: str, target: str, since: int) -> Request | None:
     row = conn.execute(
         f"SELECT {db._REQ} FROM pircan_requests WHERE requester = ? AND target = ? AND state = 'pending' "
@@ -381,7 +391,7 @@ async def no_agreement(state: Pircan, actor: str, target: str, code: str, *conte
             return Refused(code, *context,
                            text=f"Your contact request {hexid(req.id)} is pending: {who}, until "
                                 f"{ts(request_expires_at(req))}",
-                           next_step="Wait for the decision (INBOX WAIT; MCP: wait_for_messages, list_requests)")
+                           next_step=PENDING_NEXT_STEP)
     return Refused(code, *context, text=text)
 
 

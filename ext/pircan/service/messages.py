@@ -12,20 +12,19 @@ transport, here and in the database itself.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ircd.api import Batched, Conn
 
 from ext.pircan import store as db
-from ext.pircan import store_tasks as tdb
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import no_agreement, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
-from ext.pircan.state import Pircan, Waiter
+from ext.pircan.service.waits import delivery_word, wake_waiters
+from ext.pircan.state import Pircan
 from ext.pircan.store import StoredMessage
-from ext.pircan.store_tasks import Task
 
 __all__ = [
     "Sent",
@@ -34,8 +33,6 @@ __all__ = [
     "read_message",
     "acknowledge",
     "take",
-    "start_wait",
-    "put_back",
     "history",
     "conversation",
     "body_refusal",
@@ -49,8 +46,9 @@ HISTORY_MAX = 200
 
 @dataclass(frozen=True, slots=True)
 class Sent:
-    """A stored message and how it was received: ``notified`` (its recipient is present) or
-    ``queued``; ``created`` is False for an idempotent retry that returned the first message."""
+    """A stored message and what became of it: ``status`` is the receipt's delivery word (woken,
+    delivered, revived, pushed or queued: ``waits.delivery_word``); ``created`` is False for an
+    idempotent retry that returned the first message (its word is said as of the retry)."""
 
     message: StoredMessage
     status: str
@@ -118,10 +116,13 @@ def body_refusal(body: str, max_chars: int | None) -> str | None:
 
 async def owner_pair(state: Pircan, a: str, b: str) -> bool:
     """One of the two accounts is a person and the other an agent it owns: they talk without an agreement."""
-    kinds = (state.api.account_kind(a), state.api.account_kind(b))
-    if kinds not in (("person", "agent"), ("agent", "person")):
+    kind_a, kind_b = state.api.account_kind(a), state.api.account_kind(b)
+    if kind_a == "person" and kind_b == "agent":
+        owner, agent = a, b
+    elif kind_a == "agent" and kind_b == "person":
+        owner, agent = b, a
+    else:
         return False
-    owner, agent = (a, b) if kinds[0] == "person" else (b, a)
     row: Any = await state.api.get_account(agent)
     return row is not None and row.owner == owner
 
@@ -132,7 +133,20 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     """Store a direct message from ``sender`` and queue its event. Refusals, in this order:
     EMPTY, TOO_LONG, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT / SCOPE_MISSING,
     NO_SUCH_MESSAGE (``in_reply_to``), HOP_LIMIT, CONVERSATION_RATE, AGREEMENT_BUDGET.
-    An agent and its owner need no agreement (``OWNER_AGREEMENT``); the other limits hold."""
+    An agent and its owner need no agreement (``OWNER_AGREEMENT``); the other limits hold.
+    Counted for /metrics by ``via`` (stored) and by code (refused)."""
+    try:
+        sent = await _send(state, sender, recipient_name, body, in_reply_to, key, max_chars, via)
+    except Refused as exc:
+        state.stats.send_refused(exc.code)
+        raise
+    if sent.created:
+        state.stats.sent(via)
+    return sent
+
+
+async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_reply_to: str | None,
+                key: str | None, max_chars: int | None, via: str) -> Sent:
     code = body_refusal(body, max_chars)
     if code is not None:
         if code == "TOO_LONG" and max_chars is not None and len(body) > max_chars:
@@ -186,6 +200,7 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         conv_window.remove(now)
         budget.remove(now)
         raise
+    woken = False
     if not created:
         conv_window.remove(now)
         budget.remove(now)
@@ -193,10 +208,9 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
         state.remember_message(stored)
         state.last_active[sender] = now
         state.event_committed(recipient, "message", event_id, now)
-        wake_waiters(state, stored)
+        woken = wake_waiters(state, stored)
         state.message_committed(stored)
-    status = "notified" if state.present(stored.recipient) else "queued"
-    return Sent(stored, status, created)
+    return Sent(stored, delivery_word(state, stored.recipient, woken), created)
 
 
 # the inbox ---------------------------------------------------------------------------------
@@ -254,89 +268,6 @@ async def take(state: Pircan, account: str, sender: str | None = None) -> Stored
     """The oldest unread (matching) message, read and acknowledged in one step; None when none."""
     folded = None if sender in (None, "", "*") else state.api.casefold(sender)  # type: ignore[arg-type]
     return await state.database.write(db.take_oldest, account, folded, state.now_ms())
-
-
-# waiting -----------------------------------------------------------------------------------
-
-
-def start_wait(state: Pircan, account: str, senders: list[str] | None, timeout_ms: int | None,
-               on_message: Callable[[StoredMessage | Task], None], on_end: Callable[[str, str], None],
-               key: object = None) -> Waiter:
-    """Wait for the next matching message to ``account`` and take it (as ``take``), or for the next
-    change of one of its tasks by the other party (which it then has seen).
-
-    Exactly one of the callbacks is called, once: ``on_message(message or task)``, or ``on_end(kind, detail)``
-    with kind ``timeout``, ``gone`` (every awaited peer left the network; detail: the peers) or
-    ``cancelled`` (detail: why). ``key`` (an IRC connection) allows one wait at a time: a new wait
-    with the same key cancels the old one. ``timeout_ms`` None waits until something happens.
-    """
-    folded = None if senders is None else frozenset(state.api.casefold(s) for s in senders if s not in ("", "*"))
-    waiter = Waiter(account, folded or None, on_message, on_end, timeout_ms, key)
-    state.add_waiter(waiter)
-    if timeout_ms is not None:
-        waiter.timer = state.api.call_later(timeout_ms / 1000, lambda: state.finish_wait(waiter, "timeout", ""))
-    state.api.spawn(_first_look(state, waiter))
-    return waiter
-
-
-async def _first_look(state: Pircan, waiter: Waiter) -> None:
-    """What is waiting already: the oldest unread message, else the oldest unseen task change."""
-    while not waiter.done:
-        waiter.recheck = False
-        item = await state.database.write(_take_first, waiter.account, waiter.senders, state.now_ms())
-        if waiter.done:
-            if item is not None:  # the wait ended meanwhile: put it back
-                await state.database.write(_put_back, item, waiter.account)
-            return
-        if item is not None:
-            state.answer_wait(waiter, item)
-            return
-        if not waiter.recheck:
-            waiter.checking = False
-            state.check_departed(waiter)
-            return
-
-
-def _take_first(conn: Conn, account: str, senders: frozenset[str] | None,
-                at: int) -> StoredMessage | Task | None:
-    message = db.take_oldest_of(conn, account, senders, at)
-    return message if message is not None else tdb.take_oldest_task_update(conn, account, senders)
-
-
-def put_back(state: Pircan, account: str, item: StoredMessage | Task) -> None:
-    """A taken message is unread again, a seen task change unseen (its answer never reached a client)."""
-    state.database.write_nowait(_put_back, item, account)
-
-
-def _put_back(conn: Conn, item: StoredMessage | Task, account: str) -> None:
-    if isinstance(item, StoredMessage):
-        db.unread_again(conn, item.id)
-    else:
-        tdb.unsee(conn, item.id, account, item.seen_by(account))
-
-
-def wake_waiters(state: Pircan, item: StoredMessage) -> None:
-    """A message was committed: the first matching waiter takes it."""
-    for waiter in state.waiters_for(item.recipient, item.sender):
-        if waiter.checking:
-            waiter.recheck = True
-            continue
-        waiter.checking = True  # until the take below settles
-        state.api.spawn(_deliver_to_waiter(state, waiter, item))
-        return
-
-
-async def _deliver_to_waiter(state: Pircan, waiter: Waiter, item: StoredMessage) -> None:
-    taken = await state.database.write(db.take_exact, item.recipient, item.id, state.now_ms())
-    if waiter.done:
-        if taken is not None:
-            await state.database.write(db.unread_again, item.id)
-        return
-    if taken is not None:
-        state.answer_wait(waiter, taken)
-    else:  # someone else took it (INBOX TAKE on another connection): keep waiting
-        waiter.checking = False
-        state.check_departed(waiter)
 
 
 # history -----------------------------------------------------------------------------------

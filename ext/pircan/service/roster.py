@@ -9,6 +9,7 @@ from typing import Any
 from ircd.api import AccountExists, TooManyAgents
 
 from ext.pircan import store as db
+from ext.pircan.ids import ts
 from ext.pircan.service.contact import acts_for
 from ext.pircan.service.events import by_whom
 from ext.pircan.service.profile import profiles
@@ -16,7 +17,8 @@ from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ext.pircan.store import AuditEntry
 
-__all__ = ["RosterEntry", "roster", "status", "create_agent", "audit_trail", "AUDIT_MAX"]
+__all__ = ["RosterEntry", "roster", "status", "STATUSES", "entry_json", "create_agent", "audit_trail",
+           "AUDIT_MAX"]
 
 AUDIT_MAX = 500
 
@@ -24,7 +26,7 @@ AUDIT_MAX = 500
 @dataclass(frozen=True, slots=True)
 class RosterEntry:
     name: str
-    status: str  # online, away or offline
+    status: str  # running, idle, parked or offline (status())
     unread: int
     last_active: int | None
     relation: str  # owned, agreement, or none (AGENTS ALL)
@@ -34,11 +36,29 @@ class RosterEntry:
     skills: tuple[tuple[str, str], ...] = ()  # (skill, description)
 
 
+STATUSES = ("running", "idle", "parked", "offline")
+
+
 def status(state: Pircan, account: str) -> str:
+    """Where ``account`` is, as the roster says it:
+
+    * ``running``: connected (IRC, or an MCP or A2A session) and busy: no wait of its is open;
+    * ``idle``: connected and waiting (an open INBOX WAIT, wait_for_messages or pircan:inbox wait),
+      or every IRC connection of it is marked AWAY;
+    * ``parked``: not connected, but a message will wake it: the agent host may start it, or its
+      events are pushed to a webhook or an A2A endpoint;
+    * ``offline``: none of these; a message waits in its inbox until it comes.
+    """
     clients = state.api.clients_for_account(account)
-    if not clients:
-        return "online" if account in state.elsewhere else "offline"
-    return "away" if all(c.away is not None for c in clients) else "online"
+    if clients or account in state.elsewhere:
+        if any(not w.done for w in state.waiters.get(account, ())):
+            return "idle"
+        if clients and account not in state.elsewhere and all(c.away is not None for c in clients):
+            return "idle"
+        return "running"
+    if state.wakeable(account) or state.pushed(account):
+        return "parked"
+    return "offline"
 
 
 async def roster(state: Pircan, actor: str, everyone: bool = False) -> list[RosterEntry]:
@@ -71,6 +91,15 @@ async def roster(state: Pircan, actor: str, everyone: bool = False) -> list[Rost
         entries.append(RosterEntry(agent, status(state, agent), unread, last, relation, owner, kind,
                                    profile.display_name, tuple(profile.skills)))
     return entries
+
+
+def entry_json(entry: RosterEntry) -> dict[str, Any]:
+    """A roster entry as MCP's list_agents and A2A's pircan:agents give it."""
+    return {"name": entry.name, "kind": entry.kind, "display_name": entry.display_name, "owner": entry.owner,
+            "status": entry.status, "relation": entry.relation,
+            "skills": [{"name": s, "description": d} for s, d in entry.skills],
+            "unread": entry.unread,
+            "last_active": None if entry.last_active is None else ts(entry.last_active)}
 
 
 async def create_agent(state: Pircan, actor: str, actor_kind: str | None, name: str,

@@ -9,8 +9,9 @@ from ext.pircan.ids import hexid, ts
 from ext.pircan.rules import Limits
 from ext.pircan.store import Agreement, AuditEntry, Request, StoredMessage
 from ext.pircan.store_tasks import Resource, Task, TaskEntry
+from ext.pircan.waiting import WaitEvent
 
-__all__ = ["message_json", "request_json", "agreement_json", "audit_json", "task_json", "resource_json"]
+__all__ = ["message_json", "request_json", "agreement_json", "audit_json", "task_json", "resource_json", "event_json"]
 
 
 def message_json(msg: StoredMessage, with_body: bool = True) -> dict[str, Any]:
@@ -32,9 +33,12 @@ def message_json(msg: StoredMessage, with_body: bool = True) -> dict[str, Any]:
     return data
 
 
-def request_json(req: Request, state: str | None = None, policy: str | None = None) -> dict[str, Any]:
+def request_json(req: Request, state: str | None, *, policy: str | None) -> dict[str, Any]:
     """A request; while it is pending, ``decider`` says who decides it (``owner`` under the target's
-    policy ``owner-decides``, else ``agent``) and ``expires_at`` when it expires undecided."""
+    policy ``owner-decides``, else ``agent``) and ``expires_at`` when it expires undecided.
+
+    ``policy`` is the target's contact policy now, and every caller must give it (no default): a
+    caller that forgot it would show ``agent`` as the decider of a request its owner decides."""
     now_state = state or req.state
     pending = now_state == "pending"
     return {
@@ -113,3 +117,12 @@ def resource_json(res: Resource, with_body: bool = True) -> dict[str, Any]:
     if with_body:
         data["body"] = res.body
     return data
+
+
+def event_json(ev: WaitEvent) -> dict[str, Any]:
+    """What a wait answers for an event it does not consume: its kind, the id of the object it
+    names, the event's id (null for a channel message and for a message or task change another
+    wait took), ``taken`` (that other wait took it), and the object under its key (``request``,
+    ``agreement``, ``audit``, ``message`` without its body, ``task``, ``channel_message``)."""
+    return {"kind": ev.kind, "id": ev.ref, "event_id": None if ev.event_id is None else hexid(ev.event_id),
+            "taken": ev.taken, ev.key: ev.data}

@@ -28,12 +28,13 @@ from ext.pircan.service.contact import managed_accounts, no_agreement, owns, pee
 from ext.pircan.service.events import Events, audit_refusal, by_whom
 from ext.pircan.service.messages import NUL_TEXT, body_refusal
 from ext.pircan.service.refusals import Refused
-from ext.pircan.state import Pircan, Waiter
+from ext.pircan.service.waits import wake_task_waiters
+from ext.pircan.state import Pircan
 from ext.pircan.store import Agreement
 from ext.pircan.store_tasks import TERMINAL, Task, TaskEntry
 
-__all__ = ["TaskView", "create_task", "update_task", "provide_input", "cancel_task", "get_task", "list_tasks",
-           "end_tasks_of", "wake_task_waiters", "TARGET_MOVES", "TASK_LIST_MAX"]
+__all__ = ["TaskView", "Snapshot", "task_snapshot", "create_task", "update_task", "provide_input", "cancel_task", "get_task", "list_tasks",
+           "end_tasks_of", "TARGET_MOVES", "TASK_LIST_MAX"]
 
 TASK_LIST_MAX = 200
 
@@ -121,7 +122,7 @@ async def create_task(state: Pircan, requester: str, target_name: str, skill: st
         state.budget_window(requester, agreement.id).remove(now)
         raise
     events.committed(written, now)
-    wake_task_waiters(state, task, target)
+    wake_task_waiters(state, task, target, "task")
     state.task_committed(task, entry)
     return task
 
@@ -255,6 +256,29 @@ async def list_tasks(state: Pircan, actor: str, role: str | None = None, task_st
                                      max(1, min(limit, TASK_LIST_MAX)))
 
 
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Tasks in two sections, as the agent hub's ``jobs`` shows them: the finished ones (most recently
+    finished first) and those still running (submitted, working, input-required; oldest first)."""
+
+    completed: list[Task]
+    running: list[Task]
+
+
+async def task_snapshot(state: Pircan, actor: str, task_ids: list[str] | None = None,
+                        limit: int = 20) -> Snapshot:
+    """The snapshot of the given tasks (NO_SUCH_TASK for one ``actor`` may not see), or of every task
+    of ``actor`` and of the agents it owns: each one still running, and the ``limit`` that finished last."""
+    if task_ids:
+        found = [(await _task_for(state, actor, text))[0] for text in task_ids]
+        return Snapshot([t for t in found if t.state in TERMINAL],
+                        sorted((t for t in found if t.state not in TERMINAL), key=lambda t: t.id))
+    accounts = await managed_accounts(state, actor)
+    limit = max(1, min(limit, TASK_LIST_MAX))
+    return Snapshot(await state.database.read(tdb.tasks_by_state, accounts, True, limit),
+                    await state.database.read(tdb.tasks_by_state, accounts, False, TASK_LIST_MAX))
+
+
 # the end of an agreement -----------------------------------------------------------------------
 
 
@@ -291,30 +315,3 @@ async def end_tasks_of(state: Pircan, agreement: Agreement, now: int) -> None:
         wake_task_waiters(state, moved, task.requester)
         wake_task_waiters(state, moved, task.target)
         state.task_committed(moved, entry)
-
-
-# waking waits ------------------------------------------------------------------------------------
-
-
-def wake_task_waiters(state: Pircan, task: Task, recipient: str) -> None:
-    """A change of ``task`` by the other party: the first matching wait of ``recipient`` takes it."""
-    for waiter in state.waiters_for(recipient, task.other(recipient)):
-        if waiter.checking:
-            waiter.recheck = True
-            continue
-        waiter.checking = True
-        state.api.spawn(_deliver(state, waiter, task, recipient))
-        return
-
-
-async def _deliver(state: Pircan, waiter: Waiter, task: Task, recipient: str) -> None:
-    taken = await state.database.write(tdb.take_task_update, task.id, recipient)
-    if waiter.done:
-        if taken is not None:  # the wait ended meanwhile: the change stays unseen for the next one
-            await state.database.write(tdb.unsee, taken.id, recipient, taken.seen_by(recipient))
-        return
-    if taken is not None:
-        state.answer_wait(waiter, taken)
-    else:
-        waiter.checking = False
-        state.check_departed(waiter)

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from ircd.api import Conn, PerDialect, dialect_of, postgres_ddl, table_exists
 
-from ext.pircan.store import AuditEntry
-
 __all__ = [
     "MIGRATIONS",
     "TRACK",
@@ -34,7 +32,6 @@ __all__ = [
     "enabled_endpoints",
     "endpoint_counts",
     "failed",
-    "get_audit",
     "get_endpoint",
     "given_up",
     "next_due",
@@ -483,15 +480,3 @@ def replay(conn: Conn, account: str, endpoint_id: int, ids: list[int] | None, no
     ).rowcount
     conn.execute(f"DELETE FROM pircan_webhook_dead WHERE {where}", args)
     return queued
-
-
-def entry_task(conn: Conn, entry_id: int) -> int | None:
-    """The task a task entry belongs to."""
-    row = conn.execute("SELECT task_id FROM pircan_task_entries WHERE id = ?", (entry_id,)).fetchone()
-    return None if row is None else row[0]
-
-
-def get_audit(conn: Conn, ident: int) -> AuditEntry | None:
-    row = conn.execute("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id = ?",
-                       (ident,)).fetchone()
-    return None if row is None else AuditEntry(*row)

@@ -87,6 +87,9 @@ class Webhooks:
         self.testing: set[str] = set()  # accounts whose endpoint a TEST is sending to
         self.sent = 0  # requests made (for tests and benchmarks)
         self.delivered = 0
+        # (endpoint kind, outcome) -> deliveries, for /metrics (ext/pircan/metrics.py): kind webhook or
+        # a2a; outcome delivered, retry, dead_tries, dead_expired, dead_gone
+        self.counts: dict[tuple[str, str], int] = {}
 
     def policy(self) -> Policy:
         cfg = self.state.cfg  # replaced whole by a REHASH
@@ -332,6 +335,10 @@ class Webhooks:
                     self._schedule(ep, next_at)
             self.pump()
 
+    def _count(self, endpoint: Endpoint, outcome: str, n: int = 1) -> None:
+        key = ("webhook" if endpoint.is_webhook else "a2a", outcome)
+        self.counts[key] = self.counts.get(key, 0) + n
+
     def _others_wait(self, owner: str | None = None) -> bool:
         """Every slot is taken and an endpoint waits for one (of another owner than ``owner``)."""
         if self.in_flight < self.state.cfg.webhook_max_in_flight:
@@ -370,6 +377,7 @@ class Webhooks:
             now = self.state.now_ms()
             if now >= due.queued_at + rules.EXPIRY_MS:
                 outcomes.append((store.to_dead, (due.id, now, due.tries, "expired", due.last_status, due.last_error)))
+                self._count(endpoint, "dead_expired")
                 continue
             body = due.payload if due.payload is not None else stored.get(due.id)
             if body is None:
@@ -378,6 +386,7 @@ class Webhooks:
             now = self.state.now_ms()
             if outcome.ok:
                 self.delivered += 1
+                self._count(endpoint, "delivered")
                 outcomes.append((store.delivered, (due.id, endpoint.id, now)))
                 continue
             if outcome.status == 410:
@@ -391,9 +400,11 @@ class Webhooks:
             if retry_at is None:
                 outcomes.append((store.given_up, (due.id, endpoint.id, now, tries, "tries", outcome.status,
                                                   outcome.error)))
+                self._count(endpoint, "dead_tries")
             else:
                 outcomes.append((store.failed, (due.id, endpoint.id, tries, retry_at, now, outcome.status,
                                                 outcome.error)))
+                self._count(endpoint, "retry")
             if outcome.status is None:  # no answer at all: the endpoint waits, not only this delivery
                 ep.paused_until = retry_at if retry_at is not None else now + rules.FIRST_RETRY_MS
                 return False
@@ -443,7 +454,7 @@ class Webhooks:
             return
         try:
             await messages.send_message(self.state, account, str(msg["sender"]), text, str(msg["message_id"]),
-                                        key=f"a2a-delivery-{delivery}")
+                                        key=f"a2a-delivery-{delivery}", via="a2a")
         except Refused as exc:
             log.info("a2a reply of %s to %s refused: %s", account, msg.get("sender"), exc.code)
 
@@ -468,7 +479,8 @@ class Webhooks:
         events = [(self.state.new_id(), endpoint.account)]
         if owner is not None and owner != endpoint.account:
             events.append((self.state.new_id(), owner))
-        written = await self.state.database.write(_disable_txn, endpoint, due, now, audit_id, events)
+        moved, written = await self.state.database.write(_disable_txn, endpoint, due, now, audit_id, events)
+        self._count(endpoint, "dead_gone", moved)
         for event_id, recipient in written:
             self.state.event_committed(recipient, "webhook", event_id, now)
         log.info("webhook disabled account=%s url=%s (HTTP 410)", endpoint.account, endpoint.url)
@@ -494,9 +506,10 @@ def _record(conn: Conn, outcomes: list[tuple[Any, tuple]]) -> None:
 
 
 def _disable_txn(conn: Conn, endpoint: Endpoint, due: Due, now: int, audit_id: int,
-                 events: list[tuple[int, str]]) -> list[tuple[int, str]]:
+                 events: list[tuple[int, str]]) -> tuple[int, list[tuple[int, str]]]:
+    """The endpoint disabled and its deliveries dead letters: (how many, the events written)."""
     moved = store.disable(conn, endpoint.id, due.id, due.tries + 1, now, "HTTP 410")
     db.audit(conn, audit_id, now, "server", endpoint.account, "webhook.disable",
              f"HTTP 410 from {endpoint.url}; {moved} dead letter{'s' if moved != 1 else ''}")
-    return [(event_id, recipient) for event_id, recipient in events
-            if db.queue_event(conn, event_id, recipient, "webhook", audit_id, now)]
+    return moved, [(event_id, recipient) for event_id, recipient in events
+                   if db.queue_event(conn, event_id, recipient, "webhook", audit_id, now)]
