@@ -344,8 +344,8 @@ class Database:
                     conn = None
                     results = [(False, StoreUnavailable(why))] * len(batch)
                 else:
+                    self.batches += 1
                     self._observe(batch, began, committed)
-                self.batches += 1
                 done, batch = batch, []
                 loop.call_soon_threadsafe(_deliver, done, results)
         except BaseException as exc:  # not a failed write (those are results): the thread itself broke
