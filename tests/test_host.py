@@ -72,12 +72,7 @@ def until(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 
 def audit_actions(db: Path, account: str) -> list[str]:
-    conn = dbs.connect(db)
-    try:
-        return [r[0] for r in conn.execute(
-            "SELECT action FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' ORDER BY id", (account,))]
-    finally:
-        conn.close()
+    return [action for action, _ in audit_details(db, account)]
 
 
 @pytest.fixture
@@ -535,12 +530,8 @@ def test_idle_stop_minutes_parks_an_agent_with_nothing_to_do(world):
 
 
 def audit_details(db: Path, account: str) -> list[tuple[str, str]]:
-    conn = sqlite3.connect(db)
-    try:
-        return list(conn.execute("SELECT action, detail FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' "
-                                 "ORDER BY id", (account,)))
-    finally:
-        conn.close()
+    return dbs.rows(db, "SELECT action, detail FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' "
+                        "ORDER BY id", (account,))
 
 
 def hosted_pid_of(tmp: Path, account: str) -> str:
