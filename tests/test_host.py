@@ -45,7 +45,8 @@ def log_dir(tmp: Path) -> str:
     return str(tmp / "pircd-host")
 
 
-def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> LiveServer:
+def host_server(tmp_path: Path, agents: list[dict[str, Any]], pircan: dict[str, Any] | None = None,
+                **host: Any) -> LiveServer:
     from tests.harness import config
 
     cfg = config(
@@ -53,6 +54,7 @@ def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> Li
         storage={"durability": "normal"},
         flood={"enabled": False},
         host={"agents": agents, "stop_grace_seconds": 5, "log_dir": log_dir(tmp_path), **host},
+        pircan=pircan or {},
     )
     return LiveServer(cfg, db=str(tmp_path / "pircd.db")).start()
 
@@ -82,8 +84,9 @@ def world(tmp_path):
     servers: list[LiveServer] = []
     clients: list[IRCClient] = []
 
-    def start(agents: list[dict[str, Any]] | None = None, **host: Any) -> LiveServer:
-        srv = host_server(tmp_path, [echo_entry()] if agents is None else agents, **host)
+    def start(agents: list[dict[str, Any]] | None = None, pircan: dict[str, Any] | None = None,
+              **host: Any) -> LiveServer:
+        srv = host_server(tmp_path, [echo_entry()] if agents is None else agents, pircan, **host)
         servers.append(srv)
         return srv
 
@@ -434,8 +437,10 @@ def test_a_follow_over_mcp_reads_on_across_rotations(world):
     from tests.test_mcp import call, mcp, token_for
 
     start, login, tmp = world
+    # 100 stdin lines and the reads between them, one call after the other: past the account's
+    # default burst of HTTP calls (60), which a follower pacing itself would stay under
     srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
-                         "ready": {"log": "^ready"}}], log_max_bytes=4096)
+                         "ready": {"log": "^ready"}}], pircan={"http_calls_burst": 1000}, log_max_bytes=4096)
     hosted = _state(srv).host.agents["echo"]
     until(lambda: hosted.state == "running")
     token = token_for(srv, "olive")
