@@ -26,7 +26,7 @@ from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.mcp.limits import error_data
 from ext.pircan.metrics import CANCELLED, ERROR, OK
 from ext.pircan.service import channels, contact, messages, roster
-from ext.pircan.service.refusals import Refused
+from ext.pircan.service.refusals import Refused, refuse_nul
 from ext.pircan.service.schema import agreement_json, message_json
 from ext.pircan.state import Pircan
 
@@ -71,6 +71,7 @@ def tool_of(mcp: MCPServer, state: Pircan) -> Callable[..., Any]:
             async def run(*args: Any, **kwargs: Any) -> CallToolResult:
                 started, result = time.perf_counter(), ERROR
                 try:
+                    refuse_nul(kwargs)  # the arguments' texts, before anything reads or stores them
                     answer = await fn(*args, **kwargs)
                     result = OK
                     return answer

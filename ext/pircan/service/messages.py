@@ -96,17 +96,12 @@ def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, 
 _SEND_WRITE = Batched(_send_batch)
 
 
-NUL_TEXT = "A text cannot contain NUL characters"
-
-
 def body_refusal(body: str, max_chars: int | None) -> str | None:
-    """EMPTY, TOO_LONG or INVALID_PARAMS (a NUL character: JSON transports can carry one, and
-    PostgreSQL stores no text with it) for a body, or None. ``max_chars``: the transport's own
-    limit in code points (IRC's 200), checked before the network's 60,000 bytes."""
+    """EMPTY or TOO_LONG for a body, or None. ``max_chars``: the transport's own limit in code
+    points (IRC's 200), checked before the network's 60,000 bytes. (A NUL character never gets
+    here: the transports refuse it, ``refusals.refuse_nul``.)"""
     if not body.strip():
         return "EMPTY"
-    if "\0" in body:
-        return "INVALID_PARAMS"
     if max_chars is not None and len(body) > max_chars:
         return "TOO_LONG"
     if len(body) * 4 > Limits.body_bytes and len(body.encode("utf-8")) > Limits.body_bytes:
@@ -153,8 +148,6 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
             raise Refused(code, recipient_name)
         if code == "TOO_LONG":
             raise Refused(code, recipient_name, text=f"A message body is at most {Limits.body_bytes} bytes of UTF-8")
-        if code == "INVALID_PARAMS":
-            raise Refused(code, "body", text=NUL_TEXT)
         raise Refused(code, recipient_name)
     recipient = peer_of(state, sender, recipient_name)
     now = state.now_ms()

@@ -26,7 +26,7 @@ from ext.pircan.ids import hexid, parse_id
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import managed_accounts, no_agreement, owns, peer_of
 from ext.pircan.service.events import Events, audit_refusal, by_whom
-from ext.pircan.service.messages import NUL_TEXT, body_refusal
+from ext.pircan.service.messages import body_refusal
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.waits import wake_task_waiters
 from ext.pircan.state import Pircan
@@ -59,8 +59,6 @@ def _text_refusal(text: str, max_chars: int | None, context: str, required: bool
             raise Refused("EMPTY", context, text="This needs a text")
         return
     code = body_refusal(text, max_chars)
-    if code == "INVALID_PARAMS":
-        raise Refused(code, context, text=NUL_TEXT)
     if code == "TOO_LONG":
         limit = f"{max_chars} characters" if max_chars is not None and len(text) > max_chars else "60000 bytes"
         raise Refused("TOO_LONG", context, text=f"A task text is at most {limit}")
