@@ -95,6 +95,7 @@ class Target:
     nicklen: int = 30
     on_phase: Callable[[bool], None] | None = None  # measured phase starts (True) / ends (False)
     workdir: Path | None = None  # the server's directory (pircd: its SQLite file is workdir/pircd.db)
+    database: str | None = None  # pircd's server.db: that file, or a PostgreSQL URL (pircd-pg)
     http_port: int | None = None  # pircd's HTTP listener (MCP at /mcp), when it has one
 
     def begin(self) -> Sample:
@@ -772,9 +773,19 @@ _CHURN_METRICS = (
 # --------------------------------------------------------------------------
 # 5. SASL logins and 6. PIRCAN SEND (pircd only: accounts in its SQLite file)
 
-PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled", "pircd-nohttp")
+PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled", "pircd-nohttp", "pircd-pg",
+              "pircd-base")
 WITH_HTTP = tuple(name for name in PIRCD_ONLY if name != "pircd-nohttp")  # MCP needs the HTTP listener
 BENCH_PASSWORD = "bench-password-1"
+
+
+def server_database(target: Target) -> str:
+    """pircd's database (set-up writes accounts and tokens there, as the CLI does)."""
+    if target.database is not None:
+        return target.database
+    if target.workdir is None:
+        raise BenchError("this scenario needs the server's database (pircd only)")
+    return str(target.workdir / "pircd.db")
 
 
 def create_accounts(target: Target, names: list[str], kind: str = "person", owner: str | None = None) -> None:
@@ -790,9 +801,7 @@ def create_accounts(target: Target, names: list[str], kind: str = "person", owne
     from ircd.store.db import connect_sync, migrate, transaction
     from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
-    if target.workdir is None:
-        raise BenchError("this scenario needs the server's database (pircd only)")
-    conn = connect_sync(str(target.workdir / "pircd.db"))
+    conn = connect_sync(server_database(target))
     try:
         migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
         hashed, keys = hash_sync(BENCH_PASSWORD), derive_keys(BENCH_PASSWORD)
@@ -804,9 +813,9 @@ def create_accounts(target: Target, names: list[str], kind: str = "person", owne
         conn.close()
 
 
-async def sasl_login(target: Target, name: str, timeout: float = 60.0) -> IRCClient:
-    """Connect, log in with SASL PLAIN during registration, finish registration."""
-    client = await connect(target, name, timeout=timeout)
+async def sasl_login(target: Target, name: str, timeout: float = 60.0, source: str | None = None) -> IRCClient:
+    """Connect (from ``source``), log in with SASL PLAIN during registration, finish registration."""
+    client = await connect(target, name, source=source, timeout=timeout)
     plus = client.expect("AUTHENTICATE")
     client.send("CAP REQ :sasl")
     client.send(f"NICK {name}")
@@ -861,7 +870,9 @@ async def sasl_logins(target: Target, n: int, bystander_pairs: int, timeout: flo
         traffic = asyncio.ensure_future(_bystander_traffic(pairs, stop, storm))
         before = target.begin()
         results = await asyncio.wait_for(
-            asyncio.gather(*(sasl_login(target, name) for name in names), return_exceptions=True), timeout
+            # from 50 loopback addresses: a storm from one address is what the login throttle stops
+            asyncio.gather(*(sasl_login(target, name, source=source_address(i)) for i, name in enumerate(names)),
+                           return_exceptions=True), timeout
         )
         after = target.end()
         stop.set()
@@ -926,19 +937,24 @@ async def pircan_send(target: Target, senders: int, per_sender: int, timeout: fl
         before = target.begin()
         await asyncio.wait_for(asyncio.gather(*(run_sender(a, b) for a, b in zip(a_side, b_side))), timeout)
         after = target.end()
-        usage = _usage(before, after)
-        total = senders * per_sender
-        p50, p99 = _p50_p99_ms(latencies)
-        return {
-            "sends": total,
-            "sends_per_s": total / usage["wall_s"],
-            "p50_ms": p50,
-            "p99_ms": p99,
-            "cpu_us_per_send": 1e6 * usage["server_cpu_s"] / total,
-            **usage,
-        }
+        return measured(_usage(before, after), latencies, "sends", "send")
     finally:
         _close_all(agents)
+
+
+def measured(usage: dict[str, float], latencies: list[float], things: str, thing: str) -> dict[str, Any]:
+    """The figures of a scenario whose every operation waited for its answer: ``<things>``,
+    ``<things>_per_s``, latency ``p50_ms`` and ``p99_ms``, ``cpu_us_per_<thing>`` and the usage."""
+    total = len(latencies)
+    p50, p99 = _p50_p99_ms(latencies)
+    return {
+        things: total,
+        f"{things}_per_s": total / usage["wall_s"],
+        "p50_ms": p50,
+        "p99_ms": p99,
+        f"cpu_us_per_{thing}": 1e6 * usage["server_cpu_s"] / total,
+        **usage,
+    }
 
 
 _SASL_METRICS = (
@@ -996,14 +1012,15 @@ class Sizes:
     sasl: tuple[int, int] = (100, 5)  # logins at once, bystander pairs
     pircan: tuple[int, int] = (100, 100)  # senders, SENDs per sender
     mcp: tuple[int, int] = (100, 100)  # MCP agents (in pairs), send_direct_message calls per agent
+    chathistory: tuple[int, int, int] = (5000, 10, 100)  # lines stored, readers, queries per reader
     http_load: float = 40.0  # seconds of each phase (at the call limit, over it), flooding every other second
 
 
 FULL = Sizes()
 QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), sasl=(20, 2),
-              pircan=(20, 20), mcp=(20, 20), http_load=10.0)
+              pircan=(20, 20), mcp=(20, 20), chathistory=(500, 4, 20), http_load=10.0)
 TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), sasl=(4, 1), pircan=(2, 3), mcp=(4, 3),
-             http_load=2.0)
+             chathistory=(50, 2, 3), http_load=2.0)
 
 
 def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
@@ -1092,6 +1109,18 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             servers=WITH_HTTP,
         )
     )
+    lines, readers, queries = sizes.chathistory
+    add(
+        Scenario(
+            f"chathistory-{readers}x{queries}",
+            "chathistory",
+            f"CHATHISTORY LATEST {CHANNEL_PAGE} lines of a channel of {lines}: {readers} readers at once, "
+            f"{queries} queries each, one after the other",
+            _CHATHISTORY_METRICS,
+            run=lambda t: _chathistory(t, lines, readers, queries),
+            servers=tuple(name for name in PIRCD_ONLY if name != "pircd-nohistory"),
+        )
+    )
     add(
         Scenario(
             f"http-load-{sizes.http_load:g}s",
@@ -1106,6 +1135,24 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
         )
     )
     return table
+
+
+CHANNEL_PAGE = 100
+
+
+async def _chathistory(target: Target, lines: int, readers: int, queries: int) -> dict[str, Any]:
+    from bench.chathistory import chathistory  # imports this module
+
+    return await chathistory(target, lines, readers, queries)
+
+
+_CHATHISTORY_METRICS = (
+    Metric("queries_per_s", "CHATHISTORY queries/s", "{:,.0f}", "higher"),
+    Metric("p50_ms", "query latency p50 (ms)", "{:.2f}", "lower"),
+    Metric("p99_ms", "query latency p99 (ms)", "{:.2f}", "lower"),
+    Metric("cpu_us_per_query", "server CPU us/query", "{:.0f}", "lower"),
+    *_USAGE_METRICS,
+)
 
 
 async def _http_load(target: Target, seconds: float) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import contextlib
 import time
 from typing import Any
 
-from bench.loadgen import BenchError, Target, _p50_p99_ms, _usage, create_accounts
+from bench.loadgen import BenchError, Target, _p50_p99_ms, _usage, create_accounts, server_database
 
 __all__ = ["create_tokens", "mcp_send"]
 
@@ -34,9 +34,7 @@ def create_tokens(target: Target, names: list[str]) -> dict[str, str]:
     from ircd.store import tokens as rows
     from ircd.store.db import connect_sync, migrate, transaction
 
-    if target.workdir is None:
-        raise BenchError("this scenario needs the server's database (pircd only)")
-    conn = connect_sync(str(target.workdir / "pircd.db"))
+    conn = connect_sync(server_database(target))
     made: dict[str, str] = {}
     try:
         migrate(conn, rows.TRACK, rows.MIGRATIONS)

@@ -64,6 +64,7 @@ def run_one(
             oper_modes=spec.oper_modes,
             on_phase=(lambda on: phase(server, on)) if phase else None,
             workdir=server.dir,
+            database=spec.database(server.dir) if spec.database is not None else None,
             http_port=server.http_port(),
         )
         assert sc.run is not None
@@ -166,9 +167,11 @@ def raise_fd_limit() -> int:
 # profiling
 
 
-def profile_pircd(sc: Scenario, tool: str, out_dir: Path, top: int, loop: asyncio.AbstractEventLoop) -> None:
-    """Run pircd once under a profiler that records only the scenario's measured phase."""
-    spec = SERVERS["pircd"]
+def profile_pircd(sc: Scenario, tool: str, out_dir: Path, top: int, loop: asyncio.AbstractEventLoop,
+                  name: str = "pircd") -> None:
+    """Run pircd (``name``: one of its configurations, pircd-pg say) once under a profiler that
+    records only the scenario's measured phase."""
+    spec = SERVERS[name]
     if tool == "auto":
         tool = "py-spy" if shutil.which("py-spy") else "cprofile"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -309,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         "--scenario",
         action="append",
         default=[],
-        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, http-load); "
+        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, chathistory, http-load); "
         "repeatable or comma-separated",
     )
     p.add_argument(
@@ -340,6 +343,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run pircd from this source tree (e.g. a `git archive` of one commit) instead of "
         "this checkout, so that edits in the checkout during a long run do not leak in",
     )
+    p.add_argument(
+        "--base-src",
+        type=Path,
+        default=None,
+        help="the source tree of the pircd-base server (e.g. `git worktree add /tmp/base COMMIT`), "
+        "to compare an earlier pircd with this one in the same run",
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = p.parse_args(argv)
 
@@ -356,8 +366,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipping {s.name}: {s.pending}")
     runnable = [s for s in chosen if not s.pending]
     if args.pircd_src is not None:
-        for name in [n for n in SERVERS if n.startswith("pircd")]:
+        for name in [n for n in SERVERS if n.startswith("pircd") and n != "pircd-base"]:
             SERVERS[name].env["PYTHONPATH"] = str(args.pircd_src.resolve())
+    if args.base_src is not None:
+        SERVERS["pircd-base"].env["PYTHONPATH"] = str(args.base_src.resolve())
+    elif "pircd-base" in args.servers.split(","):
+        raise SystemExit("pircd-base needs --base-src DIR (the earlier pircd's source tree)")
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -368,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                 default = next(s for s in table.values() if s.family == "fanout")
                 runnable = [default] if not wanted else runnable[:1]
             out = args.out or Path(tempfile.mkdtemp(prefix="bench-profile-"))
-            profile_pircd(runnable[0], args.profile, out, args.top, loop)
+            first = args.servers.split(",")[0]
+            profile_pircd(runnable[0], args.profile, out, args.top, loop, first if first.startswith("pircd") else "pircd")
             return 0
 
         servers: list[str] = []

@@ -6,6 +6,12 @@ to a temporary directory, and stops it by its PID (SIGTERM, then SIGKILL after
 a grace period). CPU time (utime + stime) and RSS (VmRSS) come from
 ``/proc/<pid>``.
 
+pircd-pg is pircd with its store on PostgreSQL: one PostgreSQL server for the
+whole benchmark run (Debian's binaries, fsync on as in production; tests/dbs.py
+starts it), a new database per run. pircd-base is pircd from another source tree
+(``--base-src``, e.g. a ``git worktree`` of an earlier commit), measured in the
+same run as this one.
+
 The configs lift the limits that would otherwise measure the server's
 anti-abuse policy instead of its throughput: flood control, per-IP connection
 limits, connection throttles, send queues. docs/benchmarks.md lists every
@@ -14,6 +20,7 @@ setting changed, server by server.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import shutil
@@ -26,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["SERVERS", "RunningServer", "ServerSpec", "free_port", "listening_ports", "proc_sample"]
 
@@ -98,6 +106,7 @@ class ServerSpec:
     native: Path | None = None  # a C program in bench/: prepare() builds it with cc into ``built``
     built: Path | None = None
     http: bool = False  # pircd with its HTTP listener (MCP at /mcp) on
+    database: Callable[[Path], str] | None = None  # pircd's server.db for a run's directory
 
     def missing(self) -> str | None:
         """Why this server cannot run here, or None."""
@@ -107,6 +116,8 @@ class ServerSpec:
             return "mypyc not installed (pip install mypy)"
         if (self.compiled or self.native) and shutil.which("cc") is None:
             return "no C compiler (apt-get install -y gcc)"
+        if self.database is POSTGRES.database and not POSTGRES.version():
+            return "PostgreSQL not installed (apt-get install -y postgresql)"
         return None
 
     def prepare(self) -> Path | None:
@@ -137,7 +148,8 @@ class ServerSpec:
         except (OSError, subprocess.TimeoutExpired):
             return ""
         text = (out.stdout or out.stderr).strip().splitlines()
-        return text[0] if text else ""
+        mine = text[0] if text else ""
+        return f"{mine}, store on {POSTGRES.version()}" if self.database is POSTGRES.database else mine
 
 
 class RunningServer:
@@ -193,7 +205,13 @@ class RunningServer:
         return int(children[0]) if children else self.proc.pid
 
     def sample(self) -> tuple[float, float, int]:
-        return proc_sample(self.pid)
+        """The server's CPU (and RSS); for pircd-pg the PostgreSQL server's CPU is added: the
+        database's work per SEND is the server's work too, as it is in-process with SQLite."""
+        cpu, sys_s, rss = proc_sample(self.pid)
+        if self.spec.database is POSTGRES.database:
+            pg_cpu, pg_sys = POSTGRES.cpu()
+            cpu, sys_s = cpu + pg_cpu, sys_s + pg_sys
+        return cpu, sys_s, rss
 
     def http_port(self, timeout: float = 20.0) -> int | None:
         """The port of pircd's HTTP listener (bound to port 0 by the benchmark config), once it
@@ -247,13 +265,68 @@ class RunningServer:
 # pircd
 
 
-def _pircd_config(directory: Path, port: int, history: bool = True, http: bool = True) -> str:
+def sqlite_file(directory: Path) -> str:
+    return str(directory / "pircd.db")
+
+
+class _Postgres:
+    """The run's PostgreSQL server, started when a pircd-pg run first needs it, and a new database
+    for each run (named after the run's directory)."""
+
+    def __init__(self) -> None:
+        self.server: Any = None
+        self.made: dict[Path, str] = {}
+
+    def database(self, directory: Path) -> str:
+        if directory not in self.made:
+            if self.server is None:
+                from tests.dbs import PgServer  # the test suite's throwaway server, fsync on here
+
+                self.server = PgServer(durable=True).start()
+                atexit.register(self.server.destroy)
+            name = "bench_" + "".join(c if c.isalnum() else "_" for c in directory.name)
+            self.server.admin(f"CREATE DATABASE {name}")
+            self.made[directory] = self.server.url(name)
+        return self.made[directory]
+
+    def cpu(self) -> tuple[float, float]:
+        """(CPU, of which system) in seconds of the PostgreSQL server: the postmaster, the
+        processes it runs now (backends, WAL writer, ...) and those that ended."""
+        if self.server is None or self.server.proc is None:
+            return 0.0, 0.0
+        master = int((self.server.data / "postmaster.pid").read_text().split()[0])
+        total = system = 0.0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                raw = stat.read_bytes()
+            except OSError:
+                continue
+            fields = raw[raw.rfind(b")") + 2 :].split()
+            pid, ppid = int(stat.parent.name), int(fields[1])
+            if pid == master:  # its own, and that of its children which ended (cutime, cstime)
+                total += sum(int(f) for f in fields[11:15]) / _CLK_TCK
+                system += (int(fields[12]) + int(fields[14])) / _CLK_TCK
+            elif ppid == master:
+                total += (int(fields[11]) + int(fields[12])) / _CLK_TCK
+                system += int(fields[12]) / _CLK_TCK
+        return total, system
+
+    def version(self) -> str:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"))
+        return f"PostgreSQL {found[-1].parent.parent.name} (Debian), fsync on" if found else ""
+
+
+POSTGRES = _Postgres()
+
+
+def _pircd_config(directory: Path, port: int, history: bool = True, http: bool = True,
+                  database: Callable[[Path], str] = sqlite_file) -> str:
     return f"""\
 # pircd, benchmark configuration (bench/servers.py)
 [server]
 name = "bench.pircd.local"
 listen = ["127.0.0.1:{port}"]
-db = "{directory / "pircd.db"}"
+db = "{database(directory)}"
 motd = "{MOTD}"
 
 [limits]
@@ -295,10 +368,11 @@ enabled = {"true" if history else "false"}
 """
 
 
-def _pircd(no_uvloop: bool, history: bool = True, http: bool = True) -> Callable[[Path, int], list[str]]:
+def _pircd(no_uvloop: bool, history: bool = True, http: bool = True,
+           database: Callable[[Path], str] = sqlite_file) -> Callable[[Path, int], list[str]]:
     def write(directory: Path, port: int) -> list[str]:
         path = directory / "pircd.toml"
-        path.write_text(_pircd_config(directory, port, history, http))
+        path.write_text(_pircd_config(directory, port, history, http, database))
         argv = [sys.executable, "-m", "ircd", "serve", "--config", str(path)]
         if no_uvloop:
             argv.append("--no-uvloop")
@@ -413,16 +487,18 @@ def _inspircd(directory: Path, port: int) -> list[str]:
 
 
 def _pircd_spec(
-    name: str, *, no_uvloop: bool = False, history: bool = True, compiled: bool = False, http: bool = True
+    name: str, *, no_uvloop: bool = False, history: bool = True, compiled: bool = False, http: bool = True,
+    database: Callable[[Path], str] = sqlite_file,
 ) -> ServerSpec:
     return ServerSpec(
         name,
         None,
-        _pircd(no_uvloop=no_uvloop, history=history, http=http),
+        _pircd(no_uvloop=no_uvloop, history=history, http=http, database=database),
         version_argv=[sys.executable, "-m", "ircd", "--version"],
         env={"PYTHONPATH": str(_REPO)},
         compiled=compiled,
         http=http,
+        database=database,
     )
 
 
@@ -445,6 +521,10 @@ SERVERS: dict[str, ServerSpec] = {
     "pircd-asyncio": _pircd_spec("pircd-asyncio", no_uvloop=True),
     "pircd-nohistory": _pircd_spec("pircd-nohistory", history=False),
     "pircd-nohttp": _pircd_spec("pircd-nohttp", http=False),
+    # the store on PostgreSQL (server.db a postgresql:// URL) instead of a SQLite file
+    "pircd-pg": _pircd_spec("pircd-pg", database=POSTGRES.database),
+    # pircd from --base-src (an earlier commit), to compare with this checkout in one run
+    "pircd-base": _pircd_spec("pircd-base"),
     # the same source, with the modules of the optional compiled build compiled (docs/compiled.md)
     "pircd-compiled": _pircd_spec("pircd-compiled", compiled=True),
     "ngircd": ServerSpec(

@@ -39,6 +39,7 @@ from ircd.proto import numerics as N
 from ircd.replies import ReplyBuffer
 from ircd.sasl.scram import derive_keys
 from ircd.store import Account, AccountExists, ScramKeys
+from ircd.store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from ircd.client import Client
@@ -143,8 +144,11 @@ class AccountService:
 
     async def poll_external_changes(self) -> None:
         """Refresh the cache when another process committed to the database."""
-        if await self._read_data_version() != self._data_version:
-            await self.refresh()
+        try:
+            if await self._read_data_version() != self._data_version:
+                await self.refresh()
+        except StoreUnavailable:  # the database went away (the store said so): the next poll tries again
+            pass
 
     async def _read_data_version(self) -> int:
         return await self.store.data_version()

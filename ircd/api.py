@@ -46,7 +46,17 @@ from ircd.logins import source_of
 from ircd.proto.lines import Message, format_line
 from ircd.replies import Relay, ReplyBuffer
 from ircd.store import AccountExists, Batched, TooManyAgents
-from ircd.store.db import insert_rows
+from ircd.store.dialect import PerDialect, dialect_of, postgres_ddl, table_exists
+from ircd.store.errors import (
+    DatabaseError,
+    IntegrityError,
+    OperationalError,
+    UNAVAILABLE_TEXT,
+    StoreUnavailable,
+    missing_table,
+    unique_violation,
+)
+from ircd.store.writes import Conn, insert_rows, transaction
 from ircd.tokens import TokenRefused, TokenThrottled
 
 if TYPE_CHECKING:
@@ -59,6 +69,7 @@ __all__ = [
     "open_database_sync",
     "extension_config_sync",
     "get_account_sync",
+    "account_kinds_sync",
     "Capability",
     "CommandContext",
     "ReplyBuffer",
@@ -75,6 +86,20 @@ __all__ = [
     "CountedLog",
     "Batched",
     "insert_rows",
+    # the database, either of them (ircd.store.dialect, ircd.store.errors)
+    "Conn",
+    "transaction",
+    "dialect_of",
+    "table_exists",
+    "PerDialect",
+    "postgres_ddl",
+    "DatabaseError",
+    "IntegrityError",
+    "OperationalError",
+    "StoreUnavailable",
+    "UNAVAILABLE_TEXT",
+    "missing_table",
+    "unique_violation",
     "caps",
     "MetricsOut",
     "Timings",
@@ -622,6 +647,36 @@ def get_account_sync(conn: Any, folded: str) -> Any:
     return get_account(conn, folded)
 
 
+def account_kinds_sync(database: str) -> dict[str, str] | None:
+    """For an extension's configuration checks, before the server starts: folded account name ->
+    kind, read from the database (a SQLite file read-only, or PostgreSQL); None when there is no
+    database, or no accounts table, or it cannot be read now (the server checks again at start-up)."""
+    import os
+    import sqlite3
+
+    from ircd.store.db import connect_sync
+    from ircd.store.dialect import is_url
+    from ircd.store.errors import CANNOT_OPEN
+
+    try:
+        if is_url(database):
+            conn: Any = connect_sync(database)
+        elif os.path.isfile(database):
+            conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        else:
+            return None
+    except CANNOT_OPEN:
+        return None
+    try:
+        if not table_exists(conn, "accounts"):
+            return None
+        return dict(conn.execute("SELECT folded, kind FROM accounts").fetchall())
+    except CANNOT_OPEN:
+        return None
+    finally:
+        conn.close()
+
+
 def extension_schema_tracks(names: list[str]) -> dict[str, int]:
     """The schema tracks of the named extensions that have tables (``ext.<name>.schema_tracks()``),
     with their newest versions, without setting the extensions up (for ``pircd restore``)."""
@@ -629,6 +684,20 @@ def extension_schema_tracks(names: list[str]) -> dict[str, int]:
     for name in names:
         module = importlib.import_module(f"ext.{name}")
         tracks.update(getattr(module, "schema_tracks", dict)())
+    return tracks
+
+
+def extension_schema_migrations() -> dict[str, list[Any]]:
+    """The schema tracks of every extension under ``ext/`` that has tables, with their steps
+    (``ext.<name>.schema_migrations()``), without setting the extensions up (for ``pircd
+    migrate-store``, which copies whatever tracks a database holds)."""
+    import pkgutil
+
+    ext = importlib.import_module("ext")
+    tracks: dict[str, list[Any]] = {}
+    for found in pkgutil.iter_modules(ext.__path__):
+        module = importlib.import_module(f"ext.{found.name}")
+        tracks.update(getattr(module, "schema_migrations", dict)())
     return tracks
 
 

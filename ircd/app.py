@@ -44,7 +44,7 @@ def build_server(
 
 
 def attach_store(server: Server, path: str | None = None) -> None:
-    """Give the server its SQLite store, accounts and registered channels (opened at start-up)."""
+    """Give the server its store (SQLite or PostgreSQL), accounts and registered channels (opened at start-up)."""
     import asyncio
 
     from ircd import passwords
@@ -82,12 +82,15 @@ def attach_store(server: Server, path: str | None = None) -> None:
             task.add_done_callback(polling.discard)
 
     async def start() -> None:
-        import sqlite3
+        from ircd.store.db import describe
+        from ircd.store.errors import CANNOT_OPEN, StoreOpenError, StoreUnavailable
 
-        where = os.path.abspath(store.path)
+        where = describe(store.path)  # a PostgreSQL URL without its password
         try:
             await store.open()
-        except (sqlite3.Error, RuntimeError) as exc:  # RuntimeError: a schema newer than this pircd
+        except (StoreOpenError, StoreUnavailable) as exc:  # the message names the database already
+            raise RuntimeError(str(exc)) from None
+        except CANNOT_OPEN as exc:  # NewerSchema: made by a newer pircd
             raise RuntimeError(f"cannot open database {where}: {exc}") from None
         log.info("using database %s", where)
         await tokens.start()
@@ -162,8 +165,12 @@ def check_files(config: Config) -> None:
             files = " and ".join(path for _, path in tls[1:] if path)
             reason = getattr(exc, "reason", None) or exc
             problems.append(("server.tls_cert", f"cannot use {server.tls_cert} with {files}: {reason}"))
+    from ircd.store.dialect import is_url
+
     directory = os.path.dirname(os.path.abspath(server.db))
-    if os.path.isdir(server.db):
+    if is_url(server.db):
+        pass  # a PostgreSQL database: whether it can be reached is found at start-up
+    elif os.path.isdir(server.db):
         problems.append(("server.db", f"{server.db} is a directory"))
     elif not os.path.isdir(directory):
         problems.append(("server.db", f"cannot create {server.db}: no directory {directory}"))

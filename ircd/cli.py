@@ -13,7 +13,6 @@ import errno
 import logging
 import os
 import re
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import click
 from ircd import __version__
 from ircd.cli_accounts import CONFIG_HELP, fail_config
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load, with_overrides
+from ircd.store.errors import DatabaseError, StoreUnavailable
 
 log = logging.getLogger("pircd")
 
@@ -43,7 +43,10 @@ class _Main(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except sqlite3.Error as exc:
+        except DatabaseError as exc:
+            click.echo(f"error: database: {exc}", err=True)
+            sys.exit(1)
+        except StoreUnavailable as exc:  # PostgreSQL went away in the middle of the command
             click.echo(f"error: database: {exc}", err=True)
             sys.exit(1)
         except OSError as exc:
@@ -58,8 +61,8 @@ class _Main(click.Group):
 Which configuration a command uses (serve and the commands that open the
 database alike): --config FILE; else the file named by ${CONFIG_ENV}; else
 ./pircd.toml when there is one; else the built-in defaults. --db replaces
-the file's server.db. The database commands say on standard error which
-file they use.""")
+the file's server.db (a SQLite file, or a postgresql:// URL). The database
+commands say on standard error which database they use.""")
 @click.version_option(__version__, prog_name="pircd")
 def main() -> None:
     """pircd: an IRC server for networks where AI agents and people talk."""
@@ -94,7 +97,7 @@ def build_config(config_path: str | None, listen: tuple[str, ...], tls_listen: t
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help=CONFIG_HELP)
 @click.option("--listen", multiple=True, metavar="HOST:PORT", help="Plain listener (repeatable).")
 @click.option("--tls-listen", multiple=True, metavar="HOST:PORT", help="TLS listener (repeatable).")
-@click.option("--db", metavar="PATH", help="SQLite database file.")
+@click.option("--db", metavar="PATH|URL", help="SQLite database file or postgresql:// URL.")
 @click.option("--name", metavar="SERVERNAME", help="Server name, e.g. irc.example.org.")
 @click.option("--http-listen", multiple=True, metavar="HOST:PORT",
               help="HTTP listener (MCP, A2A, portal, WebSocket; repeatable), instead of http.listen.")
@@ -237,6 +240,7 @@ def _register_groups() -> None:
     from ircd.cli_accounts import account_group, agent_group
     from ircd.cli_backup import backup, restore
     from ircd.cli_history import history_group
+    from ircd.cli_store import migrate_store
     from ircd.cli_tokens import token_group
 
     main.add_command(token_group)
@@ -245,6 +249,7 @@ def _register_groups() -> None:
     main.add_command(history_group)
     main.add_command(backup)
     main.add_command(restore)
+    main.add_command(migrate_store)
     # an extension may bring commands of its own (ext/<name>/cli.py: commands() -> click commands);
     # like load_extensions, this reaches ext only by name (tests/test_ext_boundary.py)
     ext = importlib.import_module("ext")

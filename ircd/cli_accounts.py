@@ -1,29 +1,32 @@
 """``pircd account ...`` and ``pircd agent ...``: manage accounts in the server's database.
 
-These work on the same SQLite file the server uses, also while it runs: each
-command is one short transaction, and the running server notices the change
-(it watches the database's data_version) within a second. They find the
-configuration, and so the database, the way ``pircd serve`` does
-(``config.find_config``), say on standard error which file they use, and only
-the ``add`` commands may create the file.
+These work on the same database the server uses (its SQLite file or its PostgreSQL
+database), also while it runs: each command is one short transaction, and the running
+server notices the change (SQLite's data_version; on PostgreSQL the commit's notification)
+within a second. They find the configuration, and so the database, the way ``pircd serve``
+does (``config.find_config``), say on standard error which database they use, and on SQLite
+only the ``add`` commands may create the file.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
 import sys
 import time
 from typing import NoReturn
 
 import click
 
+from ircd.store.writes import Conn
 from ircd.accounts import valid_account_name
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load
 from ircd.proto.casemap import get_casefold
 from ircd.store import accounts as rows
-from ircd.store.db import connect_sync, migrate, transaction
+from ircd.store.db import connect_sync, describe, migrate, transaction
+from ircd.store.dialect import is_url
+from ircd.store.errors import CANNOT_OPEN, DatabaseError, IntegrityError, StoreOpenError
+from ircd.store.migrate import version
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 
 CONFIG_HELP = f"The configuration file (default: ${CONFIG_ENV}, else ./pircd.toml when present, else none)."
@@ -38,27 +41,33 @@ class Ctx:
         self.casefold = get_casefold(config.server.casemapping)
         self._announced = False
 
-    def connect(self, create: bool = False) -> sqlite3.Connection:
-        """The server's database with the core migrations applied. Only ``create`` (the commands
-        that add accounts) may make a new file, and only one that was named (``--db`` or a
-        configuration file): ``./pircd.db`` by default alone is not made next to a server
-        that runs elsewhere."""
-        where = os.path.abspath(self.db)
-        new = not os.path.exists(self.db)
+    def connect(self, create: bool = False) -> Conn:
+        """The server's database with the core migrations applied. On SQLite only ``create``
+        (the commands that add accounts) may make a new file, and only one that was named
+        (``--db`` or a configuration file): ``./pircd.db`` by default alone is not made next
+        to a server that runs elsewhere. A PostgreSQL database exists already (its operator
+        made it); pircd's tables are made in it by whichever command comes first."""
+        where = describe(self.db)
+        url = is_url(self.db)
+        new = not url and not os.path.exists(self.db)
         if new and not (create and self.named):
             _fail(f"no database at {where}: give the server's --config (or set {CONFIG_ENV}) or --db")
         try:
             conn = connect_sync(self.db, self.config.storage.durability)
-        except sqlite3.Error as exc:
+        except StoreOpenError as exc:  # names the database (without its password) and the problem
+            _fail(str(exc))
+        except DatabaseError as exc:
             _fail(f"cannot open database {where}: {exc}")
         try:
+            new = new or (url and version(conn, CORE_TRACK) == 0)
             migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
-        except (sqlite3.Error, RuntimeError) as exc:  # RuntimeError: a schema newer than this pircd
+        except CANNOT_OPEN as exc:  # NewerSchema: made by a newer pircd
             conn.close()
             _fail(f"cannot open database {where}: {exc}")
         if not self._announced:
             self._announced = True
-            click.echo(f"using database {where}" + (" (new file)" if new else ""), err=True)
+            click.echo(f"using database {where}" + (f" (new {'database' if url else 'file'})" if new else ""),
+                       err=True)
         return conn
 
 
@@ -84,7 +93,8 @@ def open_context(config_path: str | None, db: str | None) -> Ctx:
 
 db_options = [
     click.option("--config", "config_path", type=click.Path(dir_okay=False), help=CONFIG_HELP),
-    click.option("--db", metavar="PATH", help="The SQLite file (default: server.db of the configuration)."),
+    click.option("--db", metavar="PATH|URL",
+                 help="The SQLite file or postgresql:// URL (default: server.db of the configuration)."),
 ]
 
 
@@ -318,7 +328,7 @@ def account_certfp(name: str, action: str, fingerprint: str | None, config_path:
             if action == "add":
                 try:
                     rows.add_certfp(conn, folded, fp)
-                except sqlite3.IntegrityError:
+                except IntegrityError:
                     _fail("that fingerprint is already registered")
             elif not rows.remove_certfp(conn, folded, fp):
                 _fail("no such fingerprint on that account")

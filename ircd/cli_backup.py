@@ -12,6 +12,10 @@ A restore puts a backup in the place of the database of a stopped server, after 
 migrated when the server starts). A running server is detected by its open connection: the
 restore takes the database's lock in exclusive mode, which it cannot while another process
 has the file open. The database it replaces is kept as ``<db>.before-restore``.
+
+Both work on SQLite files. A PostgreSQL database is backed up with PostgreSQL's own tools
+(``pg_dump``, ``pg_restore``, its replication), and ``pircd migrate-store`` copies one to a
+SQLite file and back: on a ``postgresql://`` database the two commands say so and stop.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import sqlite3
 import click
 
 from ircd.cli_accounts import _fail, open_context, with_db
+from ircd.store.db import describe
+from ircd.store.dialect import is_url
 
-__all__ = ["backup", "restore", "known_tracks"]
+__all__ = ["backup", "restore", "known_tracks", "check_stopped"]
 
 
 def known_tracks(extensions: list[str]) -> dict[str, int]:
@@ -34,6 +40,11 @@ def known_tracks(extensions: list[str]) -> dict[str, int]:
 
     return {CORE_TRACK: len(CORE_MIGRATIONS), tokens.TRACK: len(tokens.MIGRATIONS),
             **extension_schema_tracks(extensions)}
+
+
+def _not_postgresql(db: str, instead: str) -> None:
+    if is_url(db):
+        _fail(f"{describe(db)} is a PostgreSQL database: {instead}")
 
 
 def _private_file(path: str) -> None:
@@ -58,6 +69,8 @@ def backup(file: str, config_path: str | None, db: str | None) -> None:
     runs: a consistent copy holding every write committed before it began. FILE must not exist;
     it is written with mode 0600."""
     ctx = open_context(config_path, db)
+    _not_postgresql(ctx.db, "back it up with pg_dump (or copy a stopped server's database to a SQLite file with "
+                            "pircd migrate-store)")
     source_path = os.path.abspath(ctx.db)
     if not os.path.isfile(source_path):
         _fail(f"no database at {source_path}: give the server's --config (or set PIRCD_CONFIG) or --db")
@@ -118,7 +131,7 @@ def _check_backup(path: str, tracks: dict[str, int]) -> dict[str, int]:
     return versions
 
 
-def _check_stopped(db_path: str) -> None:
+def check_stopped(db_path: str) -> None:
     """The database is not open in another process (a running server keeps it open)."""
     if not os.path.exists(db_path):
         return
@@ -145,6 +158,8 @@ def restore(file: str, config_path: str | None, db: str | None, yes: bool) -> No
     place of the server's database, which is kept as <db>.before-restore. The server must be
     stopped; start it afterwards (older schemas are migrated then)."""
     ctx = open_context(config_path, db)
+    _not_postgresql(ctx.db, "restore it with pg_restore (or copy a SQLite backup into an empty database with "
+                            "pircd migrate-store FILE URL)")
     target = os.path.abspath(ctx.db)
     click.echo(f"using database {target}", err=True)
     if os.path.exists(target) and os.path.samefile(file, target):
@@ -152,7 +167,7 @@ def restore(file: str, config_path: str | None, db: str | None, yes: bool) -> No
     versions = _check_backup(file, known_tracks(ctx.config.server.extensions))
     if not os.path.isdir(os.path.dirname(target)):
         _fail(f"cannot restore to {target}: no directory {os.path.dirname(target)}")
-    _check_stopped(target)
+    check_stopped(target)
     kept = target + ".before-restore"
     if os.path.exists(target) and not yes:
         click.confirm(f"Replace {target} (kept as {kept})?", abort=True)
@@ -165,7 +180,7 @@ def restore(file: str, config_path: str | None, db: str | None, yes: bool) -> No
             dst.write(chunk)
         dst.flush()
         os.fsync(dst.fileno())
-    _check_stopped(target)  # still nobody: the file moves now
+    check_stopped(target)  # still nobody: the file moves now
     if os.path.exists(target):
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(kept + suffix):

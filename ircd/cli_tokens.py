@@ -7,21 +7,22 @@ also ends the MCP sessions that use it within a second).
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 import click
 
+from ircd.store.writes import Conn
 from ircd.cli_accounts import _fail, open_context, with_db
 from ircd.store import accounts as account_rows
 from ircd.store import tokens as rows
 from ircd.store.db import migrate, transaction
+from ircd.store.errors import IntegrityError
 from ircd.tokens import valid_label
 
 __all__ = ["token_group"]
 
 
-def _connect(config_path: str | None, db: str | None) -> tuple[sqlite3.Connection, object]:
+def _connect(config_path: str | None, db: str | None) -> tuple[Conn, object]:
     ctx = open_context(config_path, db)
     conn = ctx.connect()
     migrate(conn, rows.TRACK, rows.MIGRATIONS)
@@ -57,7 +58,7 @@ def token_add(account: str, label: str | None, config_path: str | None, db: str 
         try:
             with transaction(conn):
                 rows.insert(conn, ident, folded, label, secret, int(time.time() * 1000), "operator")
-        except sqlite3.IntegrityError:
+        except IntegrityError:
             _fail(f"{folded} already has a token named {label!r} (revoke it first, or choose another --name)")
     finally:
         conn.close()

@@ -200,7 +200,7 @@ def core_metrics(server: "Server") -> Callable[[MetricsOut], None]:
         if store is not None:
             db = store.db
             out.histogram("pircd_db_commit_seconds", "Group commits of the database writer: one transaction, "
-                          "BEGIN to COMMIT (fsync included)", db.commit_timings)
+                          "BEGIN to COMMIT (SQLite's fsync or PostgreSQL's WAL flush included)", db.commit_timings)
             out.histogram("pircd_db_write_seconds", "Database writes, from queued to committed",
                           db.write_timings)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import logging
+import sys
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Final, Iterable
@@ -46,6 +47,7 @@ from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator, format_id
 from ircd.proto.timestamps import format_ms
 from ircd.registry import Registry
 from ircd.replies import Relay, ReplyBuffer
+from ircd.store.errors import UNAVAILABLE_TEXT, StoreUnavailable
 from ircd.timers import Timers, forget_idle
 from ircd.visibility import Visibility
 
@@ -466,9 +468,12 @@ class Server:
         self.flush_all()
 
     def _handler_failed(self, ctx: CommandContext, raw: bytes) -> None:
-        log.exception("handler error id=%d line=%r", ctx.client.id, _redact(raw))
         reply = ReplyBuffer(self, ctx.client, ctx.label)
-        reply.fail(ctx.msg.command, "INTERNAL_ERROR", "The server could not process this command")
+        if isinstance(sys.exc_info()[1], StoreUnavailable):  # said once by the store, not per command
+            reply.fail(ctx.msg.command, "TEMPORARILY_UNAVAILABLE", UNAVAILABLE_TEXT)
+        else:
+            log.exception("handler error id=%d line=%r", ctx.client.id, _redact(raw))
+            reply.fail(ctx.msg.command, "INTERNAL_ERROR", "The server could not process this command")
         reply.flush()
 
     def _reply_now(self, client: Client, code: str, *params: str) -> None:
@@ -905,6 +910,8 @@ def _read_motd(config: Config) -> list[str] | None:
 async def _logged(coro: Awaitable[Any]) -> Any:
     try:
         return await coro
+    except StoreUnavailable:  # the database went away (said once by the store); the next run retries
+        return None
     except Exception:
         log.exception("background task failed")
         return None

@@ -29,7 +29,6 @@ guess it, and counting checks in flight refused valid tokens of agents sharing a
 from __future__ import annotations
 
 import logging
-import sqlite3
 from dataclasses import dataclass
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from ircd.accounts import login_limits
 from ircd.logins import LoginLimits, source_of
 from ircd.store import tokens as rows
+from ircd.store.errors import IntegrityError
 
 T = TypeVar("T")
 
@@ -128,7 +128,7 @@ class TokenService:
         now = int(self.server.clock() * 1000)
         try:
             row = await self.store.write(rows.insert, ident, account, label, secret, now, actor or "operator")
-        except sqlite3.IntegrityError:
+        except IntegrityError:
             raise TokenRefused("TOKEN_EXISTS", f"{account} already has a token named {label}") from None
         log.info("token created account=%s name=%s by=%s", account, label, actor or "operator")
         return row, text

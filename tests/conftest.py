@@ -2,8 +2,23 @@ from __future__ import annotations
 
 import pytest
 
+from tests import dbs
 from tests.harness import Harness, config
 from tests.live import IRCClient, LiveServer
+
+
+def pytest_report_header(config):
+    return f"database: {dbs.BACKEND} (PIRCD_TEST_DB)"
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test about one database says so in its name (``test_sqlite_...``, ``test_postgresql_...``)
+    and runs only on that one."""
+    other = "sqlite" if dbs.POSTGRESQL else "postgresql"
+    skip = pytest.mark.skip(reason=f"{other} only (this run: PIRCD_TEST_DB={dbs.BACKEND})")
+    for item in items:
+        if getattr(item, "originalname", item.name).startswith(f"test_{other}_"):
+            item.add_marker(skip)
 
 
 @pytest.fixture

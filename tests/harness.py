@@ -14,6 +14,7 @@ from ircd.client import Client
 from ircd.config import Config, from_dict
 from ircd.proto.lines import Message, parse_line
 from ircd.server import Server
+from tests import dbs
 
 
 class FakeClock:
@@ -69,7 +70,8 @@ class Harness:
         extensions: bool = False,
         clock_start: float | None = None,
     ) -> None:
-        """``db``: a SQLite path to give the server its store (accounts, channels);
+        """``db``: a database file to give the server its store (accounts, channels): on PostgreSQL
+        runs (tests/dbs.py), a database of its own that the path names;
         ``extensions``: load the extensions named in the config."""
         self.clock = FakeClock() if clock_start is None else FakeClock(clock_start)
         self.loop = loop or asyncio.new_event_loop()
@@ -81,7 +83,7 @@ class Harness:
         if db is not None:
             from ircd.app import attach_store
 
-            attach_store(self.server, db)
+            attach_store(self.server, dbs.database(db))
         self.apis: dict[str, Any] = {}
         if extensions:
             from ircd.api import load_extensions

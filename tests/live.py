@@ -19,6 +19,7 @@ from typing import Any, Callable
 from ircd.config import Config
 from ircd.proto.lines import Message, parse_line
 from ircd.server import Server
+from tests import dbs
 
 _tokens = itertools.count(1)
 
@@ -27,7 +28,8 @@ class LiveServer:
     def __init__(
         self, config: Config, setup: Callable[[Server], None] | None = None, db: str | None = None
     ) -> None:
-        """``db``: a SQLite path to give the server its store (accounts, PIRCAN)."""
+        """``db``: a database file to give the server its store (accounts, PIRCAN); on PostgreSQL
+        runs (tests/dbs.py), a database of its own that the path names."""
         from ircd.api import load_extensions
         from ircd.app import attach_store
         from ircd.net.runner import run_server
@@ -35,7 +37,7 @@ class LiveServer:
         self.config = config
         self.server = Server(config)
         if db is not None:
-            attach_store(self.server, db)
+            attach_store(self.server, dbs.database(db))
         load_extensions(self.server)
         if setup is not None:
             setup(self.server)

@@ -10,13 +10,16 @@ import sys
 import threading
 from pathlib import Path
 
+from tests import dbs
+
 _LISTENING = re.compile(r"listening on 127\.0\.0\.1:(\d+)( \(HTTP)?")
 
 
 def write_config(directory: Path, **sections: dict) -> Path:
-    """A config file: loopback port 0, the database in ``directory``, flood control off."""
+    """A config file: loopback port 0, the database in ``directory`` (on PostgreSQL runs, the
+    database that path names: tests/dbs.py), flood control off."""
     base = {
-        "server": {"name": "irc.test", "listen": ["127.0.0.1:0"], "db": str(directory / "pircd.db")},
+        "server": {"name": "irc.test", "listen": ["127.0.0.1:0"], "db": dbs.database(directory / "pircd.db")},
         "flood": {"enabled": False},
         "http": {"listen": ["127.0.0.1:0"]},
     }
@@ -115,6 +118,8 @@ class ServerProcess:
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``pircd ARGS``; a ``--db PATH`` names the test database of that path (tests/dbs.py)."""
+    argv = [dbs.database(arg) if i and args[i - 1] == "--db" else arg for i, arg in enumerate(args)]
     return subprocess.run(
-        [sys.executable, "-m", "ircd", *args], input=stdin, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "ircd", *argv], input=stdin, capture_output=True, text=True, timeout=60
     )

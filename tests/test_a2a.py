@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -34,6 +33,7 @@ from a2a.utils.errors import (
 )
 from google.protobuf.json_format import MessageToDict
 
+from tests import dbs
 from tests.harness import config
 from tests.live import LiveServer
 from tests.test_mcp import PASSWORD, call, irc, login, mcp, run, srv, token_for  # noqa: F401 - fixtures
@@ -115,7 +115,7 @@ def db_rows(server: LiveServer, sql: str, *args: Any) -> list[tuple]:
         await server.server.store.write(lambda conn: None)  # writes commit in the order they were queued
 
     run(server, committed())
-    conn = sqlite3.connect(server.server.store.path)
+    conn = dbs.connect(server.server.store.path)
     try:
         return conn.execute(sql, args).fetchall()
     finally:

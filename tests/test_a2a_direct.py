@@ -14,7 +14,6 @@ import contextlib
 import json
 import re
 import socket
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from google.protobuf.json_format import MessageToDict
 
 from ext.pircan.a2a import keys
 from ext.pircan.a2a import store as astore
+from tests import dbs
 from tests.live import LiveServer
 from tests.proc import cli
 from tests.test_a2a import a2a, agree, answers, db_rows, live, refusal, request
@@ -105,7 +105,7 @@ async def jwks(server: LiveServer) -> dict[str, Any]:
 
 
 def signing_key(server: LiveServer) -> astore.SigningKey:
-    conn = sqlite3.connect(server.server.store.path)
+    conn = dbs.connect(server.server.store.path)
     try:
         key = astore.signing_key(conn)
     finally:

@@ -322,3 +322,21 @@ def test_a_wait_whose_client_gave_up_loses_nothing(srv):  # noqa: F811
             assert [m["body"] for m in listed["messages"]] == ["are you there?"]
 
     asyncio.run(scenario())
+
+
+def test_a_nul_in_a_text_part_or_in_a_skill_s_data_is_refused(srv):  # noqa: F811
+    """As over MCP (test_mcp's test of every tool's texts): a NUL in a message's text part, or in
+    a network skill's argument, is INVALID_PARAMS naming it, and nothing is stored."""
+    token = token_for(srv, "alice")
+
+    async def scenario() -> None:
+        async with a2a(srv, token, "bob") as alice:
+            assert await refusal(answers(alice, request("a\x00b"))) == (InvalidParamsError, "INVALID_PARAMS", "text")
+        async with a2a(srv, token) as alice:
+            assert await refusal(answers(alice, call_request("pircan:profile", action="set", display_name="a\x00b"))) \
+                == (InvalidParamsError, "INVALID_PARAMS", "display_name")
+            assert (await call(alice, "pircan:profile", action="show"))["display_name"] == ""
+
+    asyncio.run(scenario())
+    assert run(srv, srv.server.store.db.read(lambda conn: conn.execute(
+        "SELECT COUNT(*) FROM pircan_messages").fetchone())) == (0,)

@@ -6,7 +6,6 @@ and the push token checked with the network's public keys."""
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import jwt
 from a2a.types import a2a_pb2 as pb
@@ -15,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from google.protobuf.json_format import MessageToDict
 
 from ext.pircan.a2a import store as astore
+from tests import dbs
 from tests.test_pircan import T0_MS, P, agree, sent_id
 from tests.test_webhooks import make, pending, receiver, set_hook, state_of  # noqa: F401 - fixtures
 
@@ -44,7 +44,7 @@ def sent(got) -> tuple[dict, pb.SendMessageRequest]:
 
 
 def network_key(p: P) -> Ed25519PrivateKey:
-    conn = sqlite3.connect(p.path)
+    conn = dbs.connect(p.path)
     try:
         key = astore.signing_key(conn)
     finally:

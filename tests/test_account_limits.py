@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import base64
-import sqlite3
 
 import pytest
 
+from tests import dbs
 from tests.harness import Harness, config
 
 RM = ["draft/read-marker"]
@@ -28,7 +28,7 @@ def login(h: Harness, name: str, caps=()) -> None:
 
 
 def rows(db: str, table: str) -> int:
-    return sqlite3.connect(db).execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    return dbs.connect(db).execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
 
 @pytest.fixture

@@ -554,3 +554,13 @@ def test_whox_account_field_shows_the_account(ah):
         ":irc.test 354 watcher watcher 0",
         ":irc.test 315 watcher watcher :End of WHO list",
     ]
+
+
+def test_a_scram_name_with_a_nul_is_refused_as_malformed(ah):
+    """RFC 5802's names have no NUL (PostgreSQL could not even look one up): 904, as for any
+    malformed client-first-message, on both databases."""
+    create(ah, "alice", "correct horse")
+    start_sasl(ah, "a", "alice", "SCRAM-SHA-256")
+    ah.take("a")
+    ah.send("a", "AUTHENTICATE " + b64(ScramClient("ali\0ce", "correct horse").first()))
+    assert ah.numerics("a") == ["904"]

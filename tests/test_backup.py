@@ -1,5 +1,8 @@
 """``pircd backup`` of a live database and ``pircd restore`` into a stopped server's place.
 
+Both are SQLite's (a file copied with its online backup API); on PostgreSQL they say to use
+pg_dump and pg_restore, or ``pircd migrate-store`` (tests/test_migrate_store.py).
+
 The server runs as a real process; agents send over real sockets while the backup is taken, and
 the restored server must hold every message whose receipt arrived before the backup began.
 """
@@ -13,6 +16,8 @@ import subprocess
 import sys
 import threading
 
+from ircd.store.db import describe
+from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli, write_config
 
@@ -53,7 +58,7 @@ def _stored(db_path) -> set[str]:
         conn.close()
 
 
-def test_restore_of_a_backup_taken_under_send_load_has_every_acknowledged_message(tmp_path):
+def test_sqlite_restore_of_a_backup_taken_under_send_load_has_every_acknowledged_message(tmp_path):
     config = write_config(tmp_path)
     _agents(config)
     backup_file = tmp_path / "backup.db"
@@ -137,7 +142,7 @@ def _schema(path) -> str:
         conn.close()
 
 
-def test_restore_refuses_a_damaged_or_newer_backup_and_keeps_the_database(tmp_path):
+def test_sqlite_restore_refuses_a_damaged_or_newer_backup_and_keeps_the_database(tmp_path):
     db = tmp_path / "live.db"
     assert cli("account", "add", "alice", "--password-stdin", "--db", str(db), stdin=PASSWORD + "\n").returncode == 0
     good = tmp_path / "good.db"
@@ -168,3 +173,19 @@ def test_restore_refuses_a_damaged_or_newer_backup_and_keeps_the_database(tmp_pa
     assert ok.returncode == 0, ok.stderr
     listing = cli("account", "list", "--db", str(db))
     assert listing.stdout.splitlines()[1].split()[0] == "alice"
+
+
+def test_postgresql_backup_and_restore_point_to_pg_dump_and_migrate_store(tmp_path):
+    db = tmp_path / "pg.db"
+    assert cli("account", "add", "olive", "--generate", "--db", str(db)).returncode == 0
+    url = describe(dbs.database(db))
+    backed = cli("backup", str(tmp_path / "b.db"), "--db", str(db))
+    assert (backed.returncode, backed.stderr.splitlines()) == (1, [
+        f"error: {url} is a PostgreSQL database: back it up with pg_dump (or copy a stopped server's database "
+        "to a SQLite file with pircd migrate-store)"])
+    assert not (tmp_path / "b.db").exists()
+    (tmp_path / "old.db").write_bytes(b"")
+    restored = cli("restore", str(tmp_path / "old.db"), "--yes", "--db", str(db))
+    assert (restored.returncode, restored.stderr.splitlines()) == (1, [
+        f"error: {url} is a PostgreSQL database: restore it with pg_restore (or copy a SQLite backup into an "
+        "empty database with pircd migrate-store FILE URL)"])

@@ -67,6 +67,32 @@ def test_pircan_send(pircd):
     assert result["sends"] == 6
 
 
+def test_chathistory_queries(pircd):
+    from bench.chathistory import chathistory
+
+    result = _run(pircd, lambda t: chathistory(t, lines=30, readers=2, queries=3))
+    assert result["queries"] == 6 and result["p50_ms"] > 0
+
+
+def test_postgresql_pircd_pg_keeps_its_store_on_a_postgresql_server():
+    """pircd-pg, the variant for the SQLite/PostgreSQL comparison: its server.db is a URL on the
+    benchmark's own PostgreSQL server, and the SEND scenario writes its accounts there."""
+    server = RunningServer(SERVERS["pircd-pg"]).start()
+    try:
+        database = SERVERS["pircd-pg"].database(server.dir)
+        assert database.startswith("postgresql://")
+        loop = loadgen.new_event_loop()
+        try:
+            target = loadgen.Target("pircd-pg", "127.0.0.1", server.port, server.sample, workdir=server.dir,
+                                    database=database)
+            result = loop.run_until_complete(asyncio.wait_for(loadgen.pircan_send(target, 2, 3), 60))
+        finally:
+            loop.close()
+        assert result["sends"] == 6
+    finally:
+        server.stop()
+
+
 def test_mcp_send(pircd):
     """Four MCP agents (the SDK's client, a token each) in two agreements: every call is answered,
     every message is in its recipient's inbox."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from click.testing import CliRunner
 
 from ircd.cli import main
 from ircd.passwords import verify_sync
+from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli, write_config
 
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_account_lifecycle(tmp_path):
     db = str(tmp_path / "c.db")
-    using = f"using database {db}\n"
+    using = f"using database {dbs.shown(db)}\n"
     added = cli("account", "add", "alice", "--password-stdin", "--db", db, stdin="pw123456\n")
-    assert (added.stdout, added.stderr) == ("created person account alice\n", f"using database {db} (new file)\n")
+    assert (added.stdout, added.stderr) == ("created person account alice\n", f"using database {dbs.shown(db)}{dbs.NEW}\n")
     out = cli("agent", "add", "bot1", "--owner", "alice", "--db", db)
     assert out.returncode == 0
     lines = out.stdout.splitlines()
@@ -46,7 +46,7 @@ def test_account_lifecycle(tmp_path):
     assert cli("account", "certfp", "alice", "add", fp, "--db", db).returncode == 0
     assert cli("account", "certfp", "alice", "list", "--db", db).stdout == fp + "\n"
     assert cli("account", "del", "alice", "--yes", "--db", db).stdout == "deleted alice\n"
-    conn = sqlite3.connect(db)
+    conn = dbs.connect(db)
     assert conn.execute("SELECT COUNT(*) FROM accounts").fetchone() == (0,)  # the agent went with its owner
     assert conn.execute("SELECT COUNT(*) FROM account_certfps").fetchone() == (0,)
     missing = cli("account", "del", "alice", "--yes", "--db", db)
@@ -107,7 +107,7 @@ def run(*args: str, cwd: Path, stdin: str | None = None, **env: str) -> subproce
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\S+ [A-Z]+ ")
 
 
-def test_unusable_files_are_one_line_not_a_traceback(tmp_path):
+def test_sqlite_unusable_files_are_one_line_not_a_traceback(tmp_path):
     """A config file that is not UTF-8, an unknown extension, a database that cannot be opened."""
     latin1 = tmp_path / "latin1.toml"
     latin1.write_bytes('[server]\nname = "irc.tést.org"\n'.encode("latin-1"))
@@ -322,7 +322,7 @@ def test_agent_add_reads_the_password_from_stdin(tmp_path):
     assert cli("account", "add", "olive", "--generate", "--db", db).returncode == 0
     out = cli("agent", "add", "scout", "--owner", "olive", "--password-stdin", "--db", db, stdin="s3cret-pass\n")
     assert (out.returncode, out.stdout) == (0, "created agent scout owned by olive\n")  # no password printed
-    conn = sqlite3.connect(db)
+    conn = dbs.connect(db)
     row = conn.execute("SELECT kind, owner, password_hash FROM accounts WHERE folded = 'scout'").fetchone()
     conn.close()
     assert row[:2] == ("agent", "olive")
@@ -434,6 +434,9 @@ def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monk
                       ([str(tmp_path / "b.db"), "--config", str(latin1)], None)],
         ("restore",): [([str(latin1), "--yes", "--db", good], None), ([str(tmp_path / "nofile.db"), "--db", good], None),
                        ([good, "--yes", "--db", good], None), ([copy, "--db", good], "n\n")],
+        ("migrate-store",): [([str(tmp_path / "missing.db"), str(tmp_path / "to.db")], None), ([good, good], None),
+                             ([good, copy], None), ([unopenable[2], str(tmp_path / "to.db")], None),
+                             ([good, "postgresql://u:pw@[::1/x"], None), ([good], None)],
         ("host", "ps"): [(missing, None), (["--config", str(latin1)], None)],
         ("host", "logs"): [(["ghost", "--db", good], None), (["alice", *missing], None)],
         ("host", "start"): [(["ghost", "--db", good], None)],

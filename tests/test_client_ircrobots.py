@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.proc import cli
+
 IRCROBOTS = "ircrobots==0.7.2"
 BOT = Path(__file__).parent / "interop" / "ircrobots_bot.py"
 CHANNEL = "#robots"
@@ -75,10 +77,8 @@ def test_ircrobots_joins_and_talks(ircrobots_python, live, client_factory):
 
 def _add_account(db: Path, name: str, password: str) -> None:
     """Create an account the way an operator does: ``pircd account add`` on the server's database."""
-    subprocess.run(
-        [sys.executable, "-m", "ircd", "account", "add", name, "--password-stdin", "--db", str(db)],
-        input=password + "\n", text=True, check=True, capture_output=True, timeout=60,
-    )
+    added = cli("account", "add", name, "--password-stdin", "--db", str(db), stdin=password + "\n")
+    assert added.returncode == 0, added.stderr
 
 
 @pytest.mark.parametrize("mechanism, named", [("SCRAM", "SCRAM-SHA-256"), ("PLAIN", "PLAIN")])

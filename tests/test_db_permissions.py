@@ -15,7 +15,7 @@ def mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def test_server_creates_the_database_and_its_wal_files_0600(tmp_path):
+def test_sqlite_server_creates_the_database_and_its_wal_files_0600(tmp_path):
     db = tmp_path / "s.db"
     h = Harness(config(storage={"durability": "off"}), db=str(db))
     try:
@@ -27,7 +27,7 @@ def test_server_creates_the_database_and_its_wal_files_0600(tmp_path):
         h.close()
 
 
-def test_server_warns_about_a_database_others_can_read(tmp_path, caplog):
+def test_sqlite_server_warns_about_a_database_others_can_read(tmp_path, caplog):
     db = tmp_path / "old.db"
     db.touch()
     db.chmod(0o644)
@@ -40,7 +40,7 @@ def test_server_warns_about_a_database_others_can_read(tmp_path, caplog):
     assert mode(db) == 0o644  # a warning, not a change behind the operator's back
 
 
-def test_cli_creates_the_database_0600(tmp_path):
+def test_sqlite_cli_creates_the_database_0600(tmp_path):
     db = tmp_path / "cli.db"
     assert cli("account", "add", "alice", "--generate", "--db", str(db)).returncode == 0
     assert mode(db) == 0o600

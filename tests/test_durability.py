@@ -1,16 +1,20 @@
 """What a reply acknowledges survives kill -9 of the server process.
 
-The server runs as a real process on the same SQLite file across restarts;
-the kill is SIGKILL right after the acknowledgement arrives, so no shutdown
-hook and no flush runs.
+The server runs as a real process on the same database across restarts (a SQLite file, or on
+PostgreSQL runs a PostgreSQL database: tests/dbs.py); the kill is SIGKILL right after the
+acknowledgement arrives, or in the middle of a load, so no shutdown hook and no flush runs.
 """
 
 from __future__ import annotations
 
-import sqlite3
+
+import asyncio
+import threading
+import time
 
 import pytest
 
+from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli, write_config
 
@@ -19,6 +23,30 @@ def sasl_client(port: int, name: str, password: str, caps: str = "") -> IRCClien
     c = IRCClient(port)
     c.login(name, password, tuple(caps.split()), sync=False)
     return c
+
+
+def olives_agents(config, *agents: str) -> None:
+    """The person olive and her agents, made with the CLI (password sesame123)."""
+    assert cli("account", "add", "olive", "--password-stdin", "--config", str(config),
+               stdin="sesame123\n").returncode == 0
+    for name in agents:
+        assert cli("agent", "add", name, "--owner", "olive", "--password-stdin", "--config", str(config),
+                   stdin="sesame123\n").returncode == 0
+
+
+def agreed(port: int, recipient: str, senders) -> IRCClient:
+    """Each sender asks ``recipient`` for a message agreement over IRC, and it accepts; the
+    recipient's connection, logged in."""
+    accepting = sasl_client(port, recipient, "sesame123")
+    for name in senders:
+        asking = sasl_client(port, name, "sesame123")
+        asking.send(f"CONTACT REQUEST {recipient} message 30 :load")
+        rid = asking.read_until(lambda m: m.command == "CONTACT")[-1].params[2]
+        asking.close()
+        accepting.send(f"CONTACT ACCEPT {rid}")
+        answer = accepting.read_until(lambda m: m.command == "CONTACT" and m.params[1] != "REQUEST")[-1]
+        assert answer.params[1] == "ACCEPTED", answer
+    return accepting
 
 
 @pytest.fixture
@@ -90,8 +118,8 @@ def test_pircan_state_survives_kill9(workdir):
         server.kill9()
         a.close()
 
-        db = sqlite3.connect(workdir / "pircd.db")
-        stored = [row[0] for row in db.execute("SELECT printf('%016x', id) FROM pircan_messages ORDER BY id")]
+        db = dbs.connect(workdir / "pircd.db")
+        stored = [f"{row[0]:016x}" for row in db.execute("SELECT id FROM pircan_messages ORDER BY id")]
         assert stored == receipts
         assert db.execute(
             "SELECT COUNT(*) FROM pircan_messages m JOIN pircan_events e ON e.ref_id = m.id AND e.type = 'message'"
@@ -145,3 +173,74 @@ def test_clean_restart_keeps_registered_channel(workdir):
         other.close()
     finally:
         server.terminate()
+
+
+def test_acknowledged_messages_over_irc_mcp_and_a2a_survive_kill9_under_load(workdir):
+    """Three agents send at once, one over each transport, until the server is killed -9 in the
+    middle of it: every message whose receipt arrived is stored, with its event and audit row."""
+    from tests.test_a2a import a2a, answers, meta, request
+    from tests.test_mcp import call, mcp
+
+    config = write_config(workdir, server={"extensions": ["pircan"]})
+    senders = {"by_irc": "irc", "by_mcp": "mcp", "by_a2a": "a2a"}
+    olives_agents(config, "inbox", *senders)
+    tokens = {name: cli("token", "add", name, "--config", str(config)).stdout.splitlines()[1]
+              for name in ("by_mcp", "by_a2a")}
+    server = ServerProcess(config)
+    acked: dict[str, list[str]] = {transport: [] for transport in senders.values()}
+    try:
+        agreed(server.port, "inbox", senders).close()
+
+        killed = threading.Event()
+
+        def by_irc() -> None:
+            c = sasl_client(server.port, "by_irc", "sesame123")
+            while not (acked["mcp"] and acked["a2a"]):  # the slower transports are sending too
+                assert not killed.wait(0.01)
+            for i in range(110):  # within the agreement's hourly budget; paced to outlast the others' start
+                killed.wait(0.01)
+                c.send(f"SEND inbox :irc {i}")
+                receipt = c.read_until(lambda m: m.command in ("SEND", "FAIL"))[-1]
+                assert receipt.command == "SEND", receipt
+                acked["irc"].append(receipt.params[2])
+
+        async def by_mcp() -> None:
+            async with mcp(server, tokens["by_mcp"]) as client:
+                for i in range(110):
+                    sent = await call(client, "send_direct_message", recipient="inbox", body=f"mcp {i}")
+                    acked["mcp"].append(sent["message"]["message_id"])
+
+        async def by_a2a() -> None:
+            async with a2a(server, tokens["by_a2a"], "inbox") as client:
+                for i in range(110):
+                    [sent] = await answers(client, request(f"a2a {i}", now=True))
+                    acked["a2a"].append(meta(sent.message)["message_id"])
+
+        def until_killed(work) -> None:
+            try:
+                work()
+            except Exception:  # the server was killed under it: what it acknowledged is in ``acked``
+                pass
+
+        threads = [threading.Thread(target=until_killed, args=(work,), daemon=True) for work in (
+            by_irc, lambda: asyncio.run(by_mcp()), lambda: asyncio.run(by_a2a()))]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 120
+        while min(len(ids) for ids in acked.values()) < 10:  # every transport under way: a condition, polled
+            assert time.monotonic() < deadline and any(t.is_alive() for t in threads), acked
+            time.sleep(0.01)
+        server.kill9()
+        killed.set()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        server.terminate()
+    stored = {f"{row[0]:016x}" for row in dbs.rows(workdir / "pircd.db", "SELECT id FROM pircan_messages")}
+    everything = [i for ids in acked.values() for i in ids]
+    assert set(everything) <= stored, {t: sorted(set(ids) - stored) for t, ids in acked.items()}
+    assert dbs.rows(workdir / "pircd.db",
+                    "SELECT COUNT(*) FROM pircan_messages m JOIN pircan_events e ON e.ref_id = m.id "
+                    "AND e.type = 'message'") == [(len(stored),)]
+    assert dbs.rows(workdir / "pircd.db", "SELECT COUNT(*) FROM pircan_audit WHERE action = 'message.send'") == [
+        (len(stored),)]

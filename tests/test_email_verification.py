@@ -8,13 +8,13 @@ import contextlib
 import email
 import email.policy
 import re
-import sqlite3
 import sys
 import threading
 
 import pytest
 
 from ircd.config import ConfigError, from_dict
+from tests import dbs
 from tests.harness import Harness, config
 
 CAP = "draft/account-registration"
@@ -45,7 +45,7 @@ def code_in(text: str) -> str:
 
 
 def accounts_in(db) -> list[tuple[str, str | None]]:
-    return sqlite3.connect(db).execute("SELECT name, email FROM accounts").fetchall()
+    return dbs.connect(db).execute("SELECT name, email FROM accounts").fetchall()
 
 
 def test_register_sends_a_code_and_verify_creates_the_account(eh, tmp_path):

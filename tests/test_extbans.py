@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import sqlite3
 
+from tests import dbs
 from tests.harness import Harness, config
 
 
@@ -152,7 +152,7 @@ def test_account_mute_and_the_older_account_form(tmp_path):
         h.settle()
     finally:
         h.close()
-    with sqlite3.connect(db) as conn:  # a row as an earlier version wrote it
+    with dbs.connect(db) as conn:  # a row as an earlier version wrote it
         conn.execute("UPDATE channel_lists SET mask = '$a:carol' WHERE mask = 'a:carol'")
     h2 = Harness(cfg(), db=db)
     try:

@@ -8,12 +8,12 @@ after the previous one, so message ``i`` has time ``...00.00i`` and a msgid made
 from __future__ import annotations
 
 import base64
-import sqlite3
 
 import pytest
 
 from ircd.proto.lines import parse_line
 from ircd.proto.msgid import EPOCH_MS, IdGenerator, format_id, parse_id
+from tests import dbs
 from tests.harness import Harness, config
 from tests.proc import cli
 
@@ -120,7 +120,7 @@ def test_channel_privmsg_never_awaits_the_store(hh, tmp_path):
     awaitable), the line is relayed at once, and the row reaches the database only when the buffer is
     handed to the group commit."""
     channel_history(hh, 0)
-    db = sqlite3.connect(str(tmp_path / "h.db"))
+    db = dbs.connect(str(tmp_path / "h.db"))
     assert hh.server.handle_line(hh.clients["bob"], b"PRIVMSG #h :not blocked") is None
     hh.server.flush_all()
     assert hh.lines("alice") == [f"@msgid={mid(0)};time={ts(0)} :{B} PRIVMSG #h :not blocked"]
@@ -135,7 +135,7 @@ def test_buffer_goes_to_the_store_after_the_flush_interval(hh, tmp_path):
     """Buffered rows are handed over ``history.flush_interval`` (50 ms) after the first one."""
     channel_history(hh, 0)
     hh.send("bob", "PRIVMSG #h :one")
-    db = sqlite3.connect(str(tmp_path / "h.db"))
+    db = dbs.connect(str(tmp_path / "h.db"))
     hh.advance(0.05)  # the timer hands the rows to the group commit
     hh.run(hh.server.store.db.flush())  # the writer commits (no history flush involved)
     assert db.execute("SELECT text FROM history").fetchall() == [("one",)]
@@ -146,7 +146,7 @@ def test_buffer_goes_to_the_store_at_flush_lines(tmp_path):
     try:
         channel_history(h, 3)
         h.run(h.server.store.db.flush())
-        assert sqlite3.connect(str(tmp_path / "h.db")).execute("SELECT COUNT(*) FROM history").fetchone() == (3,)
+        assert dbs.connect(str(tmp_path / "h.db")).execute("SELECT COUNT(*) FROM history").fetchone() == (3,)
     finally:
         h.close()
 
@@ -479,7 +479,7 @@ def test_direct_messages_between_guests_are_not_stored(hh, tmp_path):
     hh.register("y", caps=CAPS)
     hh.send("x", "PRIVMSG y :nobody could read this back")
     hh.settle()
-    assert sqlite3.connect(str(tmp_path / "h.db")).execute("SELECT COUNT(*) FROM history").fetchone() == (0,)
+    assert dbs.connect(str(tmp_path / "h.db")).execute("SELECT COUNT(*) FROM history").fetchone() == (0,)
 
 
 def test_a_direct_message_nobody_sees_tagged_or_stores_takes_no_msgid(hh, tmp_path):
@@ -503,7 +503,7 @@ def test_a_direct_message_nobody_sees_tagged_or_stores_takes_no_msgid(hh, tmp_pa
     assert [m.tags["msgid"] for m in got] == echoed == ids
     assert [m.tags["time"] for m in got] == [ts(5)] * 3
     hh.settle()
-    rows = sqlite3.connect(str(tmp_path / "h.db")).execute(
+    rows = dbs.connect(str(tmp_path / "h.db")).execute(
         "SELECT printf('%016x', id), text FROM history ORDER BY id").fetchall()
     assert rows == list(zip(ids, ["first", "second", "third"]))
 

@@ -10,7 +10,6 @@ until the line they expect; the host's state is polled with a deadline, never sl
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
+from tests import dbs
 from tests.live import IRCClient, LiveServer
 from tests.proc import cli
 
@@ -38,15 +38,24 @@ def echo_entry(**extra: Any) -> dict[str, Any]:
     return {"account": "echo", "command": [sys.executable, ECHO], "ready": {"log": "^ready"}, **extra}
 
 
-def host_server(tmp_path: Path, agents: list[dict[str, Any]], **host: Any) -> LiveServer:
+def log_dir(tmp: Path) -> str:
+    """Where the agents' logs go: the default beside a SQLite file, said explicitly (a PostgreSQL
+    database has no file to be beside)."""
+    (tmp / "pircd-host").mkdir(exist_ok=True)
+    return str(tmp / "pircd-host")
+
+
+def host_server(tmp_path: Path, agents: list[dict[str, Any]], pircan: dict[str, Any] | None = None,
+                **host: Any) -> LiveServer:
     from tests.harness import config
 
     cfg = config(
         server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
         storage={"durability": "normal"},
         flood={"enabled": False},
-        host={"agents": agents, "stop_grace_seconds": 5, **host},
-        pircan={"http_calls_burst": 10_000},  # the call limit is the subject of test_http_limits only
+        host={"agents": agents, "stop_grace_seconds": 5, "log_dir": log_dir(tmp_path), **host},
+        # the call limit is the subject of test_http_limits only
+        pircan={"http_calls_burst": 10_000, **(pircan or {})},
     )
     return LiveServer(cfg, db=str(tmp_path / "pircd.db")).start()
 
@@ -66,12 +75,7 @@ def until(predicate: Callable[[], Any], timeout: float = 20.0) -> Any:
 
 
 def audit_actions(db: Path, account: str) -> list[str]:
-    conn = sqlite3.connect(db)
-    try:
-        return [r[0] for r in conn.execute(
-            "SELECT action FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' ORDER BY id", (account,))]
-    finally:
-        conn.close()
+    return [action for action, _ in audit_details(db, account)]
 
 
 @pytest.fixture
@@ -81,8 +85,9 @@ def world(tmp_path):
     servers: list[LiveServer] = []
     clients: list[IRCClient] = []
 
-    def start(agents: list[dict[str, Any]] | None = None, **host: Any) -> LiveServer:
-        srv = host_server(tmp_path, [echo_entry()] if agents is None else agents, **host)
+    def start(agents: list[dict[str, Any]] | None = None, pircan: dict[str, Any] | None = None,
+              **host: Any) -> LiveServer:
+        srv = host_server(tmp_path, [echo_entry()] if agents is None else agents, pircan, **host)
         servers.append(srv)
         return srv
 
@@ -199,8 +204,8 @@ def test_bearer_token_is_a_sasl_plain_password_of_its_account(world):
 def _config(tmp: Path, agents_toml: str) -> Path:
     path = tmp / "host.toml"
     path.write_text(
-        f'[server]\nlisten = ["127.0.0.1:0"]\ndb = "{tmp / "pircd.db"}"\nextensions = ["pircan"]\n'
-        f'[http]\nlisten = ["127.0.0.1:0"]\n{agents_toml}'
+        f'[server]\nlisten = ["127.0.0.1:0"]\ndb = "{dbs.database(tmp / "pircd.db")}"\nextensions = ["pircan"]\n'
+        f'[http]\nlisten = ["127.0.0.1:0"]\n[host]\nlog_dir = "{log_dir(tmp)}"\n{agents_toml}'
     )
     return path
 
@@ -433,8 +438,10 @@ def test_a_follow_over_mcp_reads_on_across_rotations(world):
     from tests.test_mcp import call, mcp, token_for
 
     start, login, tmp = world
+    # 100 stdin lines and the reads between them, one call after the other: past the account's
+    # default burst of HTTP calls (60), which a follower pacing itself would stay under
     srv = start(agents=[{"account": "echo", "command": [sys.executable, "-c", CAT], "start": "always",
-                         "ready": {"log": "^ready"}}], log_max_bytes=4096)
+                         "ready": {"log": "^ready"}}], pircan={"http_calls_burst": 1000}, log_max_bytes=4096)
     hosted = _state(srv).host.agents["echo"]
     until(lambda: hosted.state == "running")
     token = token_for(srv, "olive")
@@ -529,12 +536,8 @@ def test_idle_stop_minutes_parks_an_agent_with_nothing_to_do(world):
 
 
 def audit_details(db: Path, account: str) -> list[tuple[str, str]]:
-    conn = sqlite3.connect(db)
-    try:
-        return list(conn.execute("SELECT action, detail FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' "
-                                 "ORDER BY id", (account,)))
-    finally:
-        conn.close()
+    return dbs.rows(db, "SELECT action, detail FROM pircan_audit WHERE subject = ? AND action LIKE 'host.%' "
+                        "ORDER BY id", (account,))
 
 
 def hosted_pid_of(tmp: Path, account: str) -> str:

@@ -6,14 +6,14 @@ process for an agent. The server runs as a real process (tests/proc.py)."""
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
+from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli, write_config
-from tests.test_host import ECHO, PASSWORD, make_accounts, until
+from tests.test_host import ECHO, PASSWORD, log_dir, make_accounts, until
 
 # an agent that starts a grandchild and says so: "ready <child pid> <grandchild pid>"
 SPAWNER = ("import os, subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
@@ -31,7 +31,7 @@ def alive(pid: int) -> bool:
 def hosted_config(tmp: Path, entries: str) -> Path:
     path = write_config(tmp, server={"extensions": ["pircan"]})
     with open(path, "a") as f:
-        f.write("[host]\nstop_grace_seconds = 3\n" + entries)
+        f.write(f'[host]\nstop_grace_seconds = 3\nlog_dir = "{log_dir(tmp)}"\n' + entries)
     return path
 
 
@@ -68,7 +68,7 @@ def test_sigterm_stops_hosted_processes_and_what_they_started(tmp_path):
         assert len(pids) == 2 and pids[1][0] not in (child, grandchild)
     finally:
         server.terminate()
-    db = sqlite3.connect(tmp_path / "pircd.db")
+    db = dbs.connect(tmp_path / "pircd.db")
     actions = [r[0] for r in db.execute("SELECT action FROM pircan_audit WHERE subject = 'spawner' ORDER BY id")]
     db.close()
     assert actions == ["host.start", "host.stop", "host.start", "host.stop"]
@@ -115,7 +115,7 @@ def test_kill9_loses_nothing_acknowledged_and_leaves_one_process(tmp_path):
         server.kill9()
         for c in clients:
             c.close()
-        db = sqlite3.connect(db_path)
+        db = dbs.connect(db_path)
         replies = db.execute("SELECT COUNT(*) FROM pircan_messages WHERE sender = 'echo'").fetchone()
         unread = db.execute("SELECT COUNT(*) FROM pircan_messages WHERE recipient = 'echo' AND read_at IS NULL"
                             ).fetchone()
@@ -163,7 +163,7 @@ def test_operator_cli_ps_logs_start_stop(tmp_path):
             "error: --grep: not a regular expression")
     finally:
         server.terminate()
-    db = sqlite3.connect(tmp_path / "pircd.db")
+    db = dbs.connect(tmp_path / "pircd.db")
     actions = [r[0] for r in db.execute("SELECT action FROM pircan_audit WHERE subject = 'echo' ORDER BY id")]
     db.close()
     assert actions == ["host.start", "host.stop", "host.start", "host.stop"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from ircd.store import tokens as token_rows
+from tests import dbs
 from tests.harness import config
 from tests.live import LiveServer
 from tests.proc import ServerProcess, cli, write_config
@@ -193,7 +193,7 @@ def test_a_token_of_a_deleted_and_recreated_name_names_nothing(tmp_path):
     assert made.returncode == 0, made.stderr
     token = made.stdout.splitlines()[1]
     ident, secret = token_rows.split_token(token)
-    conn = sqlite3.connect(db)
+    conn = dbs.connect(db)
     try:
         assert token_rows.lookup(conn, ident, secret) is not None
         assert token_rows.lookup(conn, ident, secret + "x") is None

@@ -8,7 +8,6 @@ the store's own functions; the tests wait on its log or on a client's lines with
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
@@ -20,9 +19,10 @@ from ircd.proto.timestamps import first_id_at
 from ircd.sasl.scram import derive_keys
 from ircd.store import accounts as account_rows
 from ircd.store import history as history_rows
-from ircd.store.db import connect_sync, migrate, transaction
+from ircd.store.db import Conn, connect_sync, migrate, transaction
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
 from ircd.timers import Timers
+from tests import dbs
 from tests.live import IRCClient
 from tests.proc import ServerProcess, write_config
 
@@ -31,13 +31,13 @@ PASSWORD = "sesame123"
 PIRCAN = "PIRCAN!pircan@services.pircd"
 
 
-def _database(path: Path) -> sqlite3.Connection:
-    conn = connect_sync(str(path), "normal")
+def _database(path: Path) -> Conn:
+    conn = connect_sync(dbs.database(path), "normal")
     migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
     return conn
 
 
-def _accounts(conn: sqlite3.Connection, now: int) -> None:
+def _accounts(conn: Conn, now: int) -> None:
     hashed = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(PASSWORD)
     keys = derive_keys(PASSWORD)
     for name, kind, owner in (("olive", "person", None), ("alice", "agent", "olive"), ("bob", "agent", "olive")):
@@ -90,7 +90,7 @@ def test_pircan_sweep_expires_requests_and_agreements_in_a_live_server(tmp_path)
         alice, bob = _login(server.port, "alice"), _login(server.port, "bob")
         assert _notifies_until(alice, "NOTIFY agreement 1") == ["NOTIFY decision 1", "NOTIFY agreement 1"]
         assert _notifies_until(bob, "NOTIFY agreement 1") == ["NOTIFY agreement 1"]
-        db = sqlite3.connect(tmp_path / "pircd.db")
+        db = dbs.connect(tmp_path / "pircd.db")
         assert db.execute("SELECT id, state FROM pircan_requests ORDER BY id").fetchall() == [
             (stale.id, "expired"), (accepted.id, "accepted")
         ]
@@ -126,7 +126,7 @@ def test_history_retention_prunes_at_start_up_in_a_live_server(tmp_path):
     server = ServerProcess(cfg)
     try:
         server.wait_for_log("history pruned lines=1")
-        db = sqlite3.connect(tmp_path / "pircd.db")
+        db = dbs.connect(tmp_path / "pircd.db")
         assert db.execute("SELECT id FROM history").fetchall() == [(recent,)]
         db.close()
     finally:

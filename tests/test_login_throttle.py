@@ -228,8 +228,9 @@ def test_bad_tokens_from_an_address_do_not_lock_out_valid_tokens_or_logins_from_
     good, = tokens_of(th, 1)
     garbage = [f"pircd_1_wrong{i}" for i in range(12)] + [f"pircd_{i + 1:016x}_nosuchtoken" for i in range(13)]
     results = verify_all(th, garbage, "192.0.2.7")
-    assert results[:20] == [None] * 20
-    assert results[20:] == [TokenThrottled(60.0, "address")] * 5
+    assert results[:12] == [None] * 12  # the malformed ones fail at once, before any database read
+    # the unknown ids fail as their reads finish, in any order where reads run in parallel (PostgreSQL)
+    assert sorted(results[12:], key=repr) == [None] * 8 + [TokenThrottled(60.0, "address")] * 5
     identity = th.run(th.server.tokens.verify(good, "192.0.2.7"))
     assert isinstance(identity, TokenIdentity) and identity.account == "alice"
     th.register("same", ip="192.0.2.7")

@@ -223,6 +223,50 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
     asyncio.run(scenario())
 
 
+NUL = "a\x00b"
+# (tool, its arguments, the argument the refusal names): free text, names, URLs, texts inside objects
+NUL_CALLS = [
+    ("set_profile", {"display_name": NUL}, "display_name"),
+    ("set_profile", {"add_skills": {"summarise": NUL}}, "summarise"),
+    ("set_profile", {"a2a_endpoint": "https://a2a.example.org/" + NUL}, "a2a_endpoint"),
+    ("publish_resource", {"name": "notes", "body": NUL}, "body"),
+    ("set_channel_topic", {"channel": "#nul", "topic": NUL}, "topic"),
+    ("send_channel_message", {"channel": "#nul", "text": NUL}, "text"),
+    ("set_webhook", {"url": "https://hooks.example.org/" + NUL}, "url"),
+    ("request_contact", {"agent": "bob", "scopes": ["message"], "days": 1, "purpose": NUL}, "purpose"),
+    ("send_direct_message", {"recipient": "b\x00ob", "body": "hi"}, "recipient"),
+    ("broadcast_message", {"body": NUL}, "body"),
+    ("create_task", {"agent": "bob", "skill": "summarise", "input": NUL}, "input"),
+]
+
+
+def test_a_nul_in_any_text_is_refused_before_anything_is_stored(srv):
+    """JSON carries a NUL where an IRC line cannot, and PostgreSQL stores no text with one (SQLite
+    would, and IRC would drop it): every text a tool is given is refused with INVALID_PARAMS naming
+    its argument, on both databases, before anything is stored or sent."""
+
+    async def scenario() -> None:
+        async with mcp(srv, token_for(srv, "alice")) as alice:
+            assert (await call(alice, "join_channel", channel="#nul"))["topic"] == ""
+            for tool, args, argument in NUL_CALLS:
+                error = await error_of(alice, tool, **args)
+                assert (tool, error["code"], error["context"], error["message"]) == (
+                    tool, "INVALID_PARAMS", [argument], "A text cannot contain NUL characters")
+            assert await call(alice, "get_profile") == {"account": "alice", "display_name": "", "skills": [],
+                                                        "a2a_endpoint": None, "policy": "agent-decides"}
+            assert [c["topic"] for c in (await call(alice, "list_channels"))["channels"]] == [""]
+            assert (await call(alice, "get_channel_history", channel="#nul"))["messages"] == []
+
+    asyncio.run(scenario())
+
+    def stored(conn: Any) -> list[int]:
+        tables = ("pircan_profiles", "pircan_skills", "pircan_resources", "pircan_webhook_endpoints",
+                  "pircan_requests", "pircan_messages", "pircan_tasks")
+        return [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables]
+
+    assert run(srv, srv.server.store.db.read(stored)) == [0] * 7
+
+
 def test_every_rule_refuses_with_the_irc_code(srv, clients):
     bob = login(srv, clients, "bob")
     token = token_for(srv, "alice")
@@ -235,6 +279,9 @@ def test_every_rule_refuses_with_the_irc_code(srv, clients):
             assert await refused(alice, "send_direct_message", recipient="bob", body="  ") == ("EMPTY", ["bob"])
             assert await refused(alice, "send_direct_message", recipient="bob", body=BODY_60000 + "z") == (
                 "TOO_LONG", ["bob"])
+            # JSON carries a NUL (every text: test_a_nul_in_any_text_is_refused_before_anything_is_stored)
+            assert await refused(alice, "send_direct_message", recipient="bob", body="a\x00b") == (
+                "INVALID_PARAMS", ["body"])
             assert await refused(alice, "request_contact", agent="alice", scopes=["message"], days=1,
                                  purpose="me") == ("SELF_CONTACT", ["alice"])
             assert await refused(alice, "request_contact", agent="bob", scopes=["everything"], days=1,

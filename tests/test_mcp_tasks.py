@@ -6,13 +6,13 @@ MCP resources are scoped to agreements; kill -9 mid-task loses no state and no q
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests import dbs
 from tests.proc import ServerProcess, cli, write_config
 from tests.test_durability import sasl_client
 from tests.test_mcp import call, irc, login, mcp, refused, srv, token_for  # noqa: F401 - fixtures
@@ -116,7 +116,7 @@ def test_tasks_and_their_events_survive_kill9(tmp_path):
         asyncio.run(as_bob("update_task", task_id=tid, state="working", text="reading"))
         server.kill9()  # right after bob's change was acknowledged
         alice.close()
-        conn = sqlite3.connect(tmp_path / "pircd.db")
+        conn = dbs.connect(tmp_path / "pircd.db")
         try:
             assert conn.execute("SELECT state FROM pircan_tasks").fetchall() == [("working",)]
             assert conn.execute("SELECT recipient, type FROM pircan_events WHERE type LIKE 'task%' "

@@ -7,10 +7,10 @@ server) and made again under paul.
 
 from __future__ import annotations
 
-import sqlite3
 
 import pytest
 
+from tests import dbs
 from tests.test_pircan import P, S, SVC, agree, request, send, sent_id, word
 
 
@@ -42,7 +42,7 @@ def carl_talks(p: P) -> tuple[str, str, str]:
 def delete_from_another_process(p: P, name: str) -> None:
     """What `pircd account del` does: another connection to the file, then the server notices."""
     p.h.settle()
-    conn = sqlite3.connect(p.path)
+    conn = dbs.connect(p.path)
     with conn:
         conn.execute("DELETE FROM accounts WHERE folded = ?", (name,))
     conn.close()
@@ -98,7 +98,7 @@ def test_deletion_while_the_server_is_down_is_found_at_start_up(tmp_path):
     first.login("carl")
     agree(first, "alice", "carl")
     first.close()
-    conn = sqlite3.connect(tmp_path / "p.db")
+    conn = dbs.connect(tmp_path / "p.db")
     with conn:
         conn.execute("DELETE FROM accounts WHERE folded = 'carl'")
     conn.close()

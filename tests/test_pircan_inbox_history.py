@@ -7,11 +7,12 @@ agents, dave is paul's.
 
 from __future__ import annotations
 
-import sqlite3
 
 import pytest
 
 from ext.pircan.ids import ts
+from ircd.store.errors import IntegrityError
+from tests import dbs
 from tests.proc import cli
 from tests.test_pircan import network, SVC, T0_MS, P, S, agree, header, request, send, sent_id, word
 
@@ -251,10 +252,10 @@ def test_refusal_rows_may_be_deleted_and_nothing_else(p):
     p.cmd("alice", "SEND bob :no agreement")
     p.cmd("alice", "CONTACT POLICY deny")
     p.h.settle()
-    conn = sqlite3.connect(p.path)
+    conn = dbs.connect(p.path)
     try:
         assert conn.execute("DELETE FROM pircan_audit WHERE action = 'refused'").rowcount == 1
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        with pytest.raises(IntegrityError, match="append-only"):
             conn.execute("DELETE FROM pircan_audit")
         conn.commit()
         assert conn.execute("SELECT action FROM pircan_audit").fetchall() == [("policy.set",)]
@@ -268,12 +269,12 @@ def test_refusal_rows_may_be_deleted_and_nothing_else(p):
 def test_the_database_refuses_a_body_over_60000_bytes(p):
     p.login("alice")
     p.h.settle()
-    conn = sqlite3.connect(p.path)
+    conn = dbs.connect(p.path)
     try:
         insert = ("INSERT INTO pircan_messages (id, sender, recipient, agreement_id, conversation_id, hop_count, "
                   "created_at, body) VALUES (?, 'alice', 'bob', 1, ?, 0, 0, ?)")
         conn.execute(insert, (1, 1, "é" * 30_000))  # 60,000 bytes
-        with pytest.raises(sqlite3.IntegrityError, match="at most 60000 bytes"):
+        with pytest.raises(IntegrityError, match="at most 60000 bytes"):
             conn.execute(insert, (2, 2, "é" * 30_000 + "x"))
     finally:
         conn.close()
@@ -365,7 +366,7 @@ def test_the_operator_prunes_old_refusal_rows_only(p):
     p.cmd("alice", "SEND bob :no agreement")
     p.cmd("alice", "CONTACT POLICY deny")
     p.h.settle()
-    conn = sqlite3.connect(p.path)
+    conn = dbs.connect(p.path)
     with conn:  # an old refusal and an old decision; the ones above are recent
         conn.execute("INSERT INTO pircan_audit (id, at, actor, subject, action, detail) "
                      "VALUES (1, 1000, 'alice', 'bob', 'refused', 'SEND NO_AGREEMENT')")

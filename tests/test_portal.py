@@ -411,6 +411,25 @@ def test_the_small_things_of_the_account_and_webhook_pages(srv, receiver):
     assert re.fullmatch(r"Test event test-[0-9a-f]{16} failed after \d+ ms: HTTP 500\.", failed.group(1))
 
 
+def test_a_nul_in_a_form_or_an_address_is_refused_with_its_reason(srv):
+    """As over MCP and A2A: a NUL in a form's field, a query or the address is INVALID_PARAMS with its
+    reason (a form's on the next page, an address's on its own 400 page), and nothing changes."""
+    c = httpx.Client(base_url=srv.http_url, follow_redirects=False)
+    token = csrf_of(c.get("/portal/signin").text)
+    answer = c.post("/portal/signin", data={"csrf": token, "name": "oli\x00ve", "password": PASSWORD})
+    assert answer.status_code == 400 and "A text cannot contain NUL characters (INVALID_PARAMS)" in answer.text
+    client, csrf = sign_in(srv, "olive")
+    answer = client.post("/portal/agents/scout/profile/name", data={"csrf": csrf, "display": "a\x00b"})
+    assert (answer.status_code, answer.headers["location"]) == (303, "/portal/")
+    notice = re.search(r'<p class="notice error" role="alert">(.*?)</p>', client.get("/portal/").text)
+    assert notice.group(1) == "A text cannot contain NUL characters (INVALID_PARAMS)"
+    for path in ("/portal/agents/scout/messages?q=a%00b", "/portal/agents/sc%00out"):
+        page = client.get(path)
+        assert (page.status_code, "A text cannot contain NUL characters (INVALID_PARAMS)" in page.text) == (400, True)
+    assert run(srv, state_of(srv).database.read(
+        lambda conn: conn.execute("SELECT COUNT(*) FROM pircan_profiles").fetchone())) == (0,)
+
+
 # agents: create, suspend, new password, tokens, delete --------------------------------------------
 
 

@@ -1,40 +1,39 @@
 """ircd.store.db.Database: group commit on the writer thread, its failure isolation, close and data_version.
 
-Each test runs its own event loop (asyncio.run) on a fresh file and checks the
-stored rows with a separate sqlite3 connection.
+Each test runs its own event loop (asyncio.run) on a fresh database (a SQLite file, or on
+PostgreSQL runs a database of its own: tests/dbs.py) and checks the stored rows with a
+separate connection.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
+from typing import Any
 
 import pytest
 
 from ircd.store import db as dbm
 from ircd.store.db import Batched, Database
+from ircd.store.errors import IntegrityError
+from tests import dbs
 
 
-def _table(conn: sqlite3.Connection) -> None:
+def _table(conn: Any) -> None:
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")
 
 
-def _put(conn: sqlite3.Connection, ident: int, value: str) -> int:
+def _put(conn: Any, ident: int, value: str) -> int:
     conn.execute("INSERT INTO t (id, v) VALUES (?, ?)", (ident, value))
     return ident
 
 
 def _rows(path) -> list[tuple[int, str]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute("SELECT id, v FROM t ORDER BY id").fetchall()
-    finally:
-        conn.close()
+    return dbs.rows(path, "SELECT id, v FROM t ORDER BY id")
 
 
 async def _opened(path) -> Database:
-    database = Database(str(path), durability="off")
+    database = Database(dbs.database(path), durability="off")
     await database.open()
     await database.write(_table)
     return database
@@ -54,7 +53,7 @@ def test_writes_queued_together_commit_together_and_a_failure_stays_alone(tmp_pa
 
     results, batches = asyncio.run(main())
     assert results[0] == 1 and results[2] == 2
-    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert isinstance(results[1], IntegrityError)
     assert batches == 1  # one transaction for the three
     assert _rows(path) == [(1, "a"), (2, "b")]
 
@@ -63,7 +62,7 @@ def test_batched_items_share_one_call(tmp_path):
     path = tmp_path / "d.db"
     calls: list[int] = []
 
-    def put_many(conn: sqlite3.Connection, items: list[tuple[int, str]]) -> list[int]:
+    def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
         calls.append(len(items))
         conn.executemany("INSERT INTO t (id, v) VALUES (?, ?)", items)
         return [ident for ident, _ in items]
@@ -87,12 +86,12 @@ def test_the_writer_takes_the_next_batch_while_the_event_loop_is_busy(tmp_path):
     path = tmp_path / "d.db"
     first_running, release, second_done = threading.Event(), threading.Event(), threading.Event()
 
-    def first(conn: sqlite3.Connection) -> None:
+    def first(conn: Any) -> None:
         first_running.set()
         release.wait(30)
         _put(conn, 1, "first")
 
-    def second(conn: sqlite3.Connection) -> None:
+    def second(conn: Any) -> None:
         _put(conn, 2, "second")
         second_done.set()
 
@@ -135,7 +134,7 @@ def test_data_version_moves_only_for_another_connections_commit(tmp_path):
         start = await database.data_version()
         await database.write(_put, 1, "own")
         after_own = await database.data_version()
-        other = sqlite3.connect(path, isolation_level=None)
+        other = dbs.connect(path)  # as the command line does (on PostgreSQL: it announces its commit)
         other.execute("INSERT INTO t (id, v) VALUES (2, 'cli')")
         other.close()
         after_other = await database.data_version()

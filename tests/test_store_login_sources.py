@@ -5,10 +5,11 @@ from __future__ import annotations
 from ircd.store import accounts as rows
 from ircd.store.db import connect_sync, migrate, transaction
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
+from tests import dbs
 
 
 def test_latest_sources_are_kept_and_go_with_their_account(tmp_path):
-    conn = connect_sync(str(tmp_path / "s.db"), "off")
+    conn = connect_sync(dbs.database(tmp_path / "s.db"), "off")
     migrate(conn, CORE_TRACK, CORE_MIGRATIONS)
     with transaction(conn):
         rows.insert_account(conn, "alice", "alice", "person", None, 0, None, None)

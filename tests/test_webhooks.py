@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import sqlite3
 
 import pytest
 
 from ext.pircan.ids import ts
+from tests import dbs
 from tests.test_pircan import DAY, T0_MS, P, agree, sent_id, word
 from tests.test_pircan_deleted_accounts import delete_from_another_process
 from tests.webhook_receiver import Receiver
@@ -511,7 +511,7 @@ def test_a_webhook_of_an_account_deleted_while_the_server_was_down_goes_at_start
     first = make(tmp_path)
     set_hook(first, "bob", receiver.url)
     first.close()
-    conn = sqlite3.connect(tmp_path / "p.db")
+    conn = dbs.connect(tmp_path / "p.db")
     with conn:
         conn.execute("DELETE FROM accounts WHERE folded = 'bob'")
     conn.close()

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from tests import dbs
 from tests.live import IRCClient, pircan_server
 from tests.proc import ServerProcess, cli, write_config
 from tests.test_durability import sasl_client
@@ -178,8 +179,6 @@ def test_deliveries_pending_at_kill9_are_all_made_after_the_restart(tmp_path, re
 
 def test_shutdown_does_not_wait_for_a_hanging_receiver(srv, clients, receivers, tmp_path):
     """A request in flight at shutdown is cancelled; its delivery stays pending for the next start."""
-    import sqlite3
-
     hook = receivers()
     alice, bob = login(srv, clients, "alice"), login(srv, clients, "bob")
     assert irc(bob, f"WEBHOOK SET {hook.url}")[0][1] == "SET"
@@ -190,7 +189,7 @@ def test_shutdown_does_not_wait_for_a_hanging_receiver(srv, clients, receivers, 
     hook.wait_for(2)
     srv.stop()  # joins the server's thread for at most 10 s; the receiver holds the request for 60
     assert not srv._thread.is_alive()
-    conn = sqlite3.connect(tmp_path / "pircd.db")
+    conn = dbs.connect(tmp_path / "pircd.db")
     try:
         assert conn.execute("SELECT tries, last_error FROM pircan_webhook_deliveries").fetchall() == [(0, None)]
     finally:

@@ -10,6 +10,7 @@ reaches the core only through ``ircd.api``; all of its SQL is in
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from ircd.api import (
     Capability,
@@ -41,18 +42,24 @@ from ext.pircan.service.tasks import end_tasks_of
 from ext.pircan.state import NOTIFY_CAP_NAME, Pircan
 from ext.pircan import webhooks
 
-__all__ = ["setup", "schema_tracks", "VERSION"]
+__all__ = ["setup", "schema_migrations", "schema_tracks", "VERSION"]
 
 VERSION = "0.1"
 
 
-def schema_tracks() -> dict[str, int]:
-    """PIRCAN's schema tracks and their newest versions (``pircd restore`` refuses a newer one)."""
+def schema_migrations() -> dict[str, list[Any]]:
+    """PIRCAN's schema tracks and their steps (``pircd migrate-store`` makes the tables it copies into)."""
     from ext.pircan import store
     from ext.pircan.a2a import store as a2a_store
+    from ext.pircan.host import store as host_store
     from ext.pircan.webhooks import store as webhook_store
 
-    return {module.TRACK: len(module.MIGRATIONS) for module in (store, a2a_store, webhook_store)}
+    return {module.TRACK: list(module.MIGRATIONS) for module in (store, a2a_store, webhook_store, host_store)}
+
+
+def schema_tracks() -> dict[str, int]:
+    """PIRCAN's schema tracks and their newest versions (``pircd restore`` refuses a newer one)."""
+    return {track: len(steps) for track, steps in schema_migrations().items()}
 
 
 def setup(api: ExtensionAPI) -> Pircan:

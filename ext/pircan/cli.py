@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 import click
 
-from ircd.api import db_options, open_database_sync
+from ircd.api import (
+    Conn,
+    IntegrityError,
+    OperationalError,
+    db_options,
+    missing_table,
+    open_database_sync,
+    transaction,
+)
 
 from ext.pircan import store
 from ext.pircan.ids import hexid, ts
@@ -34,11 +41,10 @@ def audit(account: str | None, limit: int, config_path: str | None, db: str | No
     try:
         try:
             entries = store.all_audit(conn, casefold(account) if account else None, limit)
-        except Exception as exc:  # the PIRCAN tables do not exist before the server first ran
-            if "no such table" in str(exc):
-                entries = []
-            else:
+        except OperationalError as exc:  # the PIRCAN tables do not exist before the server first ran
+            if not missing_table(exc):
                 raise
+            entries = []
     finally:
         conn.close()
     if not entries:
@@ -48,17 +54,17 @@ def audit(account: str | None, limit: int, config_path: str | None, db: str | No
         click.echo(f"{hexid(e.id)} {ts(e.at)} {e.actor} {e.action} {e.subject} {e.detail}")
 
 
-def _prune_refusals(conn: sqlite3.Connection, before_ms: int) -> int:
+def _prune_refusals(conn: Conn, before_ms: int) -> int:
     try:
-        with conn:
-            return conn.execute(
+        with transaction(conn):
+            return int(conn.execute(
                 "DELETE FROM pircan_audit WHERE action IN ('refused', 'refused.summary') AND at < ?", (before_ms,)
-            ).rowcount
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
+            ).rowcount)
+    except OperationalError as exc:
+        if missing_table(exc):
             return 0
         raise
-    except sqlite3.IntegrityError:
+    except IntegrityError:
         raise click.ClickException("this database's audit table is from an older pircd: start the server "
                                    "once to upgrade it, then prune") from None
 

@@ -1,212 +1,24 @@
-"""All of PIRCAN's SQL: its migration track and the functions that run inside transactions.
+"""All of PIRCAN's SQL: the functions that run inside transactions (its migration track is in
+``store_schema.py``).
 
-Every function takes a ``sqlite3.Connection`` and runs inside a transaction
-opened by the caller (the server's group-commit writer), so a state change,
-its per-recipient events and its audit rows are committed together or not
-at all. Ids are the server's time-ordered 64-bit ids.
+Every function takes a connection (``ircd.api.Conn``: SQLite's or PostgreSQL's, the same SQL
+on both; ``search_messages`` is written per dialect) and runs inside a transaction opened by
+the caller (the server's group-commit writer), so a state change, its per-recipient events and
+its audit rows are committed together or not at all. Ids are the server's time-ordered 64-bit ids.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import re
 from dataclasses import dataclass
+from typing import Any
 
-from ircd.api import insert_rows
+from ircd.api import Conn, dialect_of, insert_rows
 from ircd.proto.msgid import EPOCH_MS
 
-TRACK = "pircan"
-MAX_ID = (1 << 63) - 1
+from ext.pircan.store_schema import MIGRATIONS, SEARCH_CONFIG, TRACK  # noqa: F401 (store.TRACK, store.MIGRATIONS)
 
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE pircan_requests (
-        id           INTEGER PRIMARY KEY,
-        requester    TEXT NOT NULL,
-        target       TEXT NOT NULL,
-        scopes       TEXT NOT NULL,
-        days         INTEGER NOT NULL CHECK (days BETWEEN 1 AND 365),
-        purpose      TEXT NOT NULL,
-        state        TEXT NOT NULL CHECK (state IN ('pending', 'accepted', 'declined', 'denied', 'expired')),
-        created_at   INTEGER NOT NULL,
-        decided_at   INTEGER,
-        decided_by   TEXT,
-        agreement_id INTEGER
-    );
-    CREATE INDEX pircan_requests_requester ON pircan_requests(requester, created_at);
-    CREATE INDEX pircan_requests_target ON pircan_requests(target, state);
-    CREATE TABLE pircan_agreements (
-        id          INTEGER PRIMARY KEY,
-        request_id  INTEGER NOT NULL REFERENCES pircan_requests(id),
-        requester   TEXT NOT NULL,
-        target      TEXT NOT NULL,
-        scopes      TEXT NOT NULL,
-        created_at  INTEGER NOT NULL,
-        expires_at  INTEGER NOT NULL,
-        revoked_at  INTEGER,
-        revoked_by  TEXT
-    );
-    CREATE INDEX pircan_agreements_requester ON pircan_agreements(requester);
-    CREATE INDEX pircan_agreements_target ON pircan_agreements(target);
-    CREATE TABLE pircan_policies (
-        account TEXT PRIMARY KEY,
-        policy  TEXT NOT NULL CHECK (policy IN ('agent-decides', 'owner-decides', 'auto-accept', 'deny'))
-    );
-    CREATE TABLE pircan_messages (
-        id              INTEGER PRIMARY KEY,
-        sender          TEXT NOT NULL,
-        recipient       TEXT NOT NULL,
-        agreement_id    INTEGER NOT NULL,
-        conversation_id INTEGER NOT NULL,
-        in_reply_to     INTEGER,
-        hop_count       INTEGER NOT NULL CHECK (hop_count >= 0),
-        created_at      INTEGER NOT NULL,
-        body            TEXT NOT NULL,
-        read_at         INTEGER,
-        idempotency_key TEXT
-    );
-    CREATE INDEX pircan_messages_unread ON pircan_messages(recipient, read_at, id);
-    CREATE INDEX pircan_messages_sender ON pircan_messages(sender, id);
-    CREATE UNIQUE INDEX pircan_messages_idempotency ON pircan_messages(sender, idempotency_key)
-        WHERE idempotency_key IS NOT NULL;
-    CREATE TABLE pircan_events (
-        id           INTEGER PRIMARY KEY,
-        recipient    TEXT NOT NULL,
-        type         TEXT NOT NULL,
-        ref_id       INTEGER NOT NULL,
-        created_at   INTEGER NOT NULL,
-        notified_at  INTEGER,
-        UNIQUE (recipient, type, ref_id)
-    );
-    CREATE TABLE pircan_audit (
-        id      INTEGER PRIMARY KEY,
-        at      INTEGER NOT NULL,
-        actor   TEXT NOT NULL,
-        subject TEXT NOT NULL,
-        action  TEXT NOT NULL,
-        detail  TEXT NOT NULL DEFAULT ''
-    );
-    CREATE INDEX pircan_audit_subject ON pircan_audit(subject, id);
-    CREATE INDEX pircan_audit_actor ON pircan_audit(actor, id);
-    CREATE TRIGGER pircan_audit_no_update BEFORE UPDATE ON pircan_audit
-        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-    CREATE TRIGGER pircan_audit_no_delete BEFORE DELETE ON pircan_audit
-        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-    """,
-    # 2: private channels in an owner's namespace (#<account>/<name>): standing
-    # invitations and members, by account (the channel itself is a registered channel)
-    """
-    CREATE TABLE pircan_channel_invites (
-        channel    TEXT NOT NULL,
-        account    TEXT NOT NULL,
-        invited_by TEXT NOT NULL,
-        at         INTEGER NOT NULL,
-        PRIMARY KEY (channel, account)
-    );
-    CREATE TABLE pircan_channel_members (
-        channel TEXT NOT NULL,
-        account TEXT NOT NULL,
-        since   INTEGER NOT NULL,
-        PRIMARY KEY (channel, account)
-    );
-    """,
-    # 3: the other party of a two-party entry (the requester of a decided or expired
-    # request, the other side of a revoked or expired agreement), so it is in their trail too
-    """
-    ALTER TABLE pircan_audit ADD COLUMN peer TEXT;
-    CREATE INDEX pircan_audit_peer ON pircan_audit(peer, id) WHERE peer IS NOT NULL;
-    """,
-    # 4: the body limit of every transport, held by the database itself; conversations read
-    # whole; and the operator may prune audit rows of refusals (never decisions or messages)
-    """
-    CREATE TRIGGER pircan_messages_body_limit BEFORE INSERT ON pircan_messages
-        WHEN length(CAST(NEW.body AS BLOB)) > 60000
-        BEGIN SELECT RAISE(ABORT, 'a message body is at most 60000 bytes'); END;
-    CREATE INDEX pircan_messages_conversation ON pircan_messages(conversation_id, id);
-    DROP TRIGGER pircan_audit_no_delete;
-    CREATE TRIGGER pircan_audit_no_delete BEFORE DELETE ON pircan_audit
-        WHEN OLD.action NOT IN ('refused', 'refused.summary')
-        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-    """,
-    # 5: when the end of an agreement (not revoked) was recorded, audited and notified, so that
-    # one that ends while the server is down is recorded after the next start, once
-    """
-    ALTER TABLE pircan_agreements ADD COLUMN expired_at INTEGER;
-    """,
-    # 6: tasks between agents (A2A states), their exchanged texts; profiles (display name),
-    # skills an agent accepts tasks for; agreement-gated resources (SQL in store_tasks.py)
-    """
-    CREATE TABLE pircan_tasks (
-        id             INTEGER PRIMARY KEY,
-        requester      TEXT NOT NULL,
-        target         TEXT NOT NULL,
-        skill          TEXT NOT NULL,
-        agreement_id   INTEGER NOT NULL,
-        state          TEXT NOT NULL CHECK (state IN ('submitted', 'working', 'input-required', 'completed',
-                                                      'failed', 'canceled', 'rejected')),
-        created_at     INTEGER NOT NULL,
-        updated_at     INTEGER NOT NULL,
-        updated_by     TEXT NOT NULL,
-        version        INTEGER NOT NULL,  -- one more per change
-        requester_seen INTEGER NOT NULL,  -- the version each side has seen
-        target_seen    INTEGER NOT NULL
-    );
-    CREATE INDEX pircan_tasks_requester ON pircan_tasks(requester, id);
-    CREATE INDEX pircan_tasks_target ON pircan_tasks(target, id);
-    CREATE INDEX pircan_tasks_agreement ON pircan_tasks(agreement_id);
-    CREATE TABLE pircan_task_entries (
-        id      INTEGER PRIMARY KEY,
-        task_id INTEGER NOT NULL REFERENCES pircan_tasks(id),
-        author  TEXT NOT NULL,
-        kind    TEXT NOT NULL CHECK (kind IN ('input', 'status', 'result', 'error')),
-        state   TEXT NOT NULL,
-        at      INTEGER NOT NULL,
-        text    TEXT NOT NULL CHECK (length(CAST(text AS BLOB)) <= 60000)
-    );
-    CREATE INDEX pircan_task_entries_task ON pircan_task_entries(task_id, id);
-    CREATE TABLE pircan_profiles (
-        account      TEXT PRIMARY KEY,
-        display_name TEXT NOT NULL,
-        updated_at   INTEGER NOT NULL
-    );
-    CREATE TABLE pircan_skills (
-        account     TEXT NOT NULL,
-        skill       TEXT NOT NULL,
-        description TEXT NOT NULL,
-        updated_at  INTEGER NOT NULL,
-        PRIMARY KEY (account, skill)
-    );
-    CREATE TABLE pircan_resources (
-        account      TEXT NOT NULL,
-        name         TEXT NOT NULL,
-        content_type TEXT NOT NULL CHECK (content_type IN ('text', 'json')),
-        body         TEXT NOT NULL CHECK (length(CAST(body AS BLOB)) <= 60000),
-        updated_at   INTEGER NOT NULL,
-        PRIMARY KEY (account, name)
-    );
-    """,
-    # 7: the accounts PIRCAN last saw (name and creation time): one that is gone, or was made
-    # again under the same name, is a deleted account whose state ends (service/lifecycle.py)
-    """
-    CREATE TABLE pircan_known_accounts (
-        account    TEXT PRIMARY KEY,
-        created_at INTEGER NOT NULL
-    );
-    """,
-    # 8: a full-text index of message bodies (SQLite FTS5, external content: the index holds
-    # only the words, the bodies stay in pircan_messages), filled from the messages stored so far
-    # and kept by triggers; searched by service/search.py
-    """
-    CREATE VIRTUAL TABLE pircan_messages_fts USING fts5(
-        body, content='pircan_messages', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
-    );
-    INSERT INTO pircan_messages_fts(pircan_messages_fts) VALUES ('rebuild');
-    CREATE TRIGGER pircan_messages_fts_insert AFTER INSERT ON pircan_messages
-        BEGIN INSERT INTO pircan_messages_fts(rowid, body) VALUES (NEW.id, NEW.body); END;
-    CREATE TRIGGER pircan_messages_fts_delete AFTER DELETE ON pircan_messages
-        BEGIN INSERT INTO pircan_messages_fts(pircan_messages_fts, rowid, body) VALUES ('delete', OLD.id, OLD.body);
-        END;
-    """,
-]
+MAX_ID = (1 << 63) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +107,7 @@ def _message(row: tuple | None) -> StoredMessage | None:
 # audit and events ---------------------------------------------------------------
 
 
-def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: str, action: str, detail: str = "",
+def audit(conn: Conn, ident: int, at: int, actor: str, subject: str, action: str, detail: str = "",
           peer: str | None = None) -> None:
     """One audit row; ``peer``: the other party of the change, when it is neither actor nor subject."""
     conn.execute(
@@ -304,23 +116,24 @@ def audit(conn: sqlite3.Connection, ident: int, at: int, actor: str, subject: st
     )
 
 
-def get_audit(conn: sqlite3.Connection, ident: int) -> AuditEntry | None:
+def get_audit(conn: Conn, ident: int) -> AuditEntry | None:
     row = conn.execute("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id = ?",
                        (ident,)).fetchone()
     return None if row is None else AuditEntry(*row)
 
 
-def max_id(conn: sqlite3.Connection) -> int:
+def max_id(conn: Conn) -> int:
     """The greatest id in PIRCAN's tables (0 when empty): ids made after a restart must be greater."""
     tables = ("pircan_requests", "pircan_agreements", "pircan_messages", "pircan_events", "pircan_audit",
               "pircan_tasks", "pircan_task_entries")
     return max(conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {t}").fetchone()[0] for t in tables)
 
 
-def queue_event(conn: sqlite3.Connection, ident: int, recipient: str, kind: str, ref_id: int, at: int) -> bool:
+def queue_event(conn: Conn, ident: int, recipient: str, kind: str, ref_id: int, at: int) -> bool:
     """Queue an event for a recipient; a second event for the same (recipient, type, ref) is ignored."""
     cur = conn.execute(
-        "INSERT OR IGNORE INTO pircan_events (id, recipient, type, ref_id, created_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO pircan_events (id, recipient, type, ref_id, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
         (ident, recipient, kind, ref_id, at),
     )
     return cur.rowcount == 1
@@ -332,7 +145,7 @@ def first_id_after(ms: int) -> int:
     return max(0, (ms - EPOCH_MS + 1) << 22)
 
 
-def pending_events(conn: sqlite3.Connection, since: int) -> list[tuple[int, str, str, int]]:
+def pending_events(conn: Conn, since: int) -> list[tuple[int, str, str, int]]:
     """(id, recipient, type, created_at) of events not yet notified and newer than ``since``."""
     return conn.execute(
         "SELECT id, recipient, type, created_at FROM pircan_events "
@@ -341,7 +154,7 @@ def pending_events(conn: sqlite3.Connection, since: int) -> list[tuple[int, str,
     ).fetchall()
 
 
-def mark_notified(conn: sqlite3.Connection, ids: list[int], at: int) -> int:
+def mark_notified(conn: Conn, ids: list[int], at: int) -> int:
     changed = 0
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
@@ -353,7 +166,7 @@ def mark_notified(conn: sqlite3.Connection, ids: list[int], at: int) -> int:
     return changed
 
 
-def unread_announced(conn: sqlite3.Connection, account: str) -> int:
+def unread_announced(conn: Conn, account: str) -> int:
     """Unread messages to ``account`` whose event was announced (NOTIFY, or a wait told of it)."""
     return conn.execute(
         "SELECT COUNT(*) FROM pircan_messages m JOIN pircan_events e "
@@ -363,7 +176,7 @@ def unread_announced(conn: sqlite3.Connection, account: str) -> int:
     ).fetchone()[0]
 
 
-def unannounced_events(conn: sqlite3.Connection, account: str, kinds: list[str], after: int,
+def unannounced_events(conn: Conn, account: str, kinds: list[str], after: int,
                        limit: int) -> list[tuple[int, str, int, int]]:
     """(id, type, ref_id, created_at) of events of ``kinds`` for ``account`` that nothing announced
     yet (no NOTIFY, no wait), with an id above ``after``, oldest first."""
@@ -375,19 +188,19 @@ def unannounced_events(conn: sqlite3.Connection, account: str, kinds: list[str],
     ).fetchall()
 
 
-def stale_requests(conn: sqlite3.Connection, before: int) -> list[Request]:
+def stale_requests(conn: Conn, before: int) -> list[Request]:
     rows = conn.execute(
         f"SELECT {_REQ} FROM pircan_requests WHERE state = 'pending' AND created_at <= ?", (before,)
     ).fetchall()
     return [r for r in map(_request, rows) if r is not None]
 
 
-def expire_request(conn: sqlite3.Connection, ident: int) -> bool:
+def expire_request(conn: Conn, ident: int) -> bool:
     cur = conn.execute("UPDATE pircan_requests SET state = 'expired' WHERE id = ? AND state = 'pending'", (ident,))
     return cur.rowcount == 1
 
 
-def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, before: int | None,
+def audit_trail(conn: Conn, accounts: list[str], limit: int, before: int | None,
                 since: int = 0) -> list[AuditEntry]:
     """Entries naming the accounts, newest first; ``since``: none older (an account's own trail starts
     when it was made: rows of an earlier account of the same name are not its)."""
@@ -401,7 +214,7 @@ def audit_trail(conn: sqlite3.Connection, accounts: list[str], limit: int, befor
     return [AuditEntry(*r) for r in rows]
 
 
-def audit_search(conn: sqlite3.Connection, accounts: list[tuple[str, int]], action: str | None, since: int,
+def audit_search(conn: Conn, accounts: list[tuple[str, int]], action: str | None, since: int,
                  until: int, limit: int, before: int | None) -> list[AuditEntry]:
     """Entries naming any of ``accounts`` ((name, creation time): each account's rows from its
     creation on, as in ``audit_trail``), newest first; ``action``: that action or its family
@@ -423,7 +236,7 @@ def audit_search(conn: sqlite3.Connection, accounts: list[tuple[str, int]], acti
     return [AuditEntry(*r) for r in conn.execute(sql, args).fetchall()]
 
 
-def all_audit(conn: sqlite3.Connection, account: str | None, limit: int) -> list[AuditEntry]:
+def all_audit(conn: Conn, account: str | None, limit: int) -> list[AuditEntry]:
     if account is None:
         rows = conn.execute(
             "SELECT id, at, actor, subject, action, detail FROM pircan_audit ORDER BY id DESC LIMIT ?", (limit,)
@@ -441,7 +254,7 @@ def all_audit(conn: sqlite3.Connection, account: str | None, limit: int) -> list
 # requests, agreements, policies ------------------------------------------------------
 
 
-def insert_request(conn: sqlite3.Connection, req: Request) -> None:
+def insert_request(conn: Conn, req: Request) -> None:
     conn.execute(
         f"INSERT INTO pircan_requests ({_REQ}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (req.id, req.requester, req.target, ",".join(req.scopes), req.days, req.purpose, req.state,
@@ -449,11 +262,11 @@ def insert_request(conn: sqlite3.Connection, req: Request) -> None:
     )
 
 
-def get_request(conn: sqlite3.Connection, ident: int) -> Request | None:
+def get_request(conn: Conn, ident: int) -> Request | None:
     return _request(conn.execute(f"SELECT {_REQ} FROM pircan_requests WHERE id = ?", (ident,)).fetchone())
 
 
-def requests_by(conn: sqlite3.Connection, requester: str, since: int) -> list[Request]:
+def requests_by(conn: Conn, requester: str, since: int) -> list[Request]:
     rows = conn.execute(
         f"SELECT {_REQ} FROM pircan_requests WHERE requester = ? AND created_at > ? ORDER BY id",
         (requester, since),
@@ -461,7 +274,7 @@ def requests_by(conn: sqlite3.Connection, requester: str, since: int) -> list[Re
     return [r for r in map(_request, rows) if r is not None]
 
 
-def requests_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Request]:
+def requests_for(conn: Conn, accounts: list[str]) -> list[Request]:
     marks = ",".join("?" * len(accounts))
     rows = conn.execute(
         f"SELECT {_REQ} FROM pircan_requests WHERE requester IN ({marks}) OR target IN ({marks}) ORDER BY id",
@@ -470,7 +283,7 @@ def requests_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Request]
     return [r for r in map(_request, rows) if r is not None]
 
 
-def last_decline(conn: sqlite3.Connection, requester: str, target: str) -> int | None:
+def last_decline(conn: Conn, requester: str, target: str) -> int | None:
     row = conn.execute(
         "SELECT MAX(decided_at) FROM pircan_requests WHERE requester = ? AND target = ? AND state = 'declined'",
         (requester, target),
@@ -478,7 +291,7 @@ def last_decline(conn: sqlite3.Connection, requester: str, target: str) -> int |
     return row[0] if row else None
 
 
-def decide_request(conn: sqlite3.Connection, ident: int, state: str, at: int, by: str, agreement_id: int | None) -> bool:
+def decide_request(conn: Conn, ident: int, state: str, at: int, by: str, agreement_id: int | None) -> bool:
     cur = conn.execute(
         "UPDATE pircan_requests SET state = ?, decided_at = ?, decided_by = ?, agreement_id = ? "
         "WHERE id = ? AND state = 'pending'",
@@ -487,7 +300,7 @@ def decide_request(conn: sqlite3.Connection, ident: int, state: str, at: int, by
     return cur.rowcount == 1
 
 
-def insert_agreement(conn: sqlite3.Connection, agr: Agreement) -> None:
+def insert_agreement(conn: Conn, agr: Agreement) -> None:
     conn.execute(
         f"INSERT INTO pircan_agreements ({_AGR}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (agr.id, agr.request_id, agr.requester, agr.target, ",".join(agr.scopes), agr.created_at,
@@ -495,11 +308,11 @@ def insert_agreement(conn: sqlite3.Connection, agr: Agreement) -> None:
     )
 
 
-def get_agreement(conn: sqlite3.Connection, ident: int) -> Agreement | None:
+def get_agreement(conn: Conn, ident: int) -> Agreement | None:
     return _agreement(conn.execute(f"SELECT {_AGR} FROM pircan_agreements WHERE id = ?", (ident,)).fetchone())
 
 
-def live_agreements(conn: sqlite3.Connection, now: int) -> list[Agreement]:
+def live_agreements(conn: Conn, now: int) -> list[Agreement]:
     """Agreements not revoked whose end has not been recorded: the live ones, and those that ended
     while the server was down (the next sweep records them)."""
     rows = conn.execute(
@@ -508,7 +321,7 @@ def live_agreements(conn: sqlite3.Connection, now: int) -> list[Agreement]:
     return [a for a in map(_agreement, rows) if a is not None]
 
 
-def note_expired(conn: sqlite3.Connection, ident: int, at: int) -> bool:
+def note_expired(conn: Conn, ident: int, at: int) -> bool:
     """Record that an agreement's end was handled; False when it already was."""
     cur = conn.execute(
         "UPDATE pircan_agreements SET expired_at = ? WHERE id = ? AND expired_at IS NULL AND revoked_at IS NULL",
@@ -517,7 +330,7 @@ def note_expired(conn: sqlite3.Connection, ident: int, at: int) -> bool:
     return cur.rowcount == 1
 
 
-def agreements_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Agreement]:
+def agreements_for(conn: Conn, accounts: list[str]) -> list[Agreement]:
     marks = ",".join("?" * len(accounts))
     rows = conn.execute(
         f"SELECT {_AGR} FROM pircan_agreements WHERE requester IN ({marks}) OR target IN ({marks}) ORDER BY id",
@@ -526,7 +339,7 @@ def agreements_for(conn: sqlite3.Connection, accounts: list[str]) -> list[Agreem
     return [a for a in map(_agreement, rows) if a is not None]
 
 
-def revoke_agreement(conn: sqlite3.Connection, ident: int, at: int, by: str) -> bool:
+def revoke_agreement(conn: Conn, ident: int, at: int, by: str) -> bool:
     cur = conn.execute(
         "UPDATE pircan_agreements SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL",
         (at, by, ident),
@@ -534,16 +347,16 @@ def revoke_agreement(conn: sqlite3.Connection, ident: int, at: int, by: str) -> 
     return cur.rowcount == 1
 
 
-def get_policy(conn: sqlite3.Connection, account: str) -> str | None:
+def get_policy(conn: Conn, account: str) -> str | None:
     row = conn.execute("SELECT policy FROM pircan_policies WHERE account = ?", (account,)).fetchone()
     return row[0] if row else None
 
 
-def all_policies(conn: sqlite3.Connection) -> dict[str, str]:
+def all_policies(conn: Conn) -> dict[str, str]:
     return dict(conn.execute("SELECT account, policy FROM pircan_policies").fetchall())
 
 
-def set_policy(conn: sqlite3.Connection, account: str, policy: str) -> None:
+def set_policy(conn: Conn, account: str, policy: str) -> None:
     conn.execute(
         "INSERT INTO pircan_policies (account, policy) VALUES (?, ?) "
         "ON CONFLICT(account) DO UPDATE SET policy = excluded.policy",
@@ -554,7 +367,7 @@ def set_policy(conn: sqlite3.Connection, account: str, policy: str) -> None:
 # messages ------------------------------------------------------------------------
 
 
-def insert_message(conn: sqlite3.Connection, msg: StoredMessage, idempotency_key: str | None) -> None:
+def insert_message(conn: Conn, msg: StoredMessage, idempotency_key: str | None) -> None:
     conn.execute(
         f"INSERT INTO pircan_messages ({_MSG}, idempotency_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (msg.id, msg.sender, msg.recipient, msg.agreement_id, msg.conversation_id, msg.in_reply_to,
@@ -562,11 +375,11 @@ def insert_message(conn: sqlite3.Connection, msg: StoredMessage, idempotency_key
     )
 
 
-def get_message(conn: sqlite3.Connection, ident: int) -> StoredMessage | None:
+def get_message(conn: Conn, ident: int) -> StoredMessage | None:
     return _message(conn.execute(f"SELECT {_MSG} FROM pircan_messages WHERE id = ?", (ident,)).fetchone())
 
 
-def message_by_key(conn: sqlite3.Connection, sender: str, key: str) -> StoredMessage | None:
+def message_by_key(conn: Conn, sender: str, key: str) -> StoredMessage | None:
     return _message(
         conn.execute(
             f"SELECT {_MSG} FROM pircan_messages WHERE sender = ? AND idempotency_key = ?", (sender, key)
@@ -574,7 +387,7 @@ def message_by_key(conn: sqlite3.Connection, sender: str, key: str) -> StoredMes
     )
 
 
-def insert_messages(conn: sqlite3.Connection, messages: list[tuple[StoredMessage, str | None]]) -> None:
+def insert_messages(conn: Conn, messages: list[tuple[StoredMessage, str | None]]) -> None:
     insert_rows(
         conn,
         f"INSERT INTO pircan_messages ({_MSG}, idempotency_key)",
@@ -587,17 +400,18 @@ def insert_messages(conn: sqlite3.Connection, messages: list[tuple[StoredMessage
     )
 
 
-def queue_events(conn: sqlite3.Connection, events: list[tuple[int, str, str, int, int]]) -> None:
+def queue_events(conn: Conn, events: list[tuple[int, str, str, int, int]]) -> None:
     """(id, recipient, type, ref_id, created_at) rows; a repeated (recipient, type, ref) is ignored."""
-    insert_rows(conn, "INSERT OR IGNORE INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events)
+    insert_rows(conn, "INSERT INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events,
+                tail=" ON CONFLICT DO NOTHING")
 
 
-def audit_rows(conn: sqlite3.Connection, rows: list[tuple[int, int, str, str, str, str]]) -> None:
+def audit_rows(conn: Conn, rows: list[tuple[int, int, str, str, str, str]]) -> None:
     """(id, at, actor, subject, action, detail) rows."""
     insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6, rows)
 
 
-def live_agreement_ids(conn: sqlite3.Connection, ids: set[int], now: int) -> set[int]:
+def live_agreement_ids(conn: Conn, ids: set[int], now: int) -> set[int]:
     marks = ",".join("?" * len(ids))
     return {
         row[0]
@@ -608,12 +422,12 @@ def live_agreement_ids(conn: sqlite3.Connection, ids: set[int], now: int) -> set
     }
 
 
-def release_key(conn: sqlite3.Connection, ident: int) -> None:
+def release_key(conn: Conn, ident: int) -> None:
     """Forget a message's idempotency key (it is about to name a newer message)."""
     conn.execute("UPDATE pircan_messages SET idempotency_key = NULL WHERE id = ?", (ident,))
 
 
-def unread(conn: sqlite3.Connection, recipient: str, sender: str | None, limit: int) -> list[StoredMessage]:
+def unread(conn: Conn, recipient: str, sender: str | None, limit: int) -> list[StoredMessage]:
     if sender is None:
         rows = conn.execute(
             f"SELECT {_MSG} FROM pircan_messages WHERE recipient = ? AND read_at IS NULL ORDER BY id LIMIT ?",
@@ -628,7 +442,7 @@ def unread(conn: sqlite3.Connection, recipient: str, sender: str | None, limit: 
     return [m for m in map(_message, rows) if m is not None]
 
 
-def unread_filtered(conn: sqlite3.Connection, recipient: str, sender: str | None, conversation_id: int | None,
+def unread_filtered(conn: Conn, recipient: str, sender: str | None, conversation_id: int | None,
                     limit: int) -> tuple[list[StoredMessage], int]:
     """The oldest unread messages to ``recipient`` from ``sender`` and/or in a conversation, and their count."""
     where = "recipient = ? AND read_at IS NULL"
@@ -644,7 +458,7 @@ def unread_filtered(conn: sqlite3.Connection, recipient: str, sender: str | None
     return [m for m in map(_message, rows.fetchall()) if m is not None], total
 
 
-def messages_between(conn: sqlite3.Connection, account: str, peer: str, limit: int,
+def messages_between(conn: Conn, account: str, peer: str, limit: int,
                      before: int | None) -> list[StoredMessage]:
     """Both directions between two accounts, read or not: the newest ``limit`` before ``before``, oldest first."""
     rows = conn.execute(
@@ -656,7 +470,7 @@ def messages_between(conn: sqlite3.Connection, account: str, peer: str, limit: i
     return [m for m in map(_message, rows) if m is not None]
 
 
-def conversation_messages(conn: sqlite3.Connection, account: str, conversation_id: int, limit: int,
+def conversation_messages(conn: Conn, account: str, conversation_id: int, limit: int,
                           before: int | None) -> list[StoredMessage]:
     """One conversation that ``account`` is a party of, newest ``limit`` before ``before``, oldest first."""
     rows = conn.execute(
@@ -668,7 +482,7 @@ def conversation_messages(conn: sqlite3.Connection, account: str, conversation_i
     return [m for m in map(_message, rows) if m is not None]
 
 
-def messages_of(conn: sqlite3.Connection, account: str, limit: int, before: int | None) -> list[StoredMessage]:
+def messages_of(conn: Conn, account: str, limit: int, before: int | None) -> list[StoredMessage]:
     """The newest ``limit`` messages ``account`` sent or received, older than ``before``, newest first."""
     rows = conn.execute(
         f"SELECT {_MSG} FROM pircan_messages WHERE id < ? AND (sender = ? OR recipient = ?) ORDER BY id DESC LIMIT ?",
@@ -677,22 +491,73 @@ def messages_of(conn: sqlite3.Connection, account: str, limit: int, before: int 
     return [m for m in map(_message, rows) if m is not None]
 
 
-def search_messages(conn: sqlite3.Connection, account: str, match: str, limit: int,
+def search_messages(conn: Conn, account: str, match: str, limit: int,
                     before: int | None) -> list[StoredMessage]:
-    """Messages ``account`` sent or received whose body matches the FTS5 expression ``match``,
-    newest first: at most ``limit``, older than ``before``. The index is walked newest first, so a
-    page stops at its ``limit``-th match of the account's."""
-    rows = conn.execute(
-        f"SELECT {', '.join('m.' + c for c in _MSG.split(', '))} FROM pircan_messages_fts f "
-        "JOIN pircan_messages m ON m.id = f.rowid "
-        "WHERE pircan_messages_fts MATCH ? AND f.rowid < ? AND (m.sender = ? OR m.recipient = ?) "
-        "ORDER BY f.rowid DESC LIMIT ?",
-        (match, before if before is not None else MAX_ID, account, account, limit),
-    ).fetchall()
+    """Messages ``account`` sent or received whose body matches the FTS5 expression ``match``
+    (``service.search.fts_query``), newest first: at most ``limit``, older than ``before``. The
+    index is walked newest first, so a page stops at its ``limit``-th match of the account's.
+    On PostgreSQL the expression becomes a tsquery over the GIN index (``store_schema.py``)."""
+    args = (before if before is not None else MAX_ID, account, account, limit)
+    if dialect_of(conn) == "postgresql":
+        query, params = _tsquery(match)
+        rows = conn.execute(
+            f"SELECT {_MSG} FROM pircan_messages WHERE to_tsvector('{SEARCH_CONFIG}', body) @@ ({query}) "
+            "AND id < ? AND (sender = ? OR recipient = ?) ORDER BY id DESC LIMIT ?",
+            (*params, *args),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            f"SELECT {', '.join('m.' + c for c in _MSG.split(', '))} FROM pircan_messages_fts f "
+            "JOIN pircan_messages m ON m.id = f.rowid "
+            "WHERE pircan_messages_fts MATCH ? AND f.rowid < ? AND (m.sender = ? OR m.recipient = ?) "
+            "ORDER BY f.rowid DESC LIMIT ?",
+            (match, *args),
+        ).fetchall()
     return [m for m in map(_message, rows) if m is not None]
 
 
-def unread_counts(conn: sqlite3.Connection, recipient: str) -> dict[str, int]:
+_FTS_TOKEN = re.compile(r'"((?:[^"]|"")*)"(\*?)|AND|OR|NOT|\(|\)')
+
+
+def _tsquery(match: str) -> tuple[str, list[str]]:
+    """PostgreSQL's tsquery SQL (and its parameters) for an FTS5 expression of ``fts_query``: a
+    quoted term is a phrase of the index's configuration, ``*`` a prefix; FTS5's precedence
+    (NOT, then AND, then OR) is spelled out in parentheses, as SQL's tsquery operators have none."""
+    tokens = [(m.group(0), m.group(1), m.group(2)) for m in _FTS_TOKEN.finditer(match)]
+    params: list[str] = []
+    pos = 0
+
+    def primary() -> str:
+        nonlocal pos
+        token, text, star = tokens[pos]
+        pos += 1
+        if token == "(":
+            inner = either()
+            pos += 1  # ")"
+            return f"({inner})"
+        params.append(text.replace('""', '"'))
+        if star:
+            return f"to_tsquery('{SEARCH_CONFIG}', quote_literal(?) || ':*')"
+        return f"phraseto_tsquery('{SEARCH_CONFIG}', ?)"
+
+    def binary(operand: Any, word: str, render: str) -> str:
+        nonlocal pos
+        out = operand()
+        while pos < len(tokens) and tokens[pos][0] == word:
+            pos += 1
+            out = f"({out} {render} {operand()})"
+        return out
+
+    def both() -> str:
+        return binary(lambda: binary(primary, "NOT", "&& !!"), "AND", "&&")
+
+    def either() -> str:
+        return binary(both, "OR", "||")
+
+    return either(), params
+
+
+def unread_counts(conn: Conn, recipient: str) -> dict[str, int]:
     """Unread messages per sender."""
     return dict(
         conn.execute(
@@ -702,7 +567,7 @@ def unread_counts(conn: sqlite3.Connection, recipient: str) -> dict[str, int]:
     )
 
 
-def mark_read(conn: sqlite3.Connection, recipient: str, ids: list[int] | None, at: int) -> int:
+def mark_read(conn: Conn, recipient: str, ids: list[int] | None, at: int) -> int:
     if ids is None:
         cur = conn.execute(
             "UPDATE pircan_messages SET read_at = ? WHERE recipient = ? AND read_at IS NULL", (at, recipient)
@@ -716,7 +581,7 @@ def mark_read(conn: sqlite3.Connection, recipient: str, ids: list[int] | None, a
     return cur.rowcount
 
 
-def take_oldest(conn: sqlite3.Connection, recipient: str, sender: str | None, at: int) -> StoredMessage | None:
+def take_oldest(conn: Conn, recipient: str, sender: str | None, at: int) -> StoredMessage | None:
     """Read and acknowledge the oldest unread (matching) message in one step."""
     found = unread(conn, recipient, sender, 1)
     if not found:
@@ -726,7 +591,7 @@ def take_oldest(conn: sqlite3.Connection, recipient: str, sender: str | None, at
     return msg
 
 
-def take_oldest_of(conn: sqlite3.Connection, recipient: str, senders: frozenset[str] | None,
+def take_oldest_of(conn: Conn, recipient: str, senders: frozenset[str] | None,
                    at: int, conversation: int | None = None, after: int = 0) -> StoredMessage | None:
     """``take_oldest`` for a set of senders (None: anyone), of one conversation (when given), with
     an id above ``after``."""
@@ -747,12 +612,12 @@ def take_oldest_of(conn: sqlite3.Connection, recipient: str, senders: frozenset[
     return msg
 
 
-def unread_again(conn: sqlite3.Connection, ident: int) -> None:
+def unread_again(conn: Conn, ident: int) -> None:
     """Put a taken message back (a wait ended between taking it and answering)."""
     conn.execute("UPDATE pircan_messages SET read_at = NULL WHERE id = ?", (ident,))
 
 
-def take_exact(conn: sqlite3.Connection, recipient: str, ident: int, at: int) -> StoredMessage | None:
+def take_exact(conn: Conn, recipient: str, ident: int, at: int) -> StoredMessage | None:
     cur = conn.execute(
         "UPDATE pircan_messages SET read_at = ? WHERE id = ? AND recipient = ? AND read_at IS NULL",
         (at, ident, recipient),
@@ -760,7 +625,7 @@ def take_exact(conn: sqlite3.Connection, recipient: str, ident: int, at: int) ->
     return get_message(conn, ident) if cur.rowcount == 1 else None
 
 
-def recent_message_times(conn: sqlite3.Connection, since: int) -> list[tuple[str, int, int, int]]:
+def recent_message_times(conn: Conn, since: int) -> list[tuple[str, int, int, int]]:
     """(sender, agreement_id, conversation_id, created_at) of messages newer than ``since`` (budgets)."""
     return conn.execute(
         "SELECT sender, agreement_id, conversation_id, created_at FROM pircan_messages WHERE id >= ? "
@@ -769,7 +634,7 @@ def recent_message_times(conn: sqlite3.Connection, since: int) -> list[tuple[str
     ).fetchall()
 
 
-def last_activity(conn: sqlite3.Connection, account: str) -> int | None:
+def last_activity(conn: Conn, account: str) -> int | None:
     row = conn.execute(
         "SELECT created_at FROM pircan_messages WHERE sender = ? ORDER BY id DESC LIMIT 1", (account,)
     ).fetchone()
@@ -779,14 +644,14 @@ def last_activity(conn: sqlite3.Connection, account: str) -> int | None:
 # private channels ----------------------------------------------------------------------
 
 
-def channel_access(conn: sqlite3.Connection) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def channel_access(conn: Conn) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """All (channel, account) invitations and memberships."""
     invites = conn.execute("SELECT channel, account FROM pircan_channel_invites").fetchall()
     members = conn.execute("SELECT channel, account FROM pircan_channel_members").fetchall()
     return invites, members
 
 
-def add_invite(conn: sqlite3.Connection, channel: str, account: str, by: str, at: int, audit_id: int) -> None:
+def add_invite(conn: Conn, channel: str, account: str, by: str, at: int, audit_id: int) -> None:
     conn.execute(
         "INSERT INTO pircan_channel_invites (channel, account, invited_by, at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(channel, account) DO UPDATE SET invited_by = excluded.invited_by, at = excluded.at",
@@ -795,7 +660,7 @@ def add_invite(conn: sqlite3.Connection, channel: str, account: str, by: str, at
     audit(conn, audit_id, at, by, account, "channel.invite", channel)
 
 
-def withdraw_invite(conn: sqlite3.Connection, channel: str, account: str, by: str, at: int, audit_id: int) -> bool:
+def withdraw_invite(conn: Conn, channel: str, account: str, by: str, at: int, audit_id: int) -> bool:
     found = conn.execute(
         "DELETE FROM pircan_channel_invites WHERE channel = ? AND account = ?", (channel, account)
     ).rowcount == 1
@@ -804,16 +669,16 @@ def withdraw_invite(conn: sqlite3.Connection, channel: str, account: str, by: st
     return found
 
 
-def join_member(conn: sqlite3.Connection, channel: str, account: str, at: int) -> None:
+def join_member(conn: Conn, channel: str, account: str, at: int) -> None:
     """An invitation is used: the account becomes a standing member."""
     conn.execute("DELETE FROM pircan_channel_invites WHERE channel = ? AND account = ?", (channel, account))
     conn.execute(
-        "INSERT OR IGNORE INTO pircan_channel_members (channel, account, since) VALUES (?, ?, ?)",
+        "INSERT INTO pircan_channel_members (channel, account, since) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
         (channel, account, at),
     )
 
 
-def remove_member(conn: sqlite3.Connection, channel: str, account: str, by: str, at: int, audit_id: int,
+def remove_member(conn: Conn, channel: str, account: str, by: str, at: int, audit_id: int,
                   kicked: bool) -> None:
     conn.execute("DELETE FROM pircan_channel_members WHERE channel = ? AND account = ?", (channel, account))
     if kicked:

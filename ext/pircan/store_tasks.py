@@ -1,13 +1,15 @@
 """PIRCAN's SQL for tasks, profiles, skills and resources (tables of migration 6 in ``store.py``).
 
-Like ``store.py``: every function takes a ``sqlite3.Connection`` and runs inside a transaction the
-caller opened, so a task's change, its entry, its per-recipient event and its audit row commit together.
+Like ``store.py``: every function takes a connection (``Conn``: SQLite's or PostgreSQL's) and runs
+inside a transaction the caller opened, so a task's change, its entry, its per-recipient event and
+its audit row commit together.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+
+from ircd.api import Conn
 
 __all__ = [
     "Task", "TaskEntry", "Resource", "TERMINAL", "TASK_STATES",
@@ -73,7 +75,7 @@ def _task(row: tuple | None) -> Task | None:
 # tasks ---------------------------------------------------------------------------------
 
 
-def insert_task(conn: sqlite3.Connection, task: Task) -> None:
+def insert_task(conn: Conn, task: Task) -> None:
     conn.execute(
         f"INSERT INTO pircan_tasks ({_TASK}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (task.id, task.requester, task.target, task.skill, task.agreement_id, task.state, task.created_at,
@@ -81,11 +83,11 @@ def insert_task(conn: sqlite3.Connection, task: Task) -> None:
     )
 
 
-def get_task(conn: sqlite3.Connection, ident: int) -> Task | None:
+def get_task(conn: Conn, ident: int) -> Task | None:
     return _task(conn.execute(f"SELECT {_TASK} FROM pircan_tasks WHERE id = ?", (ident,)).fetchone())
 
 
-def set_task_state(conn: sqlite3.Connection, ident: int, expected: str, state: str, at: int, by: str,
+def set_task_state(conn: Conn, ident: int, expected: str, state: str, at: int, by: str,
                    side: str | None) -> bool:
     """Move a task from ``expected`` to ``state`` (False when it is no longer in ``expected``); the
     author's ``side`` (requester or target; None for the server) has seen its own change."""
@@ -98,20 +100,20 @@ def set_task_state(conn: sqlite3.Connection, ident: int, expected: str, state: s
     return cur.rowcount == 1
 
 
-def insert_entry(conn: sqlite3.Connection, entry: TaskEntry) -> None:
+def insert_entry(conn: Conn, entry: TaskEntry) -> None:
     conn.execute(
         "INSERT INTO pircan_task_entries (id, task_id, author, kind, state, at, text) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (entry.id, entry.task_id, entry.author, entry.kind, entry.state, entry.at, entry.text),
     )
 
 
-def entry_task(conn: sqlite3.Connection, entry_id: int) -> int | None:
+def entry_task(conn: Conn, entry_id: int) -> int | None:
     """The task a task entry belongs to."""
     row = conn.execute("SELECT task_id FROM pircan_task_entries WHERE id = ?", (entry_id,)).fetchone()
     return None if row is None else row[0]
 
 
-def entries(conn: sqlite3.Connection, task_id: int) -> list[TaskEntry]:
+def entries(conn: Conn, task_id: int) -> list[TaskEntry]:
     rows = conn.execute(
         "SELECT id, task_id, author, kind, state, at, text FROM pircan_task_entries WHERE task_id = ? ORDER BY id",
         (task_id,),
@@ -119,7 +121,7 @@ def entries(conn: sqlite3.Connection, task_id: int) -> list[TaskEntry]:
     return [TaskEntry(*r) for r in rows]
 
 
-def tasks_of(conn: sqlite3.Connection, accounts: list[str], role: str | None, state: str | None,
+def tasks_of(conn: Conn, accounts: list[str], role: str | None, state: str | None,
              peer: str | None, limit: int) -> list[Task]:
     """Tasks where one of ``accounts`` is requester (role 'requester'), target ('target') or either,
     newest first."""
@@ -147,7 +149,7 @@ def tasks_of(conn: sqlite3.Connection, accounts: list[str], role: str | None, st
     return [t for t in map(_task, rows) if t is not None]
 
 
-def tasks_by_state(conn: sqlite3.Connection, accounts: list[str], final: bool, limit: int) -> list[Task]:
+def tasks_by_state(conn: Conn, accounts: list[str], final: bool, limit: int) -> list[Task]:
     """Tasks where one of ``accounts`` is a party: the final ones (``final``: completed, failed,
     canceled, rejected), most recently finished first; or the others, oldest first."""
     marks = ",".join("?" * len(accounts))
@@ -161,7 +163,7 @@ def tasks_by_state(conn: sqlite3.Connection, accounts: list[str], final: bool, l
     return [t for t in map(_task, rows) if t is not None]
 
 
-def open_tasks_under(conn: sqlite3.Connection, agreement_id: int) -> list[Task]:
+def open_tasks_under(conn: Conn, agreement_id: int) -> list[Task]:
     rows = conn.execute(
         f"SELECT {_TASK} FROM pircan_tasks WHERE agreement_id = ? AND state NOT IN "
         "('completed', 'failed', 'canceled', 'rejected') ORDER BY id",
@@ -170,7 +172,7 @@ def open_tasks_under(conn: sqlite3.Connection, agreement_id: int) -> list[Task]:
     return [t for t in map(_task, rows) if t is not None]
 
 
-def mark_seen(conn: sqlite3.Connection, ident: int, account: str) -> bool:
+def mark_seen(conn: Conn, ident: int, account: str) -> bool:
     """``account`` has seen the task as it is now; True when there was something it had not seen."""
     changed = conn.execute(
         "UPDATE pircan_tasks SET requester_seen = version WHERE id = ? AND requester = ? "
@@ -181,7 +183,7 @@ def mark_seen(conn: sqlite3.Connection, ident: int, account: str) -> bool:
     return changed > 0
 
 
-def take_task_update(conn: sqlite3.Connection, ident: int, account: str) -> Task | None:
+def take_task_update(conn: Conn, ident: int, account: str) -> Task | None:
     """The task, marked seen by ``account``, if it had a change by the other party it had not seen."""
     task = get_task(conn, ident)
     if task is None or task.updated_by == account or task.seen_by(account) >= task.version:
@@ -190,13 +192,13 @@ def take_task_update(conn: sqlite3.Connection, ident: int, account: str) -> Task
     return task
 
 
-def unsee(conn: sqlite3.Connection, ident: int, account: str, seen: int) -> None:
+def unsee(conn: Conn, ident: int, account: str, seen: int) -> None:
     """Put back what ``account`` had seen of a task (a wait took a change and then ended unanswered)."""
     conn.execute("UPDATE pircan_tasks SET requester_seen = ? WHERE id = ? AND requester = ?", (seen, ident, account))
     conn.execute("UPDATE pircan_tasks SET target_seen = ? WHERE id = ? AND target = ?", (seen, ident, account))
 
 
-def take_oldest_task_update(conn: sqlite3.Connection, account: str, peers: frozenset[str] | None) -> Task | None:
+def take_oldest_task_update(conn: Conn, account: str, peers: frozenset[str] | None) -> Task | None:
     for task in unseen_tasks(conn, account, peers):
         taken = take_task_update(conn, task.id, account)
         if taken is not None:
@@ -204,7 +206,7 @@ def take_oldest_task_update(conn: sqlite3.Connection, account: str, peers: froze
     return None
 
 
-def unseen_tasks(conn: sqlite3.Connection, account: str, peers: frozenset[str] | None) -> list[Task]:
+def unseen_tasks(conn: Conn, account: str, peers: frozenset[str] | None) -> list[Task]:
     """Tasks of ``account`` that the other party changed since ``account`` last looked, oldest change first."""
     rows = conn.execute(
         f"SELECT {_TASK} FROM pircan_tasks WHERE "
@@ -219,7 +221,7 @@ def unseen_tasks(conn: sqlite3.Connection, account: str, peers: frozenset[str] |
 # profiles and skills ---------------------------------------------------------------------
 
 
-def set_display_name(conn: sqlite3.Connection, account: str, name: str, at: int) -> None:
+def set_display_name(conn: Conn, account: str, name: str, at: int) -> None:
     if name:
         conn.execute(
             "INSERT INTO pircan_profiles (account, display_name, updated_at) VALUES (?, ?, ?) "
@@ -230,11 +232,11 @@ def set_display_name(conn: sqlite3.Connection, account: str, name: str, at: int)
         conn.execute("DELETE FROM pircan_profiles WHERE account = ?", (account,))
 
 
-def display_names(conn: sqlite3.Connection) -> dict[str, str]:
+def display_names(conn: Conn) -> dict[str, str]:
     return dict(conn.execute("SELECT account, display_name FROM pircan_profiles").fetchall())
 
 
-def set_skill(conn: sqlite3.Connection, account: str, skill: str, description: str, at: int) -> None:
+def set_skill(conn: Conn, account: str, skill: str, description: str, at: int) -> None:
     conn.execute(
         "INSERT INTO pircan_skills (account, skill, description, updated_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT(account, skill) DO UPDATE SET description = excluded.description, "
@@ -243,11 +245,11 @@ def set_skill(conn: sqlite3.Connection, account: str, skill: str, description: s
     )
 
 
-def delete_skill(conn: sqlite3.Connection, account: str, skill: str) -> bool:
+def delete_skill(conn: Conn, account: str, skill: str) -> bool:
     return conn.execute("DELETE FROM pircan_skills WHERE account = ? AND skill = ?", (account, skill)).rowcount == 1
 
 
-def skills_of(conn: sqlite3.Connection, accounts: list[str] | None = None) -> dict[str, list[tuple[str, str]]]:
+def skills_of(conn: Conn, accounts: list[str] | None = None) -> dict[str, list[tuple[str, str]]]:
     """account -> [(skill, description)], by skill name; every account's for None."""
     if accounts is None:
         rows = conn.execute("SELECT account, skill, description FROM pircan_skills ORDER BY account, skill")
@@ -266,7 +268,7 @@ def skills_of(conn: sqlite3.Connection, accounts: list[str] | None = None) -> di
 # resources ---------------------------------------------------------------------------------
 
 
-def put_resource(conn: sqlite3.Connection, res: Resource) -> None:
+def put_resource(conn: Conn, res: Resource) -> None:
     conn.execute(
         "INSERT INTO pircan_resources (account, name, content_type, body, updated_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT(account, name) DO UPDATE SET content_type = excluded.content_type, body = excluded.body, "
@@ -275,11 +277,11 @@ def put_resource(conn: sqlite3.Connection, res: Resource) -> None:
     )
 
 
-def delete_resource(conn: sqlite3.Connection, account: str, name: str) -> bool:
+def delete_resource(conn: Conn, account: str, name: str) -> bool:
     return conn.execute("DELETE FROM pircan_resources WHERE account = ? AND name = ?", (account, name)).rowcount == 1
 
 
-def resources_of(conn: sqlite3.Connection, account: str) -> list[Resource]:
+def resources_of(conn: Conn, account: str) -> list[Resource]:
     rows = conn.execute(
         "SELECT account, name, content_type, body, updated_at FROM pircan_resources WHERE account = ? ORDER BY name",
         (account,),
@@ -287,7 +289,7 @@ def resources_of(conn: sqlite3.Connection, account: str) -> list[Resource]:
     return [Resource(*r) for r in rows]
 
 
-def get_resource(conn: sqlite3.Connection, account: str, name: str) -> Resource | None:
+def get_resource(conn: Conn, account: str, name: str) -> Resource | None:
     row = conn.execute(
         "SELECT account, name, content_type, body, updated_at FROM pircan_resources WHERE account = ? AND name = ?",
         (account, name),

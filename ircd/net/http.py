@@ -29,6 +29,7 @@ from ircd.config import parse_hostport
 from ircd.log import CountedLog
 from ircd.logins import source_of
 from ircd.net.connection import peer_ip
+from ircd.store.errors import StoreUnavailable
 
 WS_MAX_MESSAGE = 65536  # the largest WebSocket message (ircd/net/websocket.py); past it, close 1009
 
@@ -424,6 +425,58 @@ class _BodyLimit:
             # the application's reaction to the disconnect (Starlette: ClientDisconnect): answered
 
 
+class _Unavailable:
+    """A request that needs the database while it cannot be reached (PostgreSQL restarting): 503
+    with Retry-After, rather than a 500 and a traceback per request (the store says once that the
+    database went away, and once that it is back). Around each route, inside Starlette, which would
+    have made any exception its 500."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        started = False
+
+        async def sending(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] in ("http.response.start", "websocket.accept")
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except StoreUnavailable:
+            if scope["type"] != "http" or started:
+                return  # too late for a status: the connection ends
+            await send({"type": "http.response.start", "status": 503, "headers": _UNAVAILABLE_HEADERS})
+            await send({"type": "http.response.body", "body": _UNAVAILABLE_BODY})
+
+
+_UNAVAILABLE_BODY = b"Service Unavailable: the database is unavailable; try again in a moment\n"
+_UNAVAILABLE_HEADERS = [(b"content-type", b"text/plain; charset=utf-8"),
+                        (b"content-length", str(len(_UNAVAILABLE_BODY)).encode()), (b"retry-after", b"1")]
+
+
+def _guarded(endpoint: Any) -> Any:
+    """A route's endpoint answering 503 while the database is away: an ASGI app wrapped in
+    ``_Unavailable``, a request handler (a function Starlette calls with the request) in a handler."""
+    import inspect
+
+    if not (inspect.isfunction(endpoint) or inspect.ismethod(endpoint)):
+        return _Unavailable(endpoint)
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import Response
+
+    async def handler(request: Any) -> Any:
+        try:
+            if inspect.iscoroutinefunction(endpoint):
+                return await endpoint(request)
+            return await run_in_threadpool(endpoint, request)  # as Starlette runs a plain function
+        except StoreUnavailable:
+            return Response(_UNAVAILABLE_BODY, 503, headers={"retry-after": "1"}, media_type="text/plain")
+
+    return handler
+
+
 async def _too_large(send: Any) -> None:
     body = b"Request body too large\n"
     await send({"type": "http.response.start", "status": 413,
@@ -480,8 +533,8 @@ class HttpListener:
         from starlette.responses import PlainTextResponse
         from starlette.routing import Mount, Route
 
-        routes: list[Any] = [Route(path, endpoint=app) for path, app in self.server.http.routes]
-        routes += [Mount(prefix, app=app) for prefix, app in self.server.http.mounts]
+        routes: list[Any] = [Route(path, endpoint=_guarded(app)) for path, app in self.server.http.routes]
+        routes += [Mount(prefix, app=_Unavailable(app)) for prefix, app in self.server.http.mounts]  # type: ignore[arg-type]
 
         async def health(request: Any) -> Any:
             return PlainTextResponse("ok\n")

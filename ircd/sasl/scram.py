@@ -67,7 +67,8 @@ class ScramServer:
         self.gs2_header = parts[0] + "," + parts[1] + ","
         self.client_first_bare = parts[2]
         attrs = _attributes(parts[2])
-        if "m" in attrs or "n" not in attrs or "r" not in attrs or not attrs["r"]:
+        # a name has no NUL (RFC 5802's saslname), and no database could look one up
+        if "m" in attrs or "n" not in attrs or "r" not in attrs or not attrs["r"] or "\0" in attrs["n"]:
             raise ScramError("malformed client-first-message")
         self.username = _unescape_name(attrs["n"])
         self.nonce = attrs["r"] + base64.b64encode(secrets.token_bytes(18)).decode()

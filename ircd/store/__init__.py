@@ -1,8 +1,8 @@
 """The core's persistence. All of the core's SQL lives in this package.
 
-``Store`` is the interface the rest of the server uses; it hides SQLite so
-that a later move to another database is a swap of this package, not a
-rewrite of the server.
+``Store`` is the interface the rest of the server uses; it hides which database
+``server.db`` names (a SQLite file or PostgreSQL: ``ircd.store.db``), so the rest of
+the server, and several pircd processes sharing one PostgreSQL database, see the same.
 """
 
 from __future__ import annotations

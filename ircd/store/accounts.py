@@ -1,14 +1,16 @@
 """Account rows: all of the core's account SQL.
 
-Functions take a ``sqlite3.Connection`` and run inside the caller's
-transaction (the server's group-commit writer, or the CLI's
-``transaction``), so a half-written account cannot exist.
+Functions take a connection (``Conn``: SQLite's or PostgreSQL's) and run inside the caller's
+transaction (the server's group-commit writer, or the CLI's ``transaction``), so a half-written
+account cannot exist.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+
+from ircd.store.errors import IntegrityError, unique_violation
+from ircd.store.writes import Conn
 
 __all__ = [
     "Account",
@@ -82,7 +84,7 @@ def _row(row: tuple | None) -> Account | None:
 
 
 def insert_account(
-    conn: sqlite3.Connection,
+    conn: Conn,
     name: str,
     folded: str,
     kind: str,
@@ -116,8 +118,8 @@ def insert_account(
                 email,
             ),
         )
-    except sqlite3.IntegrityError as exc:
-        if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+    except IntegrityError as exc:
+        if unique_violation(exc):
             raise AccountExists(name) from None
         raise
     account = get_account(conn, folded)
@@ -125,11 +127,11 @@ def insert_account(
     return account
 
 
-def get_account(conn: sqlite3.Connection, folded: str) -> Account | None:
+def get_account(conn: Conn, folded: str) -> Account | None:
     return _row(conn.execute(f"SELECT {_COLUMNS} FROM accounts WHERE folded = ?", (folded,)).fetchone())
 
 
-def get_account_by_certfp(conn: sqlite3.Connection, fingerprint: str) -> Account | None:
+def get_account_by_certfp(conn: Conn, fingerprint: str) -> Account | None:
     return _row(
         conn.execute(
             f"SELECT {', '.join('a.' + c.strip() for c in _COLUMNS.split(','))} FROM accounts a "
@@ -139,7 +141,7 @@ def get_account_by_certfp(conn: sqlite3.Connection, fingerprint: str) -> Account
     )
 
 
-def list_accounts(conn: sqlite3.Connection, owner: str | None = None) -> list[Account]:
+def list_accounts(conn: Conn, owner: str | None = None) -> list[Account]:
     if owner is None:
         rows = conn.execute(f"SELECT {_COLUMNS} FROM accounts ORDER BY folded").fetchall()
     else:
@@ -149,7 +151,7 @@ def list_accounts(conn: sqlite3.Connection, owner: str | None = None) -> list[Ac
     return [a for a in map(_row, rows) if a is not None]
 
 
-def set_password(conn: sqlite3.Connection, folded: str, password_hash: str, scram: ScramKeys) -> bool:
+def set_password(conn: Conn, folded: str, password_hash: str, scram: ScramKeys) -> bool:
     cur = conn.execute(
         "UPDATE accounts SET password_hash = ?, scram_salt = ?, scram_iterations = ?, "
         "scram_stored_key = ?, scram_server_key = ? WHERE folded = ?",
@@ -158,12 +160,12 @@ def set_password(conn: sqlite3.Connection, folded: str, password_hash: str, scra
     return cur.rowcount == 1
 
 
-def set_suspended(conn: sqlite3.Connection, folded: str, suspended: bool) -> bool:
+def set_suspended(conn: Conn, folded: str, suspended: bool) -> bool:
     cur = conn.execute("UPDATE accounts SET suspended = ? WHERE folded = ?", (int(suspended), folded))
     return cur.rowcount == 1
 
 
-def delete_account(conn: sqlite3.Connection, folded: str) -> bool:
+def delete_account(conn: Conn, folded: str) -> bool:
     """Delete an account; its agents go with it (they cannot exist without an owner)."""
     for (agent,) in conn.execute("SELECT folded FROM accounts WHERE owner = ?", (folded,)).fetchall():
         conn.execute("DELETE FROM accounts WHERE folded = ?", (agent,))
@@ -171,20 +173,20 @@ def delete_account(conn: sqlite3.Connection, folded: str) -> bool:
     return cur.rowcount == 1
 
 
-def add_certfp(conn: sqlite3.Connection, folded: str, fingerprint: str) -> None:
+def add_certfp(conn: Conn, folded: str, fingerprint: str) -> None:
     conn.execute(
         "INSERT INTO account_certfps (fingerprint, account) VALUES (?, ?)", (fingerprint.lower(), folded)
     )
 
 
-def remove_certfp(conn: sqlite3.Connection, folded: str, fingerprint: str) -> bool:
+def remove_certfp(conn: Conn, folded: str, fingerprint: str) -> bool:
     cur = conn.execute(
         "DELETE FROM account_certfps WHERE fingerprint = ? AND account = ?", (fingerprint.lower(), folded)
     )
     return cur.rowcount == 1
 
 
-def certfps(conn: sqlite3.Connection, folded: str) -> list[str]:
+def certfps(conn: Conn, folded: str) -> list[str]:
     return [
         r[0]
         for r in conn.execute(
@@ -193,13 +195,13 @@ def certfps(conn: sqlite3.Connection, folded: str) -> list[str]:
     ]
 
 
-def load_login_sources(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+def load_login_sources(conn: Conn) -> list[tuple[str, str]]:
     """(account, source) of every remembered successful login, least recent first."""
     rows = conn.execute("SELECT account, source FROM login_sources ORDER BY last_at, account, source")
     return rows.fetchall()
 
 
-def note_login_source(conn: sqlite3.Connection, account: str, source: str, at: int, keep: int) -> None:
+def note_login_source(conn: Conn, account: str, source: str, at: int, keep: int) -> None:
     """Remember a successful login of ``account`` from ``source``; keep its ``keep`` latest sources."""
     conn.execute(
         "INSERT INTO login_sources (account, source, last_at) SELECT ?, ?, ? "

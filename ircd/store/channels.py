@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, field
+
+from ircd.store.writes import Conn
 
 __all__ = ["ChannelRow", "save_channel", "load_channels", "delete_channel"]
 
@@ -23,7 +24,7 @@ class ChannelRow:
     lists: tuple[tuple[str, str, str, int], ...] = field(default=())  # (which, mask, set_by, set_at)
 
 
-def save_channel(conn: sqlite3.Connection, row: ChannelRow) -> None:
+def save_channel(conn: Conn, row: ChannelRow) -> None:
     conn.execute(
         "INSERT INTO channels (folded, name, owner, created_at, topic, topic_setter, topic_time, modes, "
         "chan_key, chan_limit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -45,14 +46,16 @@ def save_channel(conn: sqlite3.Connection, row: ChannelRow) -> None:
     )
     conn.execute("DELETE FROM channel_lists WHERE channel = ?", (row.folded,))
     conn.executemany(
-        "INSERT OR IGNORE INTO channel_lists (channel, which, mask, set_by, set_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO channel_lists (channel, which, mask, set_by, set_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT DO NOTHING",
         [(row.folded, *entry) for entry in row.lists],
     )
 
 
-def load_channels(conn: sqlite3.Connection) -> list[ChannelRow]:
+def load_channels(conn: Conn) -> list[ChannelRow]:
     lists: dict[str, list[tuple[str, str, str, int]]] = {}
     for channel, which, mask, set_by, set_at in conn.execute(
+        # in the order they were set: SQLite's rowid, a column of that name on PostgreSQL (schema.py)
         "SELECT channel, which, mask, set_by, set_at FROM channel_lists ORDER BY rowid"
     ):
         lists.setdefault(channel, []).append((which, mask, set_by, set_at))
@@ -68,5 +71,5 @@ def load_channels(conn: sqlite3.Connection) -> list[ChannelRow]:
     return rows
 
 
-def delete_channel(conn: sqlite3.Connection, folded: str) -> bool:
+def delete_channel(conn: Conn, folded: str) -> bool:
     return conn.execute("DELETE FROM channels WHERE folded = ?", (folded,)).rowcount == 1

@@ -1,285 +1,111 @@
-"""The SQLite database: one file, WAL, migration tracks, group commit.
+"""The database: SQLite (one file, WAL) or PostgreSQL, migration tracks, group commit.
 
-Store modules write plain synchronous functions that take a
-``sqlite3.Connection``; this module runs them off the event loop, on two
-connections to the same file (WAL lets one write while the other reads):
+``server.db`` names a SQLite file or a ``postgresql://`` URL. Store modules write plain
+synchronous functions that take a connection with ``sqlite3``'s surface (a ``sqlite3``
+connection, or ``ircd.store.pg.Connection`` on PostgreSQL); this module runs them off the
+event loop:
 
-* ``read(fn, ...)`` runs ``fn`` on aiosqlite's worker thread and returns its result.
+* ``read(fn, ...)`` runs ``fn`` on a reading connection (SQLite: aiosqlite's worker thread,
+  WAL lets it read while the writer writes; PostgreSQL: a few reader threads, each with its
+  own connection) and returns its result.
 * ``write(fn, ...)`` queues ``fn`` for the writer thread, which runs every queued
   function in ONE transaction (each inside its own SAVEPOINT, so one failing
   function does not undo the others) and commits once. The awaiting caller
   resumes only after that commit: a reply sent after ``await write(...)``
   never promises something a crash could lose. Concurrent writers therefore
-  share one fsync (group commit).
+  share one commit (group commit): one fsync on SQLite, one WAL flush on PostgreSQL.
 
-The same functions work from the CLI with a plain ``sqlite3`` connection
-(``connect_sync``), also while the server runs: SQLite's locking and the
-busy timeout serialise the two processes.
+The same functions work from the CLI with a plain connection (``connect_sync``), also while
+the server runs: SQLite's locking (PostgreSQL: an advisory lock every writer takes, see
+``ircd.store.pg``) serialises the two processes.
 
-The file holds password hashes, SCRAM keys and every stored message, so a
-new one is created readable by its owner only (SQLite gives the ``-wal`` and
-``-shm`` files the database's own mode), and the server warns at start-up
-about an existing one that other users can open.
+When a PostgreSQL server goes away (a restart, a failover), the writes and reads of that
+moment fail with ``StoreUnavailable``, and so do new ones, at once, until a reconnection
+succeeds: the writer tries again with a growing pause (``RETRY_MIN_S`` to ``RETRY_MAX_S``),
+the readers at their next read after the pause. One warning says the database went away
+and one line says it is back; callers answer TEMPORARILY_UNAVAILABLE (IRC) or 503 (HTTP).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import sqlite3
-import stat
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
 import aiosqlite
 
 from ircd.metrics import DB_BOUNDS, Timings
+from ircd.store import sqlite as lite
+from ircd.store.dialect import POSTGRESQL, SQLITE, Migration, dialect_of, is_url
+from ircd.store.errors import StoreOpenError, StoreUnavailable
+from ircd.store.migrate import migrate
+from ircd.store.writes import Batched, Conn, insert_rows, transaction
+from ircd.store.writes import run_batch as _run_batch
 
-__all__ = ["Database", "Batched", "Migration", "connect_sync", "insert_rows", "DURABILITY"]
+__all__ = ["Database", "Batched", "Conn", "Migration", "connect_sync", "insert_rows", "migrate", "transaction",
+           "describe", "DURABILITY"]
 
 log = logging.getLogger("pircd.store")
 T = TypeVar("T")
-
-# durability -> PRAGMA synchronous. "full" survives power loss; "normal" survives
-# a process crash (kill -9) but may lose the last commits on an OS crash.
-DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
-
-Migration = Callable[[sqlite3.Connection], None] | str
+DURABILITY = lite.DURABILITY
+READERS = 4  # PostgreSQL reading connections (threads)
+RETRY_MIN_S = 0.1
+RETRY_MAX_S = 2.0
 
 
-def _null(value: None) -> None:
-    return None
+def describe(target: str) -> str:
+    """``server.db`` as logs and messages show it: a SQLite file's absolute path, or the
+    PostgreSQL URL without its password."""
+    if is_url(target):
+        from ircd.store.pg import redact
+
+        return redact(target)
+    import os
+
+    return os.path.abspath(target)
 
 
-# The sqlite3 module binds int, float, str and bytes directly but sends every
-# other value, None included, through its adapter lookup, which for None ends in
-# an AttributeError (message formatted, then cleared) per bound NULL. A history
-# row has three NULL columns, and that made up half of the CPU of inserting it.
-# A registered adapter for None is a dictionary hit instead; the value bound is
-# the same NULL.
-sqlite3.register_adapter(type(None), _null)
+def connect_sync(target: str, durability: str = "full") -> Any:
+    """A plain connection for the CLI (autocommit; use ``with transaction(conn)``). On
+    PostgreSQL it announces its commits, so a running server notices them (``data_version``)."""
+    if is_url(target):
+        from ircd.store import pg
 
-
-def _configure(conn: sqlite3.Connection, durability: str) -> None:
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(f"PRAGMA synchronous={DURABILITY[durability]}")
-    # Savepoints keep the pages they change in a statement journal, by default a
-    # temporary file: one open, unlink and a few writes per group commit. In memory
-    # a PIRCAN SEND costs half the write syscalls (docs/benchmarks.md).
-    conn.execute("PRAGMA temp_store=MEMORY")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=10000")
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS schema_versions (track TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-    )
-
-
-def _create_private(path: str) -> None:
-    """Create the database file, if it does not exist yet, with mode 0600."""
-    if not path or path == ":memory:" or path.startswith("file:"):
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError:  # it exists, or SQLite will report why it cannot be made
-        return
-    os.close(fd)  # SQLite takes an empty file as an empty database
-
-
-def _exposed_files(path: str) -> list[tuple[str, int]]:
-    """The database and its -wal and -shm files that users other than the owner can open,
-    with their modes."""
-    found = []
-    for name in (path, path + "-wal", path + "-shm"):
+        conn = pg.connect(target, durability, notify=True)
         try:
-            mode = stat.S_IMODE(os.stat(name).st_mode)
-        except OSError:
-            continue
-        if mode & 0o077:
-            found.append((name, mode))
-    return found
-
-
-def _warn_if_exposed(path: str) -> None:
-    for name, mode in _exposed_files(path):
-        log.warning(
-            "%s is open to other users (mode %04o); it holds password hashes and private "
-            "messages: chmod 600 it", name, mode,
-        )
-
-
-def connect_sync(path: str, durability: str = "full") -> sqlite3.Connection:
-    """A plain connection for the CLI (autocommit; use ``with transaction(conn)``)."""
-    _create_private(path)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=10.0)
-    _configure(conn, durability)
-    return conn
-
-
-def _version(conn: sqlite3.Connection, track: str) -> int:
-    row = conn.execute("SELECT version FROM schema_versions WHERE track = ?", (track,)).fetchone()
-    return row[0] if row else 0
-
-
-def migrate(conn: sqlite3.Connection, track: str, migrations: Sequence[Migration]) -> int:
-    """Bring ``track`` up to ``len(migrations)``; each step commits with its version bump.
-
-    The version is read again inside each step's write lock: the server and a CLI
-    command may start on a new file at the same moment, and the one that waited for
-    the lock must not repeat a step the other has committed."""
-    if _version(conn, track) == len(migrations):
-        return len(migrations)  # up to date: no write lock needed
-    while True:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            version = _version(conn, track)
-            if version > len(migrations):
-                raise RuntimeError(
-                    f"database schema {track} is at version {version}, "
-                    f"newer than this pircd knows ({len(migrations)})"
-                )
-            if version == len(migrations):
-                conn.execute("COMMIT")
-                return version
-            step = migrations[version]
-            if isinstance(step, str):
-                for statement in _split_sql(step):
-                    conn.execute(statement)
-            else:
-                step(conn)
-            conn.execute(
-                "INSERT INTO schema_versions (track, version) VALUES (?, ?) "
-                "ON CONFLICT(track) DO UPDATE SET version = excluded.version",
-                (track, version + 1),
-            )
-            conn.execute("COMMIT")
+            _configure_pg(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
+            conn.close()
             raise
-        log.info("migrated track=%s version=%d", track, version + 1)
+        return conn
+    return lite.connect(target, durability)
 
 
-def _split_sql(script: str) -> list[str]:
-    statements, current = [], []
-    for line in script.splitlines():
-        current.append(line)
-        joined = "\n".join(current)
-        if sqlite3.complete_statement(joined):
-            if joined.strip():
-                statements.append(joined)
-            current = []
-    if "".join(current).strip():
-        statements.append("\n".join(current))
-    return statements
+def _configure_pg(conn: Any) -> None:
+    """The table of track versions, made once (under the writers' lock: two processes starting
+    at once make it once)."""
+    from ircd.store.dialect import table_exists
 
-
-def insert_rows(conn: sqlite3.Connection, head: str, width: int, rows: Sequence[tuple], per_statement: int = 100) -> int:
-    """``head VALUES (...),(...)``: one statement per ``per_statement`` rows of ``width`` values.
-
-    executemany steps SQLite once per row, and the sqlite3 module takes the
-    interpreter lock back between steps: while the event loop is busy, every
-    row is a wait for the lock. A multi-row statement steps once per chunk.
-    Returns the number of rows inserted.
-    """
-    inserted = 0
-    for start in range(0, len(rows), per_statement):
-        chunk = rows[start : start + per_statement]
-        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(chunk))
-        inserted += conn.execute(f"{head} VALUES {values}", [v for row in chunk for v in row]).rowcount
-    return inserted
-
-
-class transaction:
-    """``with transaction(conn):`` BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error), for sync callers."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        self.conn.execute("BEGIN IMMEDIATE")
-        return self.conn
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
-
-
-class Batched:
-    """Marks a write function that takes a list of items and returns a list of results.
-
-    Items queued together for the same function run as one call (one savepoint,
-    and the function can use multi-row statements): on a busy server that turns
-    hundreds of small statements into a few, and far fewer hand-offs of the GIL
-    between the database thread and the event loop. If the call fails, each item
-    is retried alone, so one bad item fails only itself.
-    """
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Callable[[sqlite3.Connection, list[Any]], list[Any]]) -> None:
-        self.fn = fn
-
-
-def _savepoint(conn: sqlite3.Connection, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
-    conn.execute("SAVEPOINT w")
-    try:
-        value = fn(conn, *args)
-    except Exception as exc:
-        conn.execute("ROLLBACK TO w")
-        conn.execute("RELEASE w")
-        return False, exc
-    conn.execute("RELEASE w")
-    return True, value
-
-
-def _run_group(conn: sqlite3.Connection, fn: Callable[..., Any], items: list[Any]) -> list[tuple[bool, Any]]:
-    ok, values = _savepoint(conn, fn, items)
-    if ok:
-        return [(True, v) for v in values]
-    if len(items) == 1:
-        return [(False, values)]
-    out: list[tuple[bool, Any]] = []
-    for item in items:  # isolate the failing item
-        ok, value = _savepoint(conn, fn, [item])
-        out.append((ok, value[0] if ok else value))
-    return out
-
-
-def _run_batch(conn: sqlite3.Connection, batch: list[tuple[Callable[..., Any] | Batched, tuple]]) -> list[tuple[bool, Any]]:
-    """Run queued writes in one transaction; each in a savepoint of its own
-    (a run of items for the same Batched function shares one)."""
-    results: list[tuple[bool, Any]] = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        i = 0
-        while i < len(batch):
-            fn, args = batch[i]
-            if isinstance(fn, Batched):
-                j = i
-                while j < len(batch) and batch[j][0] is fn:
-                    j += 1
-                results.extend(_run_group(conn, fn.fn, [a[0] for _, a in batch[i:j]]))
-                i = j
-                continue
-            results.append(_savepoint(conn, fn, *args))
-            i += 1
-        conn.execute("COMMIT")
-    except BaseException as exc:
-        try:
-            conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass
-        return [(False, exc)] * len(batch)
-    return results
+    if not table_exists(conn, "schema_versions"):
+        with conn:
+            conn.execute('CREATE TABLE IF NOT EXISTS schema_versions (track TEXT COLLATE "C" PRIMARY KEY, '
+                         "version BIGINT NOT NULL)")
 
 
 class Database:
     def __init__(self, path: str, durability: str = "full") -> None:
         if durability not in DURABILITY:
             raise ValueError(f"durability must be one of {sorted(DURABILITY)}")
-        self.path = path
+        self.path = path  # the file, or the URL (with its password: never log it, see describe)
+        self.dialect = POSTGRESQL if is_url(path) else SQLITE
         self.durability = durability
-        self._conn: aiosqlite.Connection | None = None
+        self._conn: aiosqlite.Connection | None = None  # SQLite's reading connection
+        self._readers: ThreadPoolExecutor | None = None  # PostgreSQL's reading threads
+        self._local = threading.local()
+        self._reader_conns: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         # queued writes and when they were queued; the writer thread takes them all at once (one transaction)
         self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any], float]] = []
@@ -287,14 +113,43 @@ class Database:
         self._stop = False
         self._stopped: asyncio.Future[None] | None = None
         self._closing = False
+        self._health = threading.Lock()
+        self._down: str | None = None  # why the database cannot be reached, while it cannot
+        self._retry_at = 0.0
+        self._pause = RETRY_MIN_S
+        self._generation = 0
         self.batches = 0  # committed write transactions (for tests and benchmarks)
         # for /metrics: each group commit (BEGIN to COMMIT), and each write from queued to committed
         self.commit_timings = Timings(DB_BOUNDS)
         self.write_timings = Timings(DB_BOUNDS)
 
+    @property
+    def shown(self) -> str:
+        return describe(self.path)
+
     async def open(self) -> None:
-        _warn_if_exposed(self.path)
-        _create_private(self.path)
+        """Open the reading side and start the writer; ``StoreOpenError`` (PostgreSQL) or
+        ``sqlite3.Error`` when the database cannot be used."""
+        loop = self._loop = asyncio.get_running_loop()
+        try:
+            if self.dialect == POSTGRESQL:
+                self._readers = ThreadPoolExecutor(READERS, thread_name_prefix="pircd-db-reader")
+                # fails here: a bad URL, refused credentials, no such database
+                await loop.run_in_executor(self._readers, lambda: _configure_pg(self._reader_conn()))
+            else:
+                await self._open_sqlite_reader()
+            ready: asyncio.Future[None] = loop.create_future()
+            self._stopped = loop.create_future()
+            threading.Thread(target=self._writer, args=(ready,), name="pircd-db-writer", daemon=True).start()
+            await ready
+        except BaseException:
+            await self._close_readers()
+            self._loop = None
+            raise
+
+    async def _open_sqlite_reader(self) -> None:
+        lite.warn_if_exposed(self.path)
+        lite.create_private(self.path)
         connecting = aiosqlite.connect(self.path, isolation_level=None)
         try:
             self._conn = await connecting
@@ -303,18 +158,16 @@ class Database:
             # hands a result to this loop: wait for it, or closing the loop makes it raise
             await asyncio.to_thread(connecting._thread.join, 10.0)  # noqa: SLF001
             raise
-        await self._call(_configure, self.durability)
-        loop = self._loop = asyncio.get_running_loop()
-        ready: asyncio.Future[None] = loop.create_future()
-        self._stopped = loop.create_future()
-        threading.Thread(target=self._writer, args=(ready,), name="pircd-db-writer", daemon=True).start()
-        await ready
+        await self._call(lite.configure, self.durability)
 
     async def migrate(self, track: str, migrations: Sequence[Migration]) -> int:
         return await self._call(migrate, track, migrations)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(sqlite3_connection, *args)`` on the reading thread."""
+        """Run ``fn(connection, *args)`` on a reading connection."""
+        if self._readers is not None:
+            assert self._loop is not None
+            return await self._loop.run_in_executor(self._readers, self._read_pg, fn, args)
         conn = self._conn
         if conn is None:
             raise RuntimeError("database is not open")
@@ -324,6 +177,78 @@ class Database:
 
     async def read(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._call(fn, *args)
+
+    # PostgreSQL's readers and its health --------------------------------------------------
+
+    def _reader_conn(self) -> Any:
+        """This reading thread's connection, made when it has none (or it broke, or it is
+        older than the last outage: a connection that has not noticed yet)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and not conn.broken and not self._stale(conn):
+            return conn
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+            with self._health:
+                self._reader_conns.remove(conn)
+        conn = self._connect()
+        self._local.conn = conn
+        with self._health:
+            self._reader_conns.append(conn)
+        self._came_back()
+        return conn
+
+    def _stale(self, conn: Any) -> bool:
+        return getattr(conn, "generation", self._generation) != self._generation
+
+    def _read_pg(self, fn: Callable[..., T], args: tuple) -> T:
+        if self._down is not None and time.monotonic() < self._retry_at:
+            raise StoreUnavailable(self._down)
+        try:
+            conn = self._reader_conn()
+        except StoreOpenError as exc:
+            self._went_down(str(exc))
+            raise StoreUnavailable(str(exc)) from None
+        try:
+            return fn(conn, *args)
+        except StoreUnavailable as exc:
+            self._went_down(str(exc))
+            raise
+
+    def _connect(self) -> Any:
+        """A new connection (PostgreSQL: ``StoreOpenError`` naming the problem)."""
+        if self.dialect == POSTGRESQL:
+            from ircd.store import pg
+
+            conn = pg.connect(self.path, self.durability)
+            conn.generation = self._generation
+            return conn
+        return lite.connect(self.path, self.durability)
+
+    def _went_down(self, why: str) -> None:
+        with self._health:
+            if self._down is None:
+                log.warning("database %s unavailable: %s; refusing what needs it until it is back",
+                            self.shown, why)
+                self._pause = RETRY_MIN_S
+            self._down = why
+            self._generation += 1  # every connection made before now is suspect
+            self._retry_at = time.monotonic() + self._pause
+            self._pause = min(self._pause * 2, RETRY_MAX_S)
+
+    def _came_back(self) -> None:
+        with self._health:
+            if self._down is not None:
+                log.warning("database %s is back", self.shown)
+            self._down = None
+            self._retry_at = 0.0
+            self._pause = RETRY_MIN_S
+
+    @property
+    def available(self) -> bool:
+        return self._down is None
+
+    # writes ---------------------------------------------------------------------------------
 
     def write(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run ``fn`` in the next group-committed transaction; the future is done after COMMIT.
@@ -368,8 +293,8 @@ class Database:
         await self.write(_noop)
 
     async def data_version(self) -> int:
-        """SQLite's data_version on the writer's connection: it changes only when another
-        connection commits, so a change means another process (the CLI) wrote."""
+        """Changes when another process committed (SQLite's data_version on the writer's
+        connection; on PostgreSQL the commits command-line connections announced)."""
         return await self.write(_data_version)
 
     def _writer(self, ready: asyncio.Future[None]) -> None:
@@ -380,13 +305,9 @@ class Database:
         clients); only the results go to the loop, one callback per batch."""
         loop = self._loop
         assert loop is not None
-        conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(self.path, isolation_level=None)
-            _configure(conn, self.durability)
+            conn: Any = self._connect_writer()
         except BaseException as exc:
-            if conn is not None:
-                conn.close()
             loop.call_soon_threadsafe(_settle, ready, exc)
             loop.call_soon_threadsafe(_settle, self._stopped, None)
             return
@@ -395,19 +316,36 @@ class Database:
         try:
             while True:
                 with wakeup:
-                    while not self._pending and not self._stop:
-                        wakeup.wait()
-                    if not self._pending:
+                    while not self._pending and not self._stop and (conn is not None or self._wait_retry()):
+                        wakeup.wait(None if conn is not None else max(0.0, self._retry_at - time.monotonic()))
+                    if not self._pending and self._stop:
                         break  # closing, and everything is committed
                     batch, self._pending = self._pending, []
+                if conn is not None and self._stale(conn):  # a reader saw the database go away
+                    conn.close()
+                    conn = None
+                if conn is None and not self._wait_retry():
+                    conn = self._reconnect_writer()
+                if conn is None:  # still unreachable: refuse what waits, at once
+                    done, batch = batch, []
+                    if done:
+                        refused = StoreUnavailable(self._down or "the database cannot be reached")
+                        loop.call_soon_threadsafe(_deliver, done, [(False, refused)] * len(done))
+                    continue
+                if not batch:
+                    continue
                 began = time.perf_counter()
                 results = _run_batch(conn, [(fn, args) for fn, args, _, _ in batch])
                 committed = time.perf_counter()
-                self.batches += 1
-                self.commit_timings.observe(committed - began)
-                observe = self.write_timings.observe
-                for item in batch:
-                    observe(committed - item[3])
+                if getattr(conn, "broken", False):  # PostgreSQL went away during the batch: nothing committed
+                    why = next((str(v) for ok, v in results if isinstance(v, StoreUnavailable)), "connection lost")
+                    self._went_down(why)
+                    conn.close()
+                    conn = None
+                    results = [(False, StoreUnavailable(why))] * len(batch)
+                else:
+                    self.batches += 1
+                    self._observe(batch, began, committed)
                 done, batch = batch, []
                 loop.call_soon_threadsafe(_deliver, done, results)
         except BaseException as exc:  # not a failed write (those are results): the thread itself broke
@@ -417,20 +355,62 @@ class Database:
                 self._closing = True
             loop.call_soon_threadsafe(_deliver, lost, [(False, exc)] * len(lost))
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
             loop.call_soon_threadsafe(_settle, self._stopped, None)
+
+    def _observe(self, batch: list[tuple[Any, tuple, Any, float]], began: float, committed: float) -> None:
+        """For /metrics: the group commit's time (BEGIN to COMMIT) and each write's, from queued."""
+        self.commit_timings.observe(committed - began)
+        observe = self.write_timings.observe
+        for item in batch:
+            observe(committed - item[3])
+
+    def _wait_retry(self) -> bool:
+        """While the database is down: keep waiting (True) until the time to try again."""
+        return self._down is not None and time.monotonic() < self._retry_at
+
+    def _connect_writer(self) -> Any:
+        conn = self._connect()
+        if self.dialect == POSTGRESQL:
+            try:
+                conn.listen()  # commits of command-line tools: data_version
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def _reconnect_writer(self) -> Any:
+        try:
+            conn = self._connect_writer()
+        except (StoreOpenError, StoreUnavailable) as exc:
+            self._went_down(str(exc))
+            return None
+        self._came_back()
+        return conn
 
     async def close(self) -> None:
         """Commit everything queued, then close."""
-        if self._conn is None:
+        if self._loop is None:
             return
         with self._wakeup:
             self._closing = self._stop = True
             self._wakeup.notify()
         if self._stopped is not None:
             await self._stopped
-        await self._conn.close()
-        self._conn = None
+        await self._close_readers()
+        self._loop = None
+
+    async def _close_readers(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+        if self._readers is not None:
+            readers, self._readers = self._readers, None
+            await asyncio.to_thread(readers.shutdown, True)
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
 
 
 def _settle(future: asyncio.Future[Any] | None, exc: BaseException | None) -> None:
@@ -453,14 +433,22 @@ def _deliver(batch: list[tuple[Any, tuple, asyncio.Future[Any], float]], results
             future.set_exception(value)
 
 
-def _noop(conn: sqlite3.Connection) -> None:
+def _noop(conn: Conn) -> None:
     return None
 
 
-def _data_version(conn: sqlite3.Connection) -> int:
-    return conn.execute("PRAGMA data_version").fetchone()[0]
+def _data_version(conn: Any) -> int:
+    if dialect_of(conn) == POSTGRESQL:
+        return int(conn.changes_seen)
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _log_failure(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled() and future.exception() is not None:
-        log.error("background write failed: %r", future.exception())
+    if future.cancelled():
+        return
+    exc = future.exception()
+    if isinstance(exc, StoreUnavailable):
+        return  # said once, when the database went away
+    if exc is not None:
+        log.error("background write failed: %r", exc)
+

@@ -6,17 +6,17 @@ also the time order. Every query is one range scan over the ``history_target``
 index, whose entries end with that id: no query sorts, and nothing at
 start-up scans the table (the newest id is ``MAX(id)``, one b-tree descent).
 
-Functions take a ``sqlite3.Connection`` and run inside the caller's
+Functions take a connection (``Conn``: SQLite's or PostgreSQL's) and run inside the caller's
 transaction (the server's group commit, or a CLI ``transaction``).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ircd.store.writes import Conn
 from ircd.store.db import insert_rows
 
 __all__ = [
@@ -71,14 +71,15 @@ def _row(r: tuple) -> HistoryRow:
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Conn,
     rows: Sequence[tuple],
     conversations: Iterable[tuple[str, str, str, int]] = (),
 ) -> int:
     """Store rows (tuples in ``ROW_COLUMNS`` order) and bump conversations
     ``(account, target, peer, last_id)``. A row whose id is already stored is skipped."""
     inserted = insert_rows(
-        conn, "INSERT OR IGNORE INTO history (id, target, time, command, source, account, param, text, tags, lines)", 10, rows
+        conn, "INSERT INTO history (id, target, time, command, source, account, param, text, tags, lines)", 10, rows,
+        tail=" ON CONFLICT DO NOTHING",
     )
     conn.executemany(
         "INSERT INTO history_conversations (account, target, peer, last_id) VALUES (?, ?, ?, ?) "
@@ -89,12 +90,12 @@ def insert(
     return inserted
 
 
-def newest_id(conn: sqlite3.Connection) -> int | None:
+def newest_id(conn: Conn) -> int | None:
     return conn.execute("SELECT MAX(id) FROM history").fetchone()[0]
 
 
 def select(
-    conn: sqlite3.Connection,
+    conn: Conn,
     target: str,
     low: int,
     high: int,
@@ -120,14 +121,14 @@ def select(
     return rows
 
 
-def has_message(conn: sqlite3.Connection, target: str, ident: int) -> bool:
+def has_message(conn: Conn, target: str, ident: int) -> bool:
     """Whether ``target`` has the message with id ``ident`` (one primary-key look-up)."""
     found = conn.execute("SELECT 1 FROM history WHERE id = ? AND target = ?", (ident, target)).fetchone()
     return found is not None
 
 
 def newest_in(
-    conn: sqlite3.Connection, targets: Sequence[str], commands: Sequence[str] | None
+    conn: Conn, targets: Sequence[str], commands: Sequence[str] | None
 ) -> dict[str, tuple[int, str]]:
     """For each target that has history: (id, time) of its newest row."""
     sql = "SELECT id, time FROM history WHERE target = ?"
@@ -142,7 +143,7 @@ def newest_in(
     return found
 
 
-def conversations(conn: sqlite3.Connection, account: str, low: int, high: int) -> list[Conversation]:
+def conversations(conn: Conn, account: str, low: int, high: int) -> list[Conversation]:
     """The direct-message conversations of ``account`` whose newest message has ``low <= id <= high``."""
     rows = conn.execute(
         "SELECT c.target, c.peer, c.last_id, h.time FROM history_conversations c "
@@ -153,7 +154,7 @@ def conversations(conn: sqlite3.Connection, account: str, low: int, high: int) -
     return [Conversation(*r) for r in rows]
 
 
-def prune(conn: sqlite3.Connection, before_id: int, target: str | None = None, chunk: int = 5000) -> int:
+def prune(conn: Conn, before_id: int, target: str | None = None, chunk: int = 5000) -> int:
     """Delete up to ``chunk`` rows older than ``before_id`` (of one target, or all); returns how many.
 
     Callers repeat until fewer than ``chunk`` go, one transaction each, so a
@@ -178,13 +179,13 @@ def prune(conn: sqlite3.Connection, before_id: int, target: str | None = None, c
     return deleted
 
 
-def find(conn: sqlite3.Connection, target: str, ident: int) -> HistoryRow | None:
+def find(conn: Conn, target: str, ident: int) -> HistoryRow | None:
     """The row with id ``ident`` if it belongs to ``target``."""
     row = conn.execute(_SELECT + " WHERE id = ? AND target = ?", (ident, target)).fetchone()
     return _row(row) if row is not None else None
 
 
-def redact(conn: sqlite3.Connection, target: str, ident: int) -> bool:
+def redact(conn: Conn, target: str, ident: int) -> bool:
     """Delete a redacted message (draft/message-redaction: CHATHISTORY then excludes it); a
     conversation whose newest message it was falls back to the message before it."""
     if not conn.execute("DELETE FROM history WHERE id = ? AND target = ?", (ident, target)).rowcount:
@@ -201,13 +202,13 @@ def redact(conn: sqlite3.Connection, target: str, ident: int) -> bool:
     return True
 
 
-def retarget(conn: sqlite3.Connection, old: str, new: str, name: str) -> int:
+def retarget(conn: Conn, old: str, new: str, name: str) -> int:
     """Move a channel's rows from the folded name ``old`` to ``new`` (RENAME), their target
     parameter becoming ``name``; returns how many moved."""
     return conn.execute("UPDATE history SET target = ?, param = ? WHERE target = ?", (new, name, old)).rowcount
 
 
-def count(conn: sqlite3.Connection, target: str | None = None) -> int:
+def count(conn: Conn, target: str | None = None) -> int:
     if target is None:
         return conn.execute("SELECT COUNT(*) FROM history").fetchone()[0]
     return conn.execute("SELECT COUNT(*) FROM history WHERE target = ?", (target,)).fetchone()[0]
@@ -216,11 +217,11 @@ def count(conn: sqlite3.Connection, target: str | None = None) -> int:
 # read markers ------------------------------------------------------------------
 
 
-def load_markers(conn: sqlite3.Connection, account: str) -> dict[str, str]:
+def load_markers(conn: Conn, account: str) -> dict[str, str]:
     return dict(conn.execute("SELECT target, time FROM read_markers WHERE account = ?", (account,)))
 
 
-def save_marker(conn: sqlite3.Connection, account: str, target: str, time: str) -> None:
+def save_marker(conn: Conn, account: str, target: str, time: str) -> None:
     """Store a read marker; it only ever moves forward (server-time strings sort as times)."""
     conn.execute(
         "INSERT INTO read_markers (account, target, time) VALUES (?, ?, ?) "

@@ -1,12 +1,16 @@
-"""The core's migration track. Append new steps; never edit a released one."""
+"""The core's migration track. Append new steps; never edit a released one.
+
+Steps are SQLite DDL, which ``ircd.store.dialect.postgres_ddl`` turns into PostgreSQL's; where
+SQLite gives something implicitly (a rowid), the PostgreSQL text says it (``PerDialect``).
+"""
 
 from __future__ import annotations
 
+from ircd.store.dialect import PerDialect, postgres_ddl
+
 CORE_TRACK = "core"
 
-CORE_MIGRATIONS: list[str] = [
-    # 1: accounts and their certificate fingerprints, registered channels
-    """
+_STEP1 = """
     CREATE TABLE accounts (
         folded           TEXT PRIMARY KEY,
         name             TEXT NOT NULL,
@@ -47,10 +51,13 @@ CORE_MIGRATIONS: list[str] = [
         set_at  INTEGER NOT NULL,
         PRIMARY KEY (channel, which, mask)
     );
-    """,
-    # 2: message history (channels and direct messages), direct-message conversations
-    # per account (for CHATHISTORY TARGETS), read markers (MARKREAD)
-    """
+"""
+# a channel's lists keep the order they were set in: SQLite's rowid, a column of that name here
+_STEP1_POSTGRESQL = postgres_ddl(_STEP1) + """
+    ALTER TABLE channel_lists ADD COLUMN rowid BIGSERIAL;
+"""
+
+_STEP2 = """
     CREATE TABLE history (
         id      INTEGER PRIMARY KEY,  -- the msgid as an integer; time-ordered, so every query is an id range
         target  TEXT NOT NULL,        -- folded channel name, or a direct-message conversation key
@@ -63,8 +70,7 @@ CORE_MIGRATIONS: list[str] = [
         tags    TEXT,                 -- client-only tags as a JSON object
         lines   TEXT                  -- a multiline message's lines as JSON [[text, concat], ...]
     );
-    -- an index entry ends with the rowid (= id): one range scan per target, in id order
-    CREATE INDEX history_target ON history(target);
+    -- (history_target: see below)
     CREATE TABLE history_conversations (
         account TEXT NOT NULL,     -- folded account of one party
         target  TEXT NOT NULL,     -- the conversation key (history.target)
@@ -79,7 +85,22 @@ CORE_MIGRATIONS: list[str] = [
         time    TEXT NOT NULL,  -- server-time format, so text order is time order
         PRIMARY KEY (account, target)
     ) WITHOUT ROWID;
-    """,
+"""
+# SQLite: an index entry ends with the rowid (= id): one range scan per target, in id order;
+# PostgreSQL needs the id in the index for the same scan
+_STEP2_SQLITE = _STEP2 + """
+    CREATE INDEX history_target ON history(target);
+"""
+_STEP2_POSTGRESQL = postgres_ddl(_STEP2) + """
+    CREATE INDEX history_target ON history(target, id);
+"""
+
+CORE_MIGRATIONS: list[str | PerDialect] = [
+    # 1: accounts and their certificate fingerprints, registered channels
+    PerDialect(sqlite=_STEP1, postgresql=_STEP1_POSTGRESQL),
+    # 2: message history (channels and direct messages), direct-message conversations
+    # per account (for CHATHISTORY TARGETS), read markers (MARKREAD)
+    PerDialect(sqlite=_STEP2_SQLITE, postgresql=_STEP2_POSTGRESQL),
     # 3: the sources (IPv4 address or IPv6 /64) each account logged in from successfully,
     # the most recent few per account: failed logins from other sources cannot lock them out
     """

@@ -16,6 +16,8 @@ import secrets
 import sqlite3
 from dataclasses import dataclass
 
+from ircd.store.writes import Conn
+
 __all__ = ["TRACK", "MIGRATIONS", "TokenRow", "make_token", "split_token", "insert", "find", "lookup", "list_for",
            "revoke", "touch", "valid_ids", "secret_hash", "LABEL_MAX"]
 
@@ -74,8 +76,8 @@ def split_token(text: str) -> tuple[int, str] | None:
     return (ident, secret) if ident < 1 << 63 else None
 
 
-def insert(conn: sqlite3.Connection, ident: int, account: str, name: str, secret: str, at: int, by: str) -> TokenRow:
-    """Raises sqlite3.IntegrityError when the account has a token of that name."""
+def insert(conn: Conn, ident: int, account: str, name: str, secret: str, at: int, by: str) -> TokenRow:
+    """Raises ``ircd.store.errors.IntegrityError`` when the account has a token of that name."""
     conn.execute(
         "INSERT INTO account_tokens (id, account, name, secret_hash, created_at, created_by) VALUES (?, ?, ?, ?, ?, ?)",
         (ident, account, name, secret_hash(secret), at, by),
@@ -86,7 +88,7 @@ def insert(conn: sqlite3.Connection, ident: int, account: str, name: str, secret
 _DUMMY = secret_hash("x" * 43)
 
 
-def find(conn: sqlite3.Connection, ident: int, secret: str) -> tuple[TokenRow | None, bool]:
+def find(conn: Conn, ident: int, secret: str) -> tuple[TokenRow | None, bool]:
     """(the token's row when the secret matches and its account exists, is not suspended and is
     not younger than the token, else None; whether a token with this id exists at all). The same
     work (one hash, one comparison) whatever the outcome."""
@@ -103,12 +105,12 @@ def find(conn: sqlite3.Connection, ident: int, secret: str) -> tuple[TokenRow | 
     return None, row is not None
 
 
-def lookup(conn: sqlite3.Connection, ident: int, secret: str) -> TokenRow | None:
+def lookup(conn: Conn, ident: int, secret: str) -> TokenRow | None:
     """The token's row (``find``) or None."""
     return find(conn, ident, secret)[0]
 
 
-def list_for(conn: sqlite3.Connection, account: str) -> list[TokenRow]:
+def list_for(conn: Conn, account: str) -> list[TokenRow]:
     rows = conn.execute(
         "SELECT id, account, name, created_at, created_by, last_used_at FROM account_tokens "
         "WHERE account = ? ORDER BY created_at, name",
@@ -117,7 +119,7 @@ def list_for(conn: sqlite3.Connection, account: str) -> list[TokenRow]:
     return [TokenRow(*r) for r in rows]
 
 
-def revoke(conn: sqlite3.Connection, account: str, name: str | None) -> list[int]:
+def revoke(conn: Conn, account: str, name: str | None) -> list[int]:
     """Delete the account's token of that name (every one for None); the ids deleted."""
     if name is None:
         ids = [r[0] for r in conn.execute("SELECT id FROM account_tokens WHERE account = ?", (account,))]
@@ -129,11 +131,11 @@ def revoke(conn: sqlite3.Connection, account: str, name: str | None) -> list[int
     return ids
 
 
-def touch(conn: sqlite3.Connection, ids: list[int], at: int) -> None:
+def touch(conn: Conn, ids: list[int], at: int) -> None:
     conn.executemany("UPDATE account_tokens SET last_used_at = ? WHERE id = ?", [(at, i) for i in ids])
 
 
-def valid_ids(conn: sqlite3.Connection, ids: list[int]) -> set[int]:
+def valid_ids(conn: Conn, ids: list[int]) -> set[int]:
     """Which of these token ids still name a usable token (for sessions opened with them)."""
     if not ids:
         return set()

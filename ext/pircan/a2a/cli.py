@@ -10,7 +10,6 @@ intro token: it reads the signing key from the database each time.
 from __future__ import annotations
 
 import secrets
-import sqlite3
 import time
 
 import click
@@ -18,7 +17,7 @@ import click
 from ext.pircan.a2a import keys
 from ext.pircan.a2a import store as astore
 from ext.pircan.ids import ts
-from ircd.api import cli_fail, db_options, open_database_sync
+from ircd.api import Conn, cli_fail, db_options, open_database_sync, transaction
 
 __all__ = ["a2a"]
 
@@ -27,7 +26,7 @@ def a2a() -> None:
     """The Ed25519 keys the network signs intro tokens with (direct A2A, docs/a2a.md)."""
 
 
-def _open(config_path: str | None, db: str | None) -> sqlite3.Connection:
+def _open(config_path: str | None, db: str | None) -> Conn:
     conn, _ = open_database_sync(config_path, db)
     version = conn.execute("SELECT version FROM schema_versions WHERE track = ?", (astore.TRACK,)).fetchone()
     if version is None:
@@ -69,14 +68,9 @@ def rotate_key(drop_old: bool, config_path: str | None, db: str | None) -> None:
     now = int(time.time() * 1000)
     kid = secrets.token_hex(8)  # opaque (RFC 7517); the server's own are ids, these random
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             astore.insert_key(conn, kid, keys.new_private_key(), now)
             dropped = astore.retire_keys(conn, now) if drop_old else 0
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         found = astore.all_keys(conn)
     finally:
         conn.close()

@@ -49,6 +49,9 @@ from a2a.utils.errors import (
 )
 from a2a.utils.task import apply_history_length, validate_history_length
 from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import Message as ProtoMessage
+
+from ircd.api import UNAVAILABLE_TEXT, StoreUnavailable
 
 from ext.pircan.a2a import cards, skills
 from ext.pircan.a2a.convert import (
@@ -70,7 +73,7 @@ from ext.pircan.metrics import CANCELLED, ERROR, INVALID, OK
 from ext.pircan.service import contact, messages, tasks
 from ext.pircan.service import intro as intros
 from ext.pircan.service import waits
-from ext.pircan.service.refusals import NEXT_STEP, Refused
+from ext.pircan.service.refusals import NEXT_STEP, Refused, refuse_nul
 from ext.pircan.state import Pircan
 from ext.pircan.waiting import Waiter
 from ext.pircan.store import StoredMessage
@@ -120,6 +123,11 @@ def _internal(exc: Exception) -> A2AError:
     return InternalError(message="The server failed to process the request", data={"code": "INTERNAL_ERROR"})
 
 
+def _unavailable() -> A2AError:
+    """The database went away (the store says so once, not per request): retry in a moment."""
+    return InternalError(message=UNAVAILABLE_TEXT, data={"code": "TEMPORARILY_UNAVAILABLE", "retry_after_s": 1})
+
+
 def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
     """Refusals (and unexpected failures) of a handler method as A2A errors; each call counted for
     /metrics with its result and duration (a stream's: until it ends)."""
@@ -129,6 +137,7 @@ def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
             @functools.wraps(fn)
             async def stream(self: Any, params: Any, context: ServerCallContext) -> AsyncGenerator[Any, None]:
                 with _answered(self.state, name, cancel):
+                    refuse_nul(_brought(params, context))
                     async for item in fn(self, params, context):
                         yield item
             return stream
@@ -136,16 +145,25 @@ def _mapped(cancel: bool = False) -> Callable[[Any], Any]:
         @functools.wraps(fn)
         async def call(self: Any, params: Any, context: ServerCallContext) -> Any:
             with _answered(self.state, name, cancel):
+                refuse_nul(_brought(params, context))
                 return await fn(self, params, context)
         return call
     return wrap
 
 
+def _brought(params: Any, context: ServerCallContext) -> dict[str, Any]:
+    """What a call brought, as plain values (for ``refuse_nul``): the agent its URL names and the
+    request (its JSON form: a text part's ``text``, a data part's own keys, the metadata)."""
+    request = MessageToDict(params) if isinstance(params, ProtoMessage) else params
+    return {"agent": context.state.get("agent"), "request": request}
+
+
 @contextlib.contextmanager
 def _answered(state: Pircan, name: str, cancel: bool) -> Iterator[None]:
-    """A call of the A2A method ``name``: a refusal leaves as the A2A error of its code, any other
-    failure as INTERNAL_ERROR (logged); counted with its result (ok, the refusal's code, invalid for
-    the protocol's own errors, error, cancelled when the client went away) and its duration."""
+    """A call of the A2A method ``name``: a refusal leaves as the A2A error of its code, the database
+    unreachable as TEMPORARILY_UNAVAILABLE, any other failure as INTERNAL_ERROR (logged); counted with
+    its result (ok, the refusal's code, invalid for the protocol's own errors, error, cancelled when
+    the client went away) and its duration."""
     started, result = time.perf_counter(), ERROR
     try:
         yield
@@ -156,6 +174,9 @@ def _answered(state: Pircan, name: str, cancel: bool) -> Iterator[None]:
     except A2AError:
         result = INVALID
         raise
+    except StoreUnavailable:
+        result = "TEMPORARILY_UNAVAILABLE"
+        raise _unavailable() from None
     except (asyncio.CancelledError, GeneratorExit):
         result = CANCELLED
         raise

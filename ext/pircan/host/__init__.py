@@ -14,17 +14,32 @@ from pathlib import Path
 
 from ircd.api import ConfigError
 
-from ext.pircan.host.config import HostConfig, check_accounts, check_duplicates, kinds_from_file
+from ext.pircan.host.config import HostConfig, check_accounts, check_duplicates, kinds_from_database
 from ext.pircan.host.supervisor import Host
 from ext.pircan.state import Pircan
 
 __all__ = ["Host", "HostConfig", "install", "log_dir_for"]
 
 
-def log_dir_for(cfg: HostConfig, database_path: str) -> Path:
+def _on_postgresql(database: str) -> bool:
+    return database.startswith(("postgresql://", "postgres://"))
+
+
+def log_dir_for(cfg: HostConfig, database: str) -> Path:
+    """``host.log_dir``; unset: ``pircd-host/`` beside the SQLite file (on PostgreSQL there is no
+    file to be beside: ``check_log_dir`` asks for the key when agents are hosted)."""
     if cfg.log_dir:
         return Path(cfg.log_dir)
-    return Path(os.path.dirname(os.path.abspath(database_path))) / "pircd-host"
+    if _on_postgresql(database):
+        return Path("pircd-host").absolute()
+    return Path(os.path.dirname(os.path.abspath(database))) / "pircd-host"
+
+
+def check_log_dir(cfg: HostConfig, database: str) -> list[tuple[str, str]]:
+    if cfg.agents and not cfg.log_dir and _on_postgresql(database):
+        return [("host.log_dir", "needed with hosted agents when server.db is a PostgreSQL database "
+                                 "(unset, the logs go beside a SQLite file)")]
+    return []
 
 
 def install(state: Pircan) -> Host:
@@ -32,8 +47,8 @@ def install(state: Pircan) -> Host:
     ``serve`` alike); the host is PIRCAN's waker, started after PIRCAN's tables, stopped first."""
     api = state.api
     cfg = api.config(HostConfig, section="host")
-    problems = check_duplicates(cfg, api.casefold)
-    kinds = kinds_from_file(api.database_path) if cfg.agents else None
+    problems = check_duplicates(cfg, api.casefold) + check_log_dir(cfg, api.database_path)
+    kinds = kinds_from_database(api.database_path) if cfg.agents else None
     if kinds is not None:
         problems += check_accounts(cfg, kinds, api.casefold)
     if problems:

@@ -8,14 +8,24 @@ server answering they fail (and the request is withdrawn).
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 import time
 from pathlib import Path
 
 import click
 
-from ircd.api import ConfigError, cli_fail, db_options, extension_config_sync, open_database_sync
+from ircd.api import (
+    ConfigError,
+    Conn,
+    OperationalError,
+    cli_fail,
+    db_options,
+    dialect_of,
+    extension_config_sync,
+    missing_table,
+    open_database_sync,
+    transaction,
+)
 
 from ext.pircan.host.config import HostConfig
 from ext.pircan.host import store as hdb
@@ -32,23 +42,26 @@ def host() -> None:
     """The hosted agents of [[host.agents]] (docs/host.md)."""
 
 
-def _open(config_path: str | None, db: str | None) -> tuple[sqlite3.Connection, HostConfig, Path, object]:
+def _open(config_path: str | None, db: str | None) -> tuple[Conn, HostConfig, Path, object]:
     try:
         cfg = extension_config_sync(config_path, "host", HostConfig)
     except ConfigError as exc:
         cli_fail("; ".join(f"{k}: {m}" for k, m in exc.problems))
     conn, casefold = open_database_sync(config_path, db)
-    path = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
+    if dialect_of(conn) == "postgresql":
+        path = "postgresql://"  # no file to keep the logs beside: host.log_dir is set (check_log_dir)
+    else:
+        path = next(row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main")
     from ext.pircan.host import log_dir_for
 
     return conn, cfg, log_dir_for(cfg, path), casefold
 
 
-def _rows(conn: sqlite3.Connection) -> list[hdb.Row]:
+def _rows(conn: Conn) -> list[hdb.Row]:
     try:
         return hdb.all_rows(conn)
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
+    except OperationalError as exc:
+        if missing_table(exc):
             return []  # the server has not run with a host yet
         raise
 
@@ -125,10 +138,10 @@ def _request(action: str):  # type: ignore[no-untyped-def]
             if account not in {casefold(s.account) for s in cfg.agents}:  # type: ignore[operator]
                 cli_fail(f"{name} is not a hosted agent")
             try:
-                with conn:
+                with transaction(conn):
                     ident = hdb.add_request(conn, account, action, int(time.time() * 1000))
-            except sqlite3.OperationalError as exc:
-                if "no such table" in str(exc):
+            except OperationalError as exc:
+                if missing_table(exc):
                     cli_fail("the server has not run with hosted agents yet: start it first")
                 raise
             deadline = time.monotonic() + ANSWER_TIMEOUT_S
@@ -140,7 +153,7 @@ def _request(action: str):  # type: ignore[no-untyped-def]
                     click.echo(f"{account}: {result}")
                     return
                 time.sleep(0.1)  # the server answers within a second of the request
-            with conn:
+            with transaction(conn):
                 conn.execute("DELETE FROM pircan_host_requests WHERE id = ? AND done_at IS NULL", (ident,))
             cli_fail(f"no running server answered within {ANSWER_TIMEOUT_S:g} s (is it running with this database?)")
         finally:

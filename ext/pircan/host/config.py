@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sqlite3
 from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ircd.api import account_kinds_sync
 
 __all__ = ["AgentSpec", "HostConfig", "Ready", "ResourceLimits", "check_accounts", "check_duplicates", "LOG_MAX_BYTES"]
 
@@ -145,16 +146,7 @@ def check_accounts(cfg: HostConfig, kind_of: Callable[[str], str | None], casefo
     return problems
 
 
-def kinds_from_file(path: str) -> Callable[[str], str | None] | None:
-    """Account kinds read from the database file, read-only (None: no database yet)."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            rows = dict(conn.execute("SELECT folded, kind FROM accounts").fetchall())
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None
-    return rows.get
+def kinds_from_database(database: str) -> Callable[[str], str | None] | None:
+    """Account kinds read from the server's database before it starts (None: no database yet)."""
+    kinds = account_kinds_sync(database)
+    return None if kinds is None else kinds.get

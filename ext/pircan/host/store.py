@@ -8,8 +8,9 @@ operator's ``pircd host start|stop|restart`` to the running server, which answer
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+
+from ircd.api import Conn
 
 __all__ = ["MIGRATIONS", "TRACK", "Row", "all_rows", "save", "pending_requests", "answer_request",
            "add_request", "get_request"]
@@ -52,13 +53,13 @@ class Row:
     updated_at: int
 
 
-def all_rows(conn: sqlite3.Connection) -> list[Row]:
+def all_rows(conn: Conn) -> list[Row]:
     return [Row(*r) for r in conn.execute(
         "SELECT account, state, pid, command, started_at, restarts, last_exit, updated_at FROM pircan_host "
         "ORDER BY account")]
 
 
-def save(conn: sqlite3.Connection, row: Row) -> None:
+def save(conn: Conn, row: Row) -> None:
     conn.execute(
         "INSERT INTO pircan_host (account, state, pid, command, started_at, restarts, last_exit, updated_at) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (account) DO UPDATE SET state = excluded.state, "
@@ -69,27 +70,27 @@ def save(conn: sqlite3.Connection, row: Row) -> None:
     )
 
 
-def forget_others(conn: sqlite3.Connection, accounts: list[str]) -> None:
+def forget_others(conn: Conn, accounts: list[str]) -> None:
     """Rows of agents no longer in the config go (their processes were reaped first)."""
     marks = ",".join("?" * len(accounts))
     conn.execute(f"DELETE FROM pircan_host WHERE account NOT IN ({marks})", accounts)
 
 
-def pending_requests(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
+def pending_requests(conn: Conn) -> list[tuple[int, str, str]]:
     return conn.execute(
         "SELECT id, account, action FROM pircan_host_requests WHERE done_at IS NULL ORDER BY id").fetchall()
 
 
-def answer_request(conn: sqlite3.Connection, ident: int, at: int, result: str) -> None:
+def answer_request(conn: Conn, ident: int, at: int, result: str) -> None:
     conn.execute("UPDATE pircan_host_requests SET done_at = ?, result = ? WHERE id = ?", (at, result, ident))
 
 
-def add_request(conn: sqlite3.Connection, account: str, action: str, at: int) -> int:
-    cur = conn.execute("INSERT INTO pircan_host_requests (account, action, created_at) VALUES (?, ?, ?)",
-                       (account, action, at))
-    return int(cur.lastrowid or 0)
+def add_request(conn: Conn, account: str, action: str, at: int) -> int:
+    row = conn.execute("INSERT INTO pircan_host_requests (account, action, created_at) VALUES (?, ?, ?) RETURNING id",
+                       (account, action, at)).fetchone()
+    return int(row[0])
 
 
-def get_request(conn: sqlite3.Connection, ident: int) -> tuple[int | None, str | None]:
+def get_request(conn: Conn, ident: int) -> tuple[int | None, str | None]:
     row = conn.execute("SELECT done_at, result FROM pircan_host_requests WHERE id = ?", (ident,)).fetchone()
     return (row[0], row[1]) if row else (None, None)

@@ -16,7 +16,7 @@ from mcp_types import Resource as MCPResource
 
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.service import profile
-from ext.pircan.service.refusals import Refused
+from ext.pircan.service.refusals import Refused, refuse_nul
 from ext.pircan.state import Pircan
 
 __all__ = ["scoped_server", "resource_uri", "parse_resource_uri"]
@@ -59,6 +59,7 @@ def scoped_server(state: Pircan, *args: Any, **kwargs: Any) -> MCPServer:
             uri = str(params.uri)
             parsed = parse_resource_uri(uri)
             try:
+                refuse_nul(uri, "uri")
                 if parsed is None:
                     raise Refused("NO_SUCH_RESOURCE")
                 res = await profile.read_resource(state, _account(ctx), parsed[0], parsed[1])

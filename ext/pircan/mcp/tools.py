@@ -19,12 +19,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from ircd.api import StoreUnavailable
+
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.mcp.limits import error_data
 from ext.pircan.metrics import CANCELLED, ERROR, OK
 from ext.pircan.service import channels, contact, messages, roster
-from ext.pircan.service.refusals import Refused
+from ext.pircan.service.refusals import Refused, refuse_nul
 from ext.pircan.service.schema import agreement_json, message_json
 from ext.pircan.state import Pircan
 
@@ -69,12 +71,16 @@ def tool_of(mcp: MCPServer, state: Pircan) -> Callable[..., Any]:
             async def run(*args: Any, **kwargs: Any) -> CallToolResult:
                 started, result = time.perf_counter(), ERROR
                 try:
+                    refuse_nul(kwargs)  # the arguments' texts, before anything reads or stores them
                     answer = await fn(*args, **kwargs)
                     result = OK
                     return answer
                 except Refused as exc:
                     result = exc.code
                     return refusal_result(exc)
+                except StoreUnavailable:  # the database went away (the store says so once)
+                    result = "TEMPORARILY_UNAVAILABLE"
+                    return refusal_result(Refused(result, retry_after_s=1))
                 except asyncio.CancelledError:  # the client went away (a wait it gave up on)
                     result = CANCELLED
                     raise

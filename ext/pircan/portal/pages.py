@@ -23,7 +23,7 @@ from ext.pircan.ids import hexid, parse_id
 from ext.pircan.portal.sessions import Session, same_token
 from ext.pircan.portal.web import SESSION_COOKIE, SIGNIN_COOKIE, Form, NotFound, Web
 from ext.pircan.service import contact, oversight, owner, profile, roster, search, webhooks
-from ext.pircan.service.refusals import Refused
+from ext.pircan.service.refusals import Refused, refuse_nul
 from ext.pircan.state import Pircan
 
 __all__ = ["POLICY_TEXT", "Pages"]
@@ -67,18 +67,27 @@ def signed_in(fn: Handler) -> Handler:
             if not session.check_csrf(form.get("csrf")):
                 return web.csrf_refused(request, session)
         try:
+            refuse_nul(_brought(request, form))
             if form is None:
                 return await fn(self, request, session)
             return await fn(self, request, session, form)
         except NotFound:
             return web.not_found(request, session)
         except Refused as exc:
-            if form is None:
-                raise
+            if form is None:  # a page's own refusals are on the page; this is the address's
+                return web.render(request, "error.html", session, 400, title="Refused", text=web.refusal_text(exc))
             session.notices.append(("error", web.refusal_text(exc)))
-            return web.redirect(request, request.state.back)
+            # the page the form was on, once the handler knows it (a refusal before: the first page)
+            return web.redirect(request, getattr(request.state, "back", "/"))
 
     return endpoint
+
+
+def _brought(request: Request, form: Form | None) -> list[dict[str, str]]:
+    """What a request brought, field by field (for ``refuse_nul``): the address's parts, its query
+    and the form."""
+    pairs = [*request.path_params.items(), *request.query_params.multi_items(), *(form.pairs if form else [])]
+    return [{key: value} for key, value in pairs]
 
 
 def _come_back(request: Request) -> str:
@@ -153,6 +162,10 @@ class Pages:
         token = form.get("csrf")
         if not expected or not same_token(expected, token):
             return web.csrf_refused(request, None)
+        try:
+            refuse_nul(_brought(request, form))
+        except Refused as exc:
+            return await self.signin_page(request, web.refusal_text(exc), 400, "", _next_page("/"))
         name, password = form.get("name").strip(), form.get("password")
         next_page = _next_page(form.get("next", "/"))
         ip = request.client.host if request.client is not None else "?"

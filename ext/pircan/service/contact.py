@@ -8,9 +8,10 @@ half-written. A refusal by a limit is audited too (in a write of its own).
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, replace
 from typing import Any, Iterable
+
+from ircd.api import Conn
 
 from ext.pircan import rules
 from ext.pircan import store as db
@@ -121,7 +122,7 @@ def _scope_text(value: str | Iterable[str]) -> str:
 # REQUEST ---------------------------------------------------------------------------
 
 
-def _request_txn(conn: sqlite3.Connection, req: Request, policy: str,
+def _request_txn(conn: Conn, req: Request, policy: str,
                  agreement_id: int, events: Events, audit_id: int) -> tuple[str, Agreement | None, list]:
     """Runs on the database thread: ``events`` were made (with their ids) on the event loop."""
     now = req.created_at
@@ -229,7 +230,7 @@ async def _decidable(state: Pircan, actor: str, request_id: str) -> Request:
     return req
 
 
-def _accept_txn(conn: sqlite3.Connection, req: Request, agreement: Agreement, actor: str, events: Events,
+def _accept_txn(conn: Conn, req: Request, agreement: Agreement, actor: str, events: Events,
                 audit_id: int, by: str) -> list:
     now = agreement.created_at
     if not db.decide_request(conn, req.id, "accepted", now, actor, agreement.id):
@@ -278,7 +279,7 @@ async def accept(state: Pircan, actor: str, request_id: str, scopes: str | Itera
     return replace(req, state="accepted", decided_at=now, decided_by=actor, agreement_id=agreement.id), agreement
 
 
-def _decline_txn(conn: sqlite3.Connection, req: Request, actor: str, now: int, events: Events, audit_id: int,
+def _decline_txn(conn: Conn, req: Request, actor: str, now: int, events: Events, audit_id: int,
                  by: str) -> list:
     if not db.decide_request(conn, req.id, "declined", now, actor, None):
         raise Refused("NOT_PENDING")
@@ -304,7 +305,7 @@ async def decline(state: Pircan, actor: str, request_id: str, *, via: str = "irc
 # REVOKE --------------------------------------------------------------------------------
 
 
-def _revoke_txn(conn: sqlite3.Connection, agreement_id: int, actor: str, now: int, events: Events,
+def _revoke_txn(conn: Conn, agreement_id: int, actor: str, now: int, events: Events,
                 audit_id: int, subject: str, detail: str, peer: str) -> list:
     if not db.revoke_agreement(conn, agreement_id, now, actor):
         raise Refused("NO_SUCH_AGREEMENT")
@@ -369,7 +370,7 @@ def request_view(state: Pircan, req: Request, now_state: str | None = None) -> d
     return request_json(req, now_state, policy=state.policies.get(req.target))
 
 
-def _pending_from(conn: sqlite3.Connection, requester: str, target: str, since: int) -> Request | None:
+def _pending_from(conn: Conn, requester: str, target: str, since: int) -> Request | None:
     row = conn.execute(
         f"SELECT {db._REQ} FROM pircan_requests WHERE requester = ? AND target = ? AND state = 'pending' "
         "AND created_at > ? ORDER BY created_at DESC LIMIT 1", (requester, target, since),
@@ -426,7 +427,7 @@ async def contacts(state: Pircan, actor: str, which: str = "all"
 # POLICY ----------------------------------------------------------------------------------
 
 
-def _policy_txn(conn: sqlite3.Connection, account: str, policy: str, actor: str, now: int, audit_id: int,
+def _policy_txn(conn: Conn, account: str, policy: str, actor: str, now: int, audit_id: int,
                 by: str) -> None:
     db.set_policy(conn, account, policy)
     db.audit(conn, audit_id, now, actor, account, "policy.set", policy + by)
@@ -452,7 +453,7 @@ async def policy(state: Pircan, actor: str, target_name: str | None = None, new_
 # expiry -----------------------------------------------------------------------------------
 
 
-def _expire_txn(conn: sqlite3.Connection, now: int, requests: list[tuple[Request, int, int]],
+def _expire_txn(conn: Conn, now: int, requests: list[tuple[Request, int, int]],
                 agreements: list[tuple[Agreement, int, list[tuple[str, int]]]]) -> list[tuple[int, str, str]]:
     written: list[tuple[int, str, str]] = []
     for req, audit_id, event_id in requests:

@@ -7,9 +7,10 @@ thread inside a read or write (``fn(conn, ref_id, now)``), so the object is the 
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
@@ -19,7 +20,7 @@ from ext.pircan.service.schema import agreement_json, audit_json, message_json, 
 __all__ = ["register", "object_of", "key_of", "peer_of_object", "event_row"]
 
 # event type -> (the document's key for the object, fn(conn, ref_id, now) -> the object's JSON or None)
-Builder = Callable[[sqlite3.Connection, int, int], Any]
+Builder = Callable[[Conn, int, int], Any]
 _BUILDERS: dict[str, tuple[str, Builder]] = {}
 
 
@@ -33,7 +34,7 @@ def key_of(kind: str) -> str | None:
     return None if found is None else found[0]
 
 
-def object_of(conn: sqlite3.Connection, kind: str, ref: int, now: int) -> tuple[str, Any] | None:
+def object_of(conn: Conn, kind: str, ref: int, now: int) -> tuple[str, Any] | None:
     """(key, the object's JSON) of an event of ``kind`` naming ``ref``; None for a type without a
     builder (the document then names ``ref_id`` only)."""
     found = _BUILDERS.get(kind)
@@ -43,7 +44,7 @@ def object_of(conn: sqlite3.Connection, kind: str, ref: int, now: int) -> tuple[
     return key, fn(conn, ref, now)
 
 
-def event_row(conn: sqlite3.Connection, event_id: int) -> tuple[str, str, int, int] | None:
+def event_row(conn: Conn, event_id: int) -> tuple[str, str, int, int] | None:
     """(recipient, type, ref_id, created_at) of an event row."""
     return conn.execute("SELECT recipient, type, ref_id, created_at FROM pircan_events WHERE id = ?",
                         (event_id,)).fetchone()
@@ -65,27 +66,27 @@ def peer_of_object(kind: str, recipient: str, data: dict[str, Any] | None) -> st
     return None
 
 
-def _message(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _message(conn: Conn, ref: int, now: int) -> Any:
     msg = db.get_message(conn, ref)
     return None if msg is None else message_json(msg)
 
 
-def _request(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _request(conn: Conn, ref: int, now: int) -> Any:
     req = db.get_request(conn, ref)
     return None if req is None else request_json(req, request_state(req, now), policy=db.get_policy(conn, req.target))
 
 
-def _agreement(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _agreement(conn: Conn, ref: int, now: int) -> Any:
     agr = db.get_agreement(conn, ref)
     return None if agr is None else agreement_json(agr, agreement_state(agr, now))
 
 
-def _audit(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _audit(conn: Conn, ref: int, now: int) -> Any:
     entry = db.get_audit(conn, ref)
     return None if entry is None else audit_json(entry)
 
 
-def _task(conn: sqlite3.Connection, ref: int, now: int) -> Any:
+def _task(conn: Conn, ref: int, now: int) -> Any:
     """The task with every entry so far (the event names the task, or one of its entries)."""
     task = tdb.get_task(conn, ref)
     if task is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sqlite3
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan.state import Pircan
@@ -24,7 +24,7 @@ class Events:
         if recipient is not None and all(r != recipient or k != kind for _, r, k, _ in self.items):
             self.items.append((self.state.new_id(), recipient, kind, ref))
 
-    def write(self, conn: sqlite3.Connection, at: int) -> list[tuple[int, str, str, int]]:
+    def write(self, conn: Conn, at: int) -> list[tuple[int, str, str, int]]:
         return [item for item in self.items if db.queue_event(conn, item[0], item[1], item[2], item[3], at)]
 
     def committed(self, written: list[tuple[int, str, str, int]], at: int) -> None:

@@ -18,9 +18,10 @@ revoked before it commits refuses the token (``NO_AGREEMENT``), as for SEND.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan.a2a import keys
@@ -83,7 +84,7 @@ def agreement_for(state: Pircan, requester: str, target: str, now: int) -> tuple
     return max(usable, key=lambda a: a.expires_at), ""
 
 
-def _issue_txn(conn: sqlite3.Connection, agreement: Agreement, claims: dict[str, Any], now: int, limit: int,
+def _issue_txn(conn: Conn, agreement: Agreement, claims: dict[str, Any], now: int, limit: int,
                audit_id: int, detail: str) -> str:
     if db.live_agreement_ids(conn, {agreement.id}, now) != {agreement.id}:
         raise Refused("NO_AGREEMENT")
@@ -216,7 +217,7 @@ async def introspect(state: Pircan, caller: str, token: str) -> dict[str, Any]:
     }
 
 
-def _ensure_txn(conn: sqlite3.Connection, kid: str, private_key: bytes, now: int) -> bool:
+def _ensure_txn(conn: Conn, kid: str, private_key: bytes, now: int) -> bool:
     if astore.signing_key(conn) is not None:
         return False
     astore.insert_key(conn, kid, private_key, now)

@@ -25,8 +25,9 @@ right after an in-process deletion.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
@@ -60,7 +61,7 @@ def tombstone(account: str, created_at: int) -> str:
     return f"{account}~{created_at}"
 
 
-def _known(conn: sqlite3.Connection) -> tuple[dict[str, int], set[str]]:
+def _known(conn: Conn) -> tuple[dict[str, int], set[str]]:
     """The accounts PIRCAN saw (with their creation times), and every name its rows carry."""
     known = dict(conn.execute("SELECT account, created_at FROM pircan_known_accounts").fetchall())
     named: set[str] = set()
@@ -70,7 +71,7 @@ def _known(conn: sqlite3.Connection) -> tuple[dict[str, int], set[str]]:
     return known, {n for n in named if n and "~" not in n and n != "server"}
 
 
-def _counts(conn: sqlite3.Connection, account: str) -> int:
+def _counts(conn: Conn, account: str) -> int:
     """How many changes ending ``account`` makes at most (each needs an audit id and an event id)."""
     return sum(conn.execute(sql, (account, account)).fetchone()[0] for sql in (
         "SELECT COUNT(*) FROM pircan_agreements WHERE revoked_at IS NULL AND expired_at IS NULL "
@@ -81,7 +82,7 @@ def _counts(conn: sqlite3.Connection, account: str) -> int:
     ))
 
 
-def _end_txn(conn: sqlite3.Connection, account: str, created_at: int, now: int, ids: list[int],
+def _end_txn(conn: Conn, account: str, created_at: int, now: int, ids: list[int],
              current: int | None) -> tuple[list[Agreement], list[tuple[int, str, str, int]]]:
     """End a deleted account's state; (the agreements it revoked, the events it queued)."""
     take = iter(ids).__next__
@@ -128,15 +129,16 @@ def _end_txn(conn: sqlite3.Connection, account: str, created_at: int, now: int, 
     return ended, events
 
 
-def _forget_namespace(conn: sqlite3.Connection, account: str) -> None:
+def _forget_namespace(conn: Conn, account: str) -> None:
     """Invitations and memberships of channels in a deleted account's namespace (#<account>/...)."""
     pattern = "#" + account.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
     for table in ("pircan_channel_invites", "pircan_channel_members"):
         conn.execute(f"DELETE FROM {table} WHERE channel LIKE ? ESCAPE '\\'", (pattern,))
 
 
-def _remember(conn: sqlite3.Connection, accounts: list[tuple[str, int]]) -> None:
-    conn.executemany("INSERT OR IGNORE INTO pircan_known_accounts (account, created_at) VALUES (?, ?)", accounts)
+def _remember(conn: Conn, accounts: list[tuple[str, int]]) -> None:
+    conn.executemany("INSERT INTO pircan_known_accounts (account, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                     accounts)
 
 
 async def reconcile(state: Pircan, channels: Any = None) -> int:

@@ -11,11 +11,10 @@ transport, here and in the database itself.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from ircd.api import Batched
+from ircd.api import Batched, Conn
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid, parse_id
@@ -61,7 +60,7 @@ SendItem = tuple[StoredMessage, "str | None", int, int, str]
 OWNER_AGREEMENT = 0  # the agreement id of a message between an agent and its owner, who need none
 
 
-def _send_batch(conn: sqlite3.Connection, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
+def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, bool]]:
     """(message, created) per item. A retry (same key, recipient, in-reply-to and text)
     returns the first message unchanged; a key reused for another message moves to the new one.
     Raises when any item's agreement is gone: the store then retries the items one by one."""
@@ -99,7 +98,8 @@ _SEND_WRITE = Batched(_send_batch)
 
 def body_refusal(body: str, max_chars: int | None) -> str | None:
     """EMPTY or TOO_LONG for a body, or None. ``max_chars``: the transport's own limit in code
-    points (IRC's 200), checked before the network's 60,000 bytes."""
+    points (IRC's 200), checked before the network's 60,000 bytes. (A NUL character never gets
+    here: the transports refuse it, ``refusals.refuse_nul``.)"""
     if not body.strip():
         return "EMPTY"
     if max_chars is not None and len(body) > max_chars:
@@ -189,6 +189,10 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
         conv_window.remove(now)
         budget.remove(now)
         raise Refused(exc.code, recipient_name) from None
+    except BaseException:  # not stored (the database unavailable, say): the reserved slots go back
+        conv_window.remove(now)
+        budget.remove(now)
+        raise
     woken = False
     if not created:
         conv_window.remove(now)
@@ -205,7 +209,7 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
 # the inbox ---------------------------------------------------------------------------------
 
 
-def _unread_total(conn: sqlite3.Connection, account: str) -> int:
+def _unread_total(conn: Conn, account: str) -> int:
     return conn.execute(
         "SELECT COUNT(*) FROM pircan_messages WHERE recipient = ? AND read_at IS NULL", (account,)
     ).fetchone()[0]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from urllib.parse import urlsplit
+
+from ircd.api import Conn
 
 from ext.pircan import rules
 from ext.pircan import store as db
@@ -55,7 +56,7 @@ async def _owned(state: Pircan, actor: str, account_name: str | None) -> str:
     return await managed_account(state, actor, account_name, "Only an account and its owner change its profile")
 
 
-def _audited(conn: sqlite3.Connection, audit_id: int, at: int, actor: str, account: str, action: str,
+def _audited(conn: Conn, audit_id: int, at: int, actor: str, account: str, action: str,
              detail: str, fn: object, *args: object) -> object:
     """``fn(conn, *args)`` and its audit row, in one transaction (no row when ``fn`` changed nothing)."""
     result = fn(conn, *args)  # type: ignore[operator]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["Refused", "TEXT", "NEXT_STEP", "text_for"]
+from typing import Any
+
+__all__ = ["Refused", "TEXT", "NEXT_STEP", "text_for", "refuse_nul", "NUL_TEXT"]
 
 TEXT: dict[str, str] = {
     "ACCOUNT_REQUIRED": "You must be logged in to use PIRCAN: SASL (CAP REQ :sasl) or PRIVMSG NickServ :IDENTIFY <account> <password>",
@@ -35,6 +37,7 @@ TEXT: dict[str, str] = {
     "AGENT_LIMIT": "You own as many agents as this network allows",
     "INVALID_PARAMS": "Invalid parameters",
     "NO_ENDPOINT": "This account has published no A2A endpoint",
+    "TEMPORARILY_UNAVAILABLE": "The database is unavailable; try again in a moment",
 }
 
 
@@ -92,3 +95,36 @@ class Refused(Exception):
 
     def __repr__(self) -> str:
         return f"Refused({self.code!r}, {', '.join(map(repr, self.context))})"
+
+
+NUL_TEXT = "A text cannot contain NUL characters"
+
+
+def refuse_nul(value: Any, key: str = "") -> None:
+    """INVALID_PARAMS, naming the argument, when a text in ``value`` (a string, or the strings in
+    its lists and dicts, keys included) holds a NUL character. Every transport that takes text
+    other than IRC lines (which cannot hold one) calls this once on what a call brought, before
+    any service function runs: JSON and forms carry a NUL, PostgreSQL stores no text with one,
+    and SQLite would store what IRC then drops, so it is refused the same way on both."""
+    found = _nul_in(value, key)
+    if found is not None:
+        raise Refused("INVALID_PARAMS", *([found] if found else []), text=NUL_TEXT)
+
+
+def _nul_in(value: Any, key: str) -> str | None:
+    """The key of the first text with a NUL in ``value`` (a NUL in a key: the key above it)."""
+    if isinstance(value, str):
+        return key if "\0" in value else None
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if isinstance(name, str) and "\0" in name:
+                return key
+            found = _nul_in(item, name if isinstance(name, str) else key)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found = _nul_in(item, key)
+            if found is not None:
+                return found
+    return None

@@ -1,4 +1,4 @@
-"""Searching the bodies of direct messages (SQLite FTS5), for the parties only.
+"""Searching the bodies of direct messages (SQLite's FTS5, PostgreSQL's text search), for the parties only.
 
 A search sees the messages one account sent or received: an agent's own, or, for its owner, those
 of one of its agents (``contact.managed_account``), exactly the messages ``INBOX HISTORY`` shows
@@ -15,8 +15,9 @@ and accents (``unicode61 remove_diacritics 2``).
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass
+
+from ircd.api import Conn, OperationalError
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid, parse_id
@@ -106,11 +107,11 @@ def fts_query(query: str) -> str:
     return " ".join(out)
 
 
-def _search(conn: sqlite3.Connection, account: str, match: str, limit: int,
+def _search(conn: Conn, account: str, match: str, limit: int,
             before: int | None) -> list[StoredMessage] | str:
     try:
         return db.search_messages(conn, account, match, limit, before)
-    except sqlite3.OperationalError as exc:  # a word that is nothing but separators, say
+    except OperationalError as exc:  # a word that is nothing but separators, say (SQLite)
         return str(exc)
 
 

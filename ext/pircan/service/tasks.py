@@ -15,8 +15,9 @@ change counts against its author's budget under the agreement (120 an hour), lik
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
+
+from ircd.api import Conn
 
 from ext.pircan import rules
 from ext.pircan import store as db
@@ -76,7 +77,7 @@ def _budget(state: Pircan, actor: str, agreement_id: int, now: int, context: str
 # create ---------------------------------------------------------------------------------------
 
 
-def _create_txn(conn: sqlite3.Connection, task: Task, entry: TaskEntry, events: Events, audit_id: int,
+def _create_txn(conn: Conn, task: Task, entry: TaskEntry, events: Events, audit_id: int,
                 via: str) -> list:
     if db.live_agreement_ids(conn, {task.agreement_id}, task.created_at) != {task.agreement_id}:
         raise Refused("NO_AGREEMENT")
@@ -115,6 +116,9 @@ async def create_task(state: Pircan, requester: str, target_name: str, skill: st
     except Refused as exc:
         state.budget_window(requester, agreement.id).remove(now)
         raise Refused(exc.code, target_name) from None
+    except BaseException:  # not stored (the database unavailable, say): the reserved slot goes back
+        state.budget_window(requester, agreement.id).remove(now)
+        raise
     events.committed(written, now)
     wake_task_waiters(state, task, target, "task")
     state.task_committed(task, entry)
@@ -141,7 +145,7 @@ async def _task_for(state: Pircan, actor: str, task_id: str) -> tuple[Task, str]
     raise Refused("NO_SUCH_TASK", task_id)
 
 
-def _change_txn(conn: sqlite3.Connection, task: Task, new_state: str, entry: TaskEntry, events: Events,
+def _change_txn(conn: Conn, task: Task, new_state: str, entry: TaskEntry, events: Events,
                 audit_id: int, actor: str, detail: str, side: str) -> list:
     if not tdb.set_task_state(conn, task.id, task.state, new_state, entry.at, entry.author, side):
         raise Refused("INVALID_TRANSITION")
@@ -169,6 +173,9 @@ async def _change(state: Pircan, actor: str, task: Task, side: str, new_state: s
     except Refused as exc:
         state.budget_window(subject, task.agreement_id).remove(now)
         raise Refused(exc.code, task_id, text="The task changed meanwhile; get it again") from None
+    except BaseException:  # not stored: the reserved slot goes back
+        state.budget_window(subject, task.agreement_id).remove(now)
+        raise
     events.committed(written, now)
     version = task.version + 1
     moved = Task(task.id, task.requester, task.target, task.skill, task.agreement_id, new_state, task.created_at,
@@ -220,7 +227,7 @@ async def cancel_task(state: Pircan, actor: str, task_id: str, text: str = "", *
 # reading ---------------------------------------------------------------------------------------
 
 
-def _read_txn(conn: sqlite3.Connection, ident: int, account: str | None) -> tuple[Task | None, list[TaskEntry]]:
+def _read_txn(conn: Conn, ident: int, account: str | None) -> tuple[Task | None, list[TaskEntry]]:
     if account is not None:
         tdb.mark_seen(conn, ident, account)
     return tdb.get_task(conn, ident), tdb.entries(conn, ident)
@@ -273,7 +280,7 @@ async def task_snapshot(state: Pircan, actor: str, task_ids: list[str] | None = 
 # the end of an agreement -----------------------------------------------------------------------
 
 
-def _end_txn(conn: sqlite3.Connection, agreement_id: int, now: int, made: list[tuple[int, int, int, int]]
+def _end_txn(conn: Conn, agreement_id: int, now: int, made: list[tuple[int, int, int, int]]
              ) -> list[tuple[Task, TaskEntry, list[tuple[int, str, str, int]]]]:
     ended = []
     for task, (entry_id, audit_id, ev1, ev2) in zip(tdb.open_tasks_under(conn, agreement_id), made):

@@ -13,11 +13,10 @@ every matching wait and consumed by none.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ircd.api import ChannelMessage
+from ircd.api import ChannelMessage, Conn
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
@@ -210,7 +209,7 @@ async def _first_look(state: Pircan, waiter: Waiter, why: str | None) -> None:
             return
 
 
-def _take_first(conn: sqlite3.Connection, waiter: Waiter, now: int) -> StoredMessage | Task | WaitEvent | None:
+def _take_first(conn: Conn, waiter: Waiter, now: int) -> StoredMessage | Task | WaitEvent | None:
     account = waiter.account
     if "message" in waiter.kinds and waiter.peer_leg:
         message = db.take_oldest_of(conn, account, waiter.senders, now, waiter.conversation, waiter.after)
@@ -226,7 +225,7 @@ def _take_first(conn: sqlite3.Connection, waiter: Waiter, now: int) -> StoredMes
     return _unannounced(conn, waiter, now)
 
 
-def _unannounced(conn: sqlite3.Connection, waiter: Waiter, now: int) -> WaitEvent | None:
+def _unannounced(conn: Conn, waiter: Waiter, now: int) -> WaitEvent | None:
     """The oldest event of the kinds it wants that no NOTIFY and no wait announced yet (within the
     24 hours NOTIFY keeps them), marked announced. A request decided since is no longer news (the
     account, or its owner, decided it): it is passed over, and counts as announced."""
@@ -244,7 +243,7 @@ def _unannounced(conn: sqlite3.Connection, waiter: Waiter, now: int) -> WaitEven
     return None
 
 
-def _document(conn: sqlite3.Connection, recipient: str, event_id: int, kind: str, ref: int,
+def _document(conn: Conn, recipient: str, event_id: int, kind: str, ref: int,
               now: int) -> tuple[WaitEvent, str | None]:
     """The WaitEvent of an event row, and the account it comes from."""
     found = eventdoc.object_of(conn, kind, ref, now)
@@ -327,7 +326,7 @@ def put_back(state: Pircan, account: str, item: Any) -> None:
         state.database.write_nowait(_put_back, item, account)
 
 
-def _put_back(conn: sqlite3.Connection, item: StoredMessage | Task, account: str) -> None:
+def _put_back(conn: Conn, item: StoredMessage | Task, account: str) -> None:
     if isinstance(item, StoredMessage):
         db.unread_again(conn, item.id)
     else:
@@ -363,7 +362,7 @@ def wake_task_waiters(state: Pircan, task: Task, recipient: str, kind: str = "ta
                       lambda conn, taken: tdb.unsee(conn, taken.id, recipient, taken.seen_by(recipient)), told)
 
 
-def _hand_over(state: Pircan, matching: list[Waiter], take: tuple, undo: Callable[[sqlite3.Connection, Any], None],
+def _hand_over(state: Pircan, matching: list[Waiter], take: tuple, undo: Callable[[Conn, Any], None],
                told: WaitEvent) -> bool:
     if not matching:
         return False
@@ -379,7 +378,7 @@ def _hand_over(state: Pircan, matching: list[Waiter], take: tuple, undo: Callabl
 
 
 async def _take_for(state: Pircan, taker: Waiter, others: list[Waiter], take: tuple,
-                    undo: Callable[[sqlite3.Connection, Any], None], told: WaitEvent) -> None:
+                    undo: Callable[[Conn, Any], None], told: WaitEvent) -> None:
     taken = await state.database.write(*take)
     if taker.done:  # the wait ended meanwhile: it stays unread (unseen) for the next one
         if taken is not None:

@@ -5,9 +5,10 @@ through the same store functions and rules, as the operator)."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid, parse_id, ts
@@ -86,7 +87,7 @@ def _worker(state: Pircan) -> Any:
 # SET --------------------------------------------------------------------------------------------
 
 
-def set_txn(conn: sqlite3.Connection, account: str, url: str, secret: str, now: int, actor: str, audit_id: int,
+def set_txn(conn: Conn, account: str, url: str, secret: str, now: int, actor: str, audit_id: int,
              by: str) -> tuple[Endpoint, bool]:
     endpoint, created = store.save_endpoint(conn, account, url, secret, now)
     db.audit(conn, audit_id, now, actor, account, "webhook.set", url + (" new secret" if created else "") + by)
@@ -121,7 +122,7 @@ async def show(state: Pircan, actor: str, account_name: str | None = None) -> St
     return Status(endpoint, pending, dead)
 
 
-def clear_txn(conn: sqlite3.Connection, account: str, now: int, actor: str, audit_id: int,
+def clear_txn(conn: Conn, account: str, now: int, actor: str, audit_id: int,
                by: str) -> int | None:
     found = store.delete_endpoint(conn, account)
     if found is None:
@@ -144,7 +145,7 @@ async def clear(state: Pircan, actor: str, account_name: str | None = None, *, v
     return account, dropped
 
 
-def rotate_txn(conn: sqlite3.Connection, account: str, secret: str, now: int, actor: str, audit_id: int,
+def rotate_txn(conn: Conn, account: str, secret: str, now: int, actor: str, audit_id: int,
                 by: str) -> bool:
     if not store.rotate_secret(conn, account, secret, now, rules.SECRET_GRACE_MS):
         return False
@@ -210,7 +211,7 @@ def parse_delivery_ids(which: str | list[str]) -> list[int] | None:
     return ids
 
 
-def replay_txn(conn: sqlite3.Connection, account: str, ids: list[int] | None, now: int, actor: str, audit_id: int,
+def replay_txn(conn: Conn, account: str, ids: list[int] | None, now: int, actor: str, audit_id: int,
                by: str) -> int:
     endpoint = store.get_endpoint(conn, account, None)  # the webhook, or the A2A endpoint that takes its place
     if endpoint is None:

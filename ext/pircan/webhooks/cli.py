@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,7 +18,18 @@ from ext.pircan.service import webhooks as service
 from ext.pircan.service.refusals import Refused
 from ext.pircan.webhooks import payload, rules, store
 from ext.pircan.webhooks.sender import DestinationError, Policy, Sender, check_url, signed_headers
-from ircd.api import ConfigError, cli_fail, db_options, extension_config_sync, get_account_sync, open_database_sync
+from ircd.api import (
+    ConfigError,
+    Conn,
+    OperationalError,
+    cli_fail,
+    db_options,
+    extension_config_sync,
+    get_account_sync,
+    missing_table,
+    open_database_sync,
+    transaction,
+)
 from ircd.proto.msgid import EPOCH_MS, SEQ_BITS
 
 __all__ = ["webhook"]
@@ -43,7 +53,7 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-def _open(config_path: str | None, db: str | None, name: str) -> tuple[sqlite3.Connection, str]:
+def _open(config_path: str | None, db: str | None, name: str) -> tuple[Conn, str]:
     conn, casefold = open_database_sync(config_path, db)
     account = casefold(name)
     if get_account_sync(conn, account) is None:
@@ -52,19 +62,13 @@ def _open(config_path: str | None, db: str | None, name: str) -> tuple[sqlite3.C
     return conn, account
 
 
-def _run(conn: sqlite3.Connection, fn: Callable[..., T], *args: Any) -> T:
+def _run(conn: Conn, fn: Callable[..., T], *args: Any) -> T:
     """``fn(conn, *args)`` in one transaction; a missing table means the server never ran PIRCAN."""
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn, *args)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
+        with transaction(conn):
+            return fn(conn, *args)
+    except OperationalError as exc:
+        if missing_table(exc):
             _fail("this database has no webhook tables yet: start the server once (with PIRCAN) first")
         raise
     except Refused as exc:

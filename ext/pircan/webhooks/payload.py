@@ -8,8 +8,9 @@ with the delivery (a snapshot): every retry, and a replay, sends the same bytes.
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan.ids import hexid, ts
 from ext.pircan.service import eventdoc
@@ -32,7 +33,7 @@ def encode(data: dict[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def build(conn: sqlite3.Connection, due: Due, now: int) -> str:
+def build(conn: Conn, due: Due, now: int) -> str:
     """The JSON document of one delivery (on the database thread, from the objects as they are now)."""
     data = envelope(due.id, due.event_id, due.kind, due.recipient, due.event_at)
     found = eventdoc.object_of(conn, due.kind, due.ref_id, now)

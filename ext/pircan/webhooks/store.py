@@ -11,10 +11,10 @@ reused, so a receiver can drop duplicates by ``PIRCAN-Delivery``.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ircd.api import Conn, PerDialect, dialect_of, postgres_ddl, table_exists
 
 __all__ = [
     "MIGRATIONS",
@@ -45,8 +45,7 @@ __all__ = [
 
 TRACK = "pircan_webhooks"
 
-MIGRATIONS: list[str] = [
-    """
+_TABLES = """
     CREATE TABLE pircan_webhook_endpoints (
         id              INTEGER PRIMARY KEY AUTOINCREMENT,
         account         TEXT NOT NULL UNIQUE,
@@ -91,13 +90,35 @@ MIGRATIONS: list[str] = [
         last_error  TEXT
     );
     CREATE INDEX pircan_webhook_dead_account ON pircan_webhook_dead(account, id);
+"""
+
+# the queue: one delivery per enabled endpoint of the event's recipient, in the event's transaction
+_QUEUE_SQLITE = """
     CREATE TRIGGER pircan_webhook_queue AFTER INSERT ON pircan_events
     BEGIN
         INSERT OR IGNORE INTO pircan_webhook_deliveries (endpoint_id, event_id, queued_at, next_at)
         SELECT id, NEW.id, NEW.created_at, NEW.created_at FROM pircan_webhook_endpoints
         WHERE account = NEW.recipient AND enabled = 1;
     END;
-    """,
+"""
+# (PostgreSQL: once per statement over the rows it inserted, a multi-row insert of events being one
+# statement there; in the events' order, so delivery ids follow them as SQLite's per-row trigger does)
+_QUEUE_POSTGRESQL = """
+    CREATE FUNCTION pircan_webhook_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO pircan_webhook_deliveries (endpoint_id, event_id, queued_at, next_at)
+        SELECT p.id, e.id, e.created_at, e.created_at FROM new_events e
+        JOIN pircan_webhook_endpoints p ON p.account = e.recipient AND p.enabled = 1
+        ORDER BY e.id
+        ON CONFLICT DO NOTHING;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER pircan_webhook_queue AFTER INSERT ON pircan_events
+        REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT EXECUTE FUNCTION pircan_webhook_queue();
+"""
+
+MIGRATIONS: list[str | PerDialect] = [
+    PerDialect(sqlite=_TABLES + _QUEUE_SQLITE, postgresql=postgres_ddl(_TABLES) + _QUEUE_POSTGRESQL),
     # 2: an account's push endpoint is its webhook, or (without one) the A2A endpoint it published,
     # to which the same queue delivers its events as A2A messages (protocol 'a2a')
     """
@@ -183,7 +204,7 @@ def _endpoint(row: tuple | None) -> Endpoint | None:
     return Endpoint(row[0], row[1], row[2], row[3], row[4], row[5], bool(row[6]), *row[7:])
 
 
-def get_endpoint(conn: sqlite3.Connection, account: str, protocol: str | None = WEBHOOK) -> Endpoint | None:
+def get_endpoint(conn: Conn, account: str, protocol: str | None = WEBHOOK) -> Endpoint | None:
     """The account's webhook (``protocol`` None: its push endpoint, whichever it is)."""
     endpoint = _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE account = ?",
                                       (account,)).fetchone())
@@ -192,7 +213,7 @@ def get_endpoint(conn: sqlite3.Connection, account: str, protocol: str | None = 
     return endpoint
 
 
-def endpoint_counts(conn: sqlite3.Connection, account: str) -> tuple[Endpoint | None, int, int]:
+def endpoint_counts(conn: Conn, account: str) -> tuple[Endpoint | None, int, int]:
     """The account's endpoint, its pending deliveries and the account's dead letters."""
     endpoint = get_endpoint(conn, account)
     pending = 0
@@ -203,7 +224,7 @@ def endpoint_counts(conn: sqlite3.Connection, account: str) -> tuple[Endpoint | 
     return endpoint, pending, dead
 
 
-def save_endpoint(conn: sqlite3.Connection, account: str, url: str, secret: str, now: int) -> tuple[Endpoint, bool]:
+def save_endpoint(conn: Conn, account: str, url: str, secret: str, now: int) -> tuple[Endpoint, bool]:
     """Set the account's webhook: a new one gets ``secret``; an existing one keeps its secret and is
     enabled again with the new URL. It takes the place of the account's A2A push endpoint, if any
     (with a new secret: that one was never shown), keeping its pending deliveries. (endpoint, created)."""
@@ -228,7 +249,7 @@ def save_endpoint(conn: sqlite3.Connection, account: str, url: str, secret: str,
     return endpoint, created
 
 
-def delete_endpoint(conn: sqlite3.Connection, account: str) -> tuple[Endpoint, int] | None:
+def delete_endpoint(conn: Conn, account: str) -> tuple[Endpoint, int] | None:
     """Remove the account's endpoint and its pending deliveries (the events stay in the inbox and
     the dead letters stay); (the endpoint as it was, deliveries dropped), or None."""
     endpoint = get_endpoint(conn, account)
@@ -239,7 +260,7 @@ def delete_endpoint(conn: sqlite3.Connection, account: str) -> tuple[Endpoint, i
     return endpoint, dropped
 
 
-def drop_deleted(conn: sqlite3.Connection, current: dict[str, int]) -> list[tuple[str, int, int]]:
+def drop_deleted(conn: Conn, current: dict[str, int]) -> list[tuple[str, int, int]]:
     """Remove what webhooks keep of accounts that no longer exist, or exist again under a newer
     creation time (a new account of the same name): endpoints with their pending deliveries, and
     dead letters queued before the account was made. ``current``: creation time (ms) by account.
@@ -262,7 +283,7 @@ def drop_deleted(conn: sqlite3.Connection, current: dict[str, int]) -> list[tupl
     return [(account, dropped, dead) for account, (dropped, dead) in sorted(gone.items())]
 
 
-def rotate_secret(conn: sqlite3.Connection, account: str, secret: str, now: int, grace_ms: int) -> bool:
+def rotate_secret(conn: Conn, account: str, secret: str, now: int, grace_ms: int) -> bool:
     cur = conn.execute(
         "UPDATE pircan_webhook_endpoints SET previous_secret = secret, previous_until = ?, secret = ?, "
         "updated_at = ? WHERE account = ? AND protocol = 'webhook'",
@@ -271,7 +292,7 @@ def rotate_secret(conn: sqlite3.Connection, account: str, secret: str, now: int,
     return cur.rowcount == 1
 
 
-def sync_a2a(conn: sqlite3.Connection, now: int, secret: Callable[[], str],
+def sync_a2a(conn: Conn, now: int, secret: Callable[[], str],
              account: str | None = None) -> tuple[list[Endpoint], list[str]]:
     """Make the A2A push endpoints follow the A2A endpoints agents publish (of ``account``, or of
     all): one for each published endpoint of an account without a webhook; its URL changed, or
@@ -279,11 +300,10 @@ def sync_a2a(conn: sqlite3.Connection, now: int, secret: Callable[[], str],
     endpoint is withdrawn (or the account is gone). (endpoints made or changed, accounts whose A2A
     push ended)."""
     only, args = ("", ()) if account is None else (" WHERE account = ?", (account,))
-    try:
-        published = {a: (url, at) for a, url, at in conn.execute(
-            "SELECT account, url, updated_at FROM pircan_a2a_endpoints" + only, args)}
-    except sqlite3.OperationalError:  # the A2A side's tables are not there (a database of the CLI)
+    if not table_exists(conn, "pircan_a2a_endpoints"):  # the A2A side's tables are not there (a database of the CLI)
         return [], []
+    published = {a: (url, at) for a, url, at in conn.execute(
+        "SELECT account, url, updated_at FROM pircan_a2a_endpoints" + only, args)}
     rows = conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints" + (only or " WHERE protocol = 'a2a'"),
                         args).fetchall()
     existing = {e.account: e for e in map(_endpoint, rows) if e is not None}
@@ -319,7 +339,7 @@ _DUE = ("d.id, d.event_id, e.type, e.recipient, e.ref_id, e.created_at, d.queued
         "d.last_status, d.last_error")
 
 
-def due_batch(conn: sqlite3.Connection, endpoint_id: int, now: int, limit: int) -> tuple[Endpoint | None, list[Due]]:
+def due_batch(conn: Conn, endpoint_id: int, now: int, limit: int) -> tuple[Endpoint | None, list[Due]]:
     """The endpoint (None: gone or disabled) and its deliveries that are due, oldest event first."""
     endpoint = _endpoint(conn.execute(f"SELECT {_EP} FROM pircan_webhook_endpoints WHERE id = ? AND enabled = 1",
                                       (endpoint_id,)).fetchone())
@@ -327,9 +347,10 @@ def due_batch(conn: sqlite3.Connection, endpoint_id: int, now: int, limit: int) 
         return None, []
     # in the order the events were made, walking the (endpoint, event) index: the first due rows end
     # the scan (sorting every due row by id, through the due-time index, made each batch cost as much
-    # as the whole backlog)
+    # as the whole backlog). SQLite is told so; PostgreSQL's planner, which has no such hint, finds it.
+    hint = " INDEXED BY pircan_webhook_deliveries_event" if dialect_of(conn) == "sqlite" else ""
     rows = conn.execute(
-        f"SELECT {_DUE} FROM pircan_webhook_deliveries d INDEXED BY pircan_webhook_deliveries_event "
+        f"SELECT {_DUE} FROM pircan_webhook_deliveries d{hint} "
         "JOIN pircan_events e ON e.id = d.event_id "
         "WHERE d.endpoint_id = ? AND d.next_at <= ? ORDER BY d.event_id LIMIT ?",
         (endpoint_id, now, limit),
@@ -337,20 +358,20 @@ def due_batch(conn: sqlite3.Connection, endpoint_id: int, now: int, limit: int) 
     return endpoint, [Due(*r) for r in rows]
 
 
-def next_due(conn: sqlite3.Connection, endpoint_id: int) -> int | None:
+def next_due(conn: Conn, endpoint_id: int) -> int | None:
     """When the endpoint's next delivery is due (None: nothing pending)."""
     return conn.execute("SELECT MIN(next_at) FROM pircan_webhook_deliveries WHERE endpoint_id = ?",
                         (endpoint_id,)).fetchone()[0]
 
 
-def enabled_endpoints(conn: sqlite3.Connection) -> list[tuple[int, str, int | None]]:
+def enabled_endpoints(conn: Conn) -> list[tuple[int, str, int | None]]:
     """(id, account, next due) of every enabled endpoint."""
     return conn.execute(
         "SELECT e.id, e.account, (SELECT MIN(d.next_at) FROM pircan_webhook_deliveries d WHERE d.endpoint_id = e.id)"
         " FROM pircan_webhook_endpoints e WHERE e.enabled = 1 ORDER BY e.id").fetchall()
 
 
-def set_payloads(conn: sqlite3.Connection, payloads: list[tuple[int, str]]) -> dict[int, str]:
+def set_payloads(conn: Conn, payloads: list[tuple[int, str]]) -> dict[int, str]:
     """Store the snapshot of each delivery that has none yet; the payload each delivery now has."""
     stored: dict[int, str] = {}
     for ident, payload in payloads:
@@ -362,12 +383,12 @@ def set_payloads(conn: sqlite3.Connection, payloads: list[tuple[int, str]]) -> d
     return stored
 
 
-def delivered(conn: sqlite3.Connection, ident: int, endpoint_id: int, now: int) -> None:
+def delivered(conn: Conn, ident: int, endpoint_id: int, now: int) -> None:
     conn.execute("DELETE FROM pircan_webhook_deliveries WHERE id = ?", (ident,))
     conn.execute("UPDATE pircan_webhook_endpoints SET last_success_at = ? WHERE id = ?", (now, endpoint_id))
 
 
-def failed(conn: sqlite3.Connection, ident: int, endpoint_id: int, tries: int, next_at: int, now: int,
+def failed(conn: Conn, ident: int, endpoint_id: int, tries: int, next_at: int, now: int,
            status: int | None, error: str) -> None:
     conn.execute(
         "UPDATE pircan_webhook_deliveries SET tries = ?, next_at = ?, last_at = ?, last_status = ?, last_error = ? "
@@ -379,14 +400,17 @@ def failed(conn: sqlite3.Connection, ident: int, endpoint_id: int, tries: int, n
 
 
 _TO_DEAD = (
-    "INSERT OR REPLACE INTO pircan_webhook_dead (id, account, event_id, url, queued_at, died_at, tries, reason, "
+    "INSERT INTO pircan_webhook_dead (id, account, event_id, url, queued_at, died_at, tries, reason, "
     "payload, last_status, last_error) "
     "SELECT d.id, p.account, d.event_id, p.url, d.queued_at, ?, ?, ?, d.payload, ?, ? "
-    "FROM pircan_webhook_deliveries d JOIN pircan_webhook_endpoints p ON p.id = d.endpoint_id WHERE d.id = ?"
+    "FROM pircan_webhook_deliveries d JOIN pircan_webhook_endpoints p ON p.id = d.endpoint_id WHERE d.id = ? "
+    "ON CONFLICT (id) DO UPDATE SET account = excluded.account, event_id = excluded.event_id, url = excluded.url, "
+    "queued_at = excluded.queued_at, died_at = excluded.died_at, tries = excluded.tries, reason = excluded.reason, "
+    "payload = excluded.payload, last_status = excluded.last_status, last_error = excluded.last_error"
 )
 
 
-def to_dead(conn: sqlite3.Connection, ident: int, now: int, tries: int, reason: str, status: int | None,
+def to_dead(conn: Conn, ident: int, now: int, tries: int, reason: str, status: int | None,
             error: str | None) -> bool:
     """Move a delivery to the dead letters (``reason``: tries, expired, gone, disabled)."""
     moved = conn.execute(_TO_DEAD, (now, tries, reason, status, error, ident)).rowcount == 1
@@ -394,7 +418,7 @@ def to_dead(conn: sqlite3.Connection, ident: int, now: int, tries: int, reason: 
     return moved
 
 
-def given_up(conn: sqlite3.Connection, ident: int, endpoint_id: int, now: int, tries: int, reason: str,
+def given_up(conn: Conn, ident: int, endpoint_id: int, now: int, tries: int, reason: str,
              status: int | None, error: str) -> bool:
     """A delivery's last try failed: a dead letter (reason ``tries``)."""
     conn.execute("UPDATE pircan_webhook_endpoints SET last_failure_at = ?, last_error = ? WHERE id = ?",
@@ -402,7 +426,7 @@ def given_up(conn: sqlite3.Connection, ident: int, endpoint_id: int, now: int, t
     return to_dead(conn, ident, now, tries, reason, status, error)
 
 
-def disable(conn: sqlite3.Connection, endpoint_id: int, gone_id: int, tries: int, now: int, reason: str) -> int:
+def disable(conn: Conn, endpoint_id: int, gone_id: int, tries: int, now: int, reason: str) -> int:
     """Disable the endpoint (it answered ``reason``, e.g. HTTP 410, to delivery ``gone_id``): that
     delivery and every other pending one become dead letters; how many in all."""
     conn.execute(
@@ -422,7 +446,7 @@ _DEAD = ("d.id, d.account, d.event_id, COALESCE(e.type, '?'), COALESCE(e.created
          "d.queued_at, d.died_at, d.tries, d.reason, d.last_status, d.last_error")
 
 
-def dead_letters(conn: sqlite3.Connection, account: str, limit: int) -> list[DeadLetter]:
+def dead_letters(conn: Conn, account: str, limit: int) -> list[DeadLetter]:
     """The account's newest ``limit`` dead letters, oldest first."""
     rows = conn.execute(
         f"SELECT {_DEAD} FROM pircan_webhook_dead d LEFT JOIN pircan_events e ON e.id = d.event_id "
@@ -433,14 +457,14 @@ def dead_letters(conn: sqlite3.Connection, account: str, limit: int) -> list[Dea
     return [DeadLetter(*r) for r in rows]
 
 
-def dead_ids(conn: sqlite3.Connection, account: str, ids: list[int]) -> set[int]:
+def dead_ids(conn: Conn, account: str, ids: list[int]) -> set[int]:
     """Which of ``ids`` are dead letters of the account."""
     marks = ",".join("?" * len(ids))
     return {r[0] for r in conn.execute(
         f"SELECT id FROM pircan_webhook_dead WHERE account = ? AND id IN ({marks})", (account, *ids))}
 
 
-def replay(conn: sqlite3.Connection, account: str, endpoint_id: int, ids: list[int] | None, now: int) -> int:
+def replay(conn: Conn, account: str, endpoint_id: int, ids: list[int] | None, now: int) -> int:
     """Queue the account's dead letters (``ids``, or all) again to its endpoint, with their delivery
     ids and payloads, due now, with 12 tries and 3 days of their own; how many were queued."""
     where = "account = ?"
@@ -449,8 +473,9 @@ def replay(conn: sqlite3.Connection, account: str, endpoint_id: int, ids: list[i
         where += f" AND id IN ({','.join('?' * len(ids))})"
         args.extend(ids)
     queued = conn.execute(
-        "INSERT OR IGNORE INTO pircan_webhook_deliveries (id, endpoint_id, event_id, queued_at, next_at, tries, payload) "
-        f"SELECT id, ?, event_id, ?, ?, 0, payload FROM pircan_webhook_dead WHERE {where} ORDER BY id",
+        "INSERT INTO pircan_webhook_deliveries (id, endpoint_id, event_id, queued_at, next_at, tries, payload) "
+        f"SELECT id, ?, event_id, ?, ?, 0, payload FROM pircan_webhook_dead WHERE {where} ORDER BY id "
+        "ON CONFLICT DO NOTHING",
         (endpoint_id, now, now, *args),
     ).rowcount
     conn.execute(f"DELETE FROM pircan_webhook_dead WHERE {where}", args)

@@ -31,10 +31,11 @@ import heapq
 import itertools
 import json
 import logging
-import sqlite3
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
+
+from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid
@@ -493,18 +494,18 @@ class Webhooks:
         return delivery, await self._post(endpoint, delivery, "test", body)
 
 
-def _snapshot(conn: sqlite3.Connection, rows: list[Due], now: int) -> dict[int, str]:
+def _snapshot(conn: Conn, rows: list[Due], now: int) -> dict[int, str]:
     """Build and store the payloads of deliveries about to be tried for the first time."""
     return store.set_payloads(conn, [(due.id, payloads.build(conn, due, now)) for due in rows])
 
 
-def _record(conn: sqlite3.Connection, outcomes: list[tuple[Any, tuple]]) -> None:
+def _record(conn: Conn, outcomes: list[tuple[Any, tuple]]) -> None:
     """The outcomes of a batch's tries, in the order they came (store functions and their arguments)."""
     for fn, args in outcomes:
         fn(conn, *args)
 
 
-def _disable_txn(conn: sqlite3.Connection, endpoint: Endpoint, due: Due, now: int, audit_id: int,
+def _disable_txn(conn: Conn, endpoint: Endpoint, due: Due, now: int, audit_id: int,
                  events: list[tuple[int, str]]) -> tuple[int, list[tuple[int, str]]]:
     """The endpoint disabled and its deliveries dead letters: (how many, the events written)."""
     moved = store.disable(conn, endpoint.id, due.id, due.tries + 1, now, "HTTP 410")

@@ -1,0 +1,133 @@
+"""The group commit's transaction (savepoints, ``Batched`` functions) and helpers for writers.
+
+Everything here runs on a connection of either database: a ``sqlite3`` connection, or the
+PostgreSQL adapter of ``ircd.store.pg``, which takes the same statements.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, Sequence
+
+__all__ = ["Batched", "Conn", "insert_rows", "run_batch", "transaction"]
+
+
+class Conn(Protocol):
+    """What store functions use of a connection: ``sqlite3.Connection`` and ``ircd.store.pg.Connection``
+    both are one. (A protocol, not ``sqlite3.Connection``: the compiled build checks argument types.)"""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, parameters: Any, /) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_statement: int = 100,
+                tail: str = "") -> int:
+    """``head VALUES (...),(...) tail``: one statement per ``per_statement`` rows of ``width`` values
+    (``tail``: ``ON CONFLICT DO NOTHING``, say).
+
+    executemany steps SQLite once per row, and the sqlite3 module takes the
+    interpreter lock back between steps: while the event loop is busy, every
+    row is a wait for the lock. A multi-row statement steps once per chunk.
+
+    On PostgreSQL the rows go as one array per column (``ircd.store.pg.Connection.insert_many``):
+    one statement of a few parameters, whatever the number of rows.
+    Returns the number of rows inserted.
+    """
+    if getattr(conn, "dialect", "sqlite") == "postgresql":
+        pg: Any = conn  # ircd.store.pg.Connection
+        return int(pg.insert_many(head, rows, tail))
+    inserted = 0
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(chunk))
+        inserted += conn.execute(f"{head} VALUES {values}{tail}", [v for row in chunk for v in row]).rowcount
+    return inserted
+
+
+class transaction:
+    """``with transaction(conn):`` BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error), for sync callers.
+
+    On PostgreSQL the adapter makes BEGIN IMMEDIATE a BEGIN that takes the writers' lock."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> Any:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and getattr(self.conn, "broken", False):
+            return  # the connection is gone, and its transaction with it
+        self.conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+class Batched:
+    """Marks a write function that takes a list of items and returns a list of results.
+
+    Items queued together for the same function run as one call (one savepoint,
+    and the function can use multi-row statements): on a busy server that turns
+    hundreds of small statements into a few, and far fewer hand-offs of the GIL
+    between the database thread and the event loop. If the call fails, each item
+    is retried alone, so one bad item fails only itself.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]]) -> None:
+        self.fn = fn
+
+
+def _savepoint(conn: Conn, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    conn.execute("SAVEPOINT w")
+    try:
+        value = fn(conn, *args)
+    except Exception as exc:
+        conn.execute("ROLLBACK TO w")
+        conn.execute("RELEASE w")
+        return False, exc
+    conn.execute("RELEASE w")
+    return True, value
+
+
+def _run_group(conn: Conn, fn: Callable[..., Any], items: list[Any]) -> list[tuple[bool, Any]]:
+    ok, values = _savepoint(conn, fn, items)
+    if ok:
+        return [(True, v) for v in values]
+    if len(items) == 1:
+        return [(False, values)]
+    out: list[tuple[bool, Any]] = []
+    for item in items:  # isolate the failing item
+        ok, value = _savepoint(conn, fn, [item])
+        out.append((ok, value[0] if ok else value))
+    return out
+
+
+def run_batch(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]]) -> list[tuple[bool, Any]]:
+    """Run queued writes in one transaction; each in a savepoint of its own
+    (a run of items for the same Batched function shares one)."""
+    results: list[tuple[bool, Any]] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")  # may fail too (PostgreSQL gone): the batch's writes fail with it
+        i = 0
+        while i < len(batch):
+            fn, args = batch[i]
+            if isinstance(fn, Batched):
+                j = i
+                while j < len(batch) and batch[j][0] is fn:
+                    j += 1
+                results.extend(_run_group(conn, fn.fn, [a[0] for _, a in batch[i:j]]))
+                i = j
+                continue
+            results.append(_savepoint(conn, fn, *args))
+            i += 1
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        try:
+            conn.execute("ROLLBACK")
+        except Exception:  # the connection may be gone (PostgreSQL restarting): its transaction too
+            pass
+        return [(False, exc)] * len(batch)
+    return results
