@@ -62,11 +62,24 @@ def _server(state: Pircan) -> Any:
         placeholder = logging.NullHandler()
         root.addHandler(placeholder)
     try:
-        return scoped_server(state, "pircd", title="PIRCAN agent network", instructions=INSTRUCTIONS,
-                             version="0.1", log_level="WARNING")
+        server = scoped_server(state, "pircd", title="PIRCAN agent network", instructions=INSTRUCTIONS,
+                               version="0.1", log_level="WARNING")
     finally:
         if placeholder is not None:
             root.removeHandler(placeholder)
+    _without_idle_tracing(server._lowlevel_server)
+    return server
+
+
+def _without_idle_tracing(lowlevel: Any) -> None:
+    """The SDK wraps every call in an OpenTelemetry span, a no-op until a tracer provider is
+    installed, yet about a tenth of a call's work; without one (as pircd runs unless started under
+    OpenTelemetry's instrumentation) it is left out, as the SDK's notes allow."""
+    from mcp.server._otel import OpenTelemetryMiddleware
+    from opentelemetry import trace
+
+    if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        lowlevel.middleware[:] = [m for m in lowlevel.middleware if not isinstance(m, OpenTelemetryMiddleware)]
 
 
 def install(state: Pircan) -> Presence:
