@@ -517,11 +517,11 @@ class HttpListener:
 
     async def start(self) -> list[tuple[str, int]]:
         """Bind, start the lifespans, serve; raises OSError naming the address that failed."""
-        import uvicorn
-
         cfg = self.server.config.http
         if not cfg.enabled or not (cfg.listen or cfg.tls_listen):
-            return []
+            return []  # nothing of the HTTP side is imported
+        import uvicorn
+
         tls_ctx: ssl.SSLContext | None = None
         if cfg.tls_listen:
             from ircd.net.listener import make_tls_context
