@@ -13,6 +13,9 @@ makes one MCP call (``list_agents`` with a bearer token, over raw HTTP in the se
 the MCP SDK's client) and reports how long it took and the RSS after it: the HTTP transports'
 libraries are imported on their first request, so that request pays for the import. Prints the
 median of ``--repeat`` starts of each.
+
+``--imports`` prints instead what each part of the server costs to import, in the order a server
+loads them, in a fresh interpreter: VmRSS after each step and the step's import time.
 """
 
 from __future__ import annotations
@@ -181,12 +184,59 @@ def _measure(proc: subprocess.Popen[bytes], port: int, http: bool, token: str, s
     return result
 
 
+# (what, modules) in the order a server with everything on loads them
+IMPORT_STEPS = [
+    ("the event loop (asyncio with ssl, uvloop)", ["asyncio", "uvloop"]),
+    ("pydantic", ["pydantic"]),
+    ("the configuration's models", ["ircd.config"]),
+    ("the IRC server and its store", ["ircd.server", "ircd.app", "ircd.net.runner"]),
+    ("PIRCAN (IRC verbs, service layer, webhooks worker, agent host)", ["ext.pircan"]),
+    ("the command line (every subcommand)", ["ircd.cli"]),
+    ("the HTTP listener (Starlette, uvicorn, httptools)", ["ircd.net.http", "starlette.applications", "uvicorn",
+                                                          "uvicorn.protocols.http.httptools_impl"]),
+    ("MCP: the SDK and the tools (first request to /mcp)", ["ext.pircan.mcp.app"]),
+    ("A2A: the SDK, protobuf (first request to /a2a)", ["ext.pircan.a2a.web"]),
+    ("the portal: Jinja2 (first request to /portal)", ["ext.pircan.portal.app"]),
+    ("webhooks: httpx (first delivery)", ["ext.pircan.webhooks.client"]),
+    ("intro tokens: PyJWT, cryptography (first key or token)", ["jwt", "cryptography.hazmat.primitives.asymmetric.ed25519"]),
+]
+
+_STEP = r'''
+import importlib, json, sys, time
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+print(json.dumps(["the interpreter (python3 with site)", rss(), 0.0, len(sys.modules)]), flush=True)
+for what, modules in json.loads(sys.argv[1]):
+    t0 = time.perf_counter()
+    for module in modules:
+        importlib.import_module(module)
+    print(json.dumps([what, rss(), time.perf_counter() - t0, len(sys.modules)]), flush=True)
+'''
+
+
+def imports(src: Path = _REPO) -> list[tuple[str, float, float, int]]:
+    """(step, VmRSS MiB after it, its import seconds, modules loaded so far) for IMPORT_STEPS."""
+    done = subprocess.run([sys.executable, "-c", _STEP, json.dumps(IMPORT_STEPS)], env={**os.environ,
+                          "PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, timeout=300)
+    return [tuple(json.loads(line)) for line in done.stdout.splitlines()]  # type: ignore[misc]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.idle", description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--settle", type=float, default=2.0, help="seconds between ready and reading VmRSS")
     p.add_argument("--pircd-src", type=Path, default=_REPO, help="the pircd source tree (default: this one)")
+    p.add_argument("--imports", action="store_true", help="what each part costs to import (RSS, time)")
     args = p.parse_args(argv)
+    if args.imports:
+        before = 0.0
+        print(f"{'step':68} {'VmRSS':>9} {'+MiB':>6} {'import':>8} {'modules':>8}")
+        for what, rss, seconds, modules in imports(args.pircd_src):
+            print(f"{what:68} {rss:6.1f} MiB {rss - before:+6.1f} {1000 * seconds:6.0f} ms {modules:8d}")
+            before = rss
+        return 0
     rows = []
     for http in (True, False):
         runs = [measure(http, args.settle, args.pircd_src) for _ in range(args.repeat)]
