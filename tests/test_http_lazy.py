@@ -96,3 +96,38 @@ def test_each_http_transport_is_imported_by_the_first_request_to_its_path(tmp_pa
     assert (status, form) == (200, True) and "jinja2" in loaded and "a2a" not in loaded
     status, named, loaded = report["card"]
     assert (status, named) == (200, True) and "a2a" in loaded
+
+
+def test_a_module_loaded_twice_at_once_is_handed_out_whole(tmp_path, monkeypatch):
+    """Two first requests at once (two webhook deliveries, say) both get the module once its import
+    is done, never the half-made module that ``sys.modules`` holds while it runs."""
+    import asyncio
+    import threading
+
+    from ext.pircan.lazy import load
+
+    started, go = threading.Event(), threading.Event()
+    gate = type(sys)("lazy_probe_gate")
+    gate.started, gate.go = started, go  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "lazy_probe_gate", gate)
+    (tmp_path / "lazy_probe_slow.py").write_text(
+        "import lazy_probe_gate\nlazy_probe_gate.started.set()\nlazy_probe_gate.go.wait(30)\nwhole = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    async def use() -> bool:
+        module = await load("lazy_probe_slow")
+        return getattr(module, "whole", False)  # used as soon as it is handed out
+
+    async def scenario() -> list[bool]:
+        first = asyncio.ensure_future(use())
+        await asyncio.to_thread(started.wait, 30)  # the import runs, the module is half made
+        second = asyncio.ensure_future(use())
+        await asyncio.sleep(0)  # the second load has looked for the module
+        go.set()
+        return list(await asyncio.gather(first, second))
+
+    try:
+        assert asyncio.run(scenario()) == [True, True]
+    finally:
+        go.set()
+        sys.modules.pop("lazy_probe_slow", None)

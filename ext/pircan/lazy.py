@@ -20,11 +20,25 @@ import contextlib
 import importlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from types import ModuleType
 from typing import Any
 
-__all__ = ["Built", "Lazy"]
+__all__ = ["Built", "Lazy", "load"]
 
 log = logging.getLogger("pircd.pircan")
+
+
+_LOADED: dict[str, ModuleType] = {}
+
+
+async def load(module: str) -> ModuleType:
+    """``module``, imported in a worker thread the first time (a library of many modules takes the
+    event loop's thread for a noticeable time otherwise). Not from ``sys.modules``: a module is there
+    while its import still runs, half made; ``import_module`` waits for it."""
+    found = _LOADED.get(module)
+    if found is None:
+        found = _LOADED[module] = await asyncio.to_thread(importlib.import_module, module)
+    return found
 
 
 class Built:
@@ -83,7 +97,7 @@ class Lazy:
     async def _build(self) -> Built | None:
         try:
             for module in self.modules:
-                await asyncio.to_thread(importlib.import_module, module)
+                await load(module)
             built = Built()
             await self.make(built)
         except Exception:

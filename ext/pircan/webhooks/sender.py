@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ext.pircan.ids import hexid
+from ext.pircan.lazy import load
 from ext.pircan.webhooks.rules import Network, Target, address_refusal, networks, parse_url, signature_header
 from ext.pircan.webhooks.store import Endpoint
 
@@ -134,8 +135,7 @@ class Sender:
     async def post(self, url: str, body: bytes, headers: dict[str, str], keep: int = 0) -> Outcome:
         """POST ``body``; with ``keep``, the answer's first ``keep`` bytes (at least
         ``max_response_bytes``) are read and returned in the outcome."""
-        from ext.pircan.webhooks import client
-
+        client = await load("ext.pircan.webhooks.client")  # httpx: loaded with the first request
         if self._client is None:
             self._client, self._pool = client.make_client(lambda: self.policy().allowed, self.max_idle)
         policy = self.policy()
