@@ -9,8 +9,8 @@ every request on from then. A request during the build waits for it; a build tha
 503 and is tried again by the next request. What a build starts (the MCP session manager's task)
 is stopped with the listener.
 
-The first request to a path therefore pays for the import: about 0.3-0.6 s for MCP on the shared
-machine of docs/benchmarks.md ("Memory at rest").
+The first request to a path therefore pays for the import: 0.5-2 s for MCP on the shared machine of
+docs/benchmarks.md ("Memory at rest"), depending on its load.
 """
 
 from __future__ import annotations
