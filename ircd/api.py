@@ -230,6 +230,12 @@ class ExtensionAPI:
 
     # HTTP ----------------------------------------------------------------
 
+    def http_enabled(self) -> bool:
+        """Whether the server has an HTTP listener (``[http] enabled`` and an address to listen on):
+        without one, an extension need not load its HTTP transports."""
+        cfg = self._server.config.http
+        return cfg.enabled and bool(cfg.listen or cfg.tls_listen)
+
     def http_route(self, path: str, app: Any) -> None:
         """Serve the ASGI ``app`` at exactly ``path`` on the HTTP listener (``[http]``)."""
         self._server.http.routes.append((path, app))

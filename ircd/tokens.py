@@ -51,6 +51,7 @@ log = logging.getLogger("pircd")
 
 WRONG_SECRET_FACTOR = 5  # an address's wrong secrets of real token ids, in units of login_ip_attempts
 TOUCH_EVERY = 60.0  # seconds: a token's "last used" is written at most this often
+VALID_KEPT = 10_000  # valid tokens remembered at most (then forgotten all at once, and read again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,15 @@ class TokenService:
         self.revoked_hooks: list[Callable[[set[int]], None]] = []
         self._checking = False
         self._touched: dict[int, float] = {}  # token id -> when its last_used_at was last written
+        self._valid: dict[tuple[int, bytes], TokenIdentity] = {}  # (id, hash of the secret) -> identity
+        self._forgotten = 0  # counts the times _valid lost entries: a read that overlapped one is not kept
         server.tick_hooks.append(self._tick)
+        if server.accounts is not None:
+            server.accounts.changed_hooks.append(self._accounts_changed)
+
+    async def _accounts_changed(self) -> None:
+        self._valid.clear()  # suspended, deleted, changed kind, or another process revoked tokens
+        self._forgotten += 1
 
     async def start(self) -> None:
         await self.store.migrate(rows.TRACK, rows.MIGRATIONS)
@@ -169,21 +178,30 @@ class TokenService:
         wait = logins.wait_for(_credential_checks(source, target, known, limits), now, limits.window)
         if wait > 0:
             return TokenThrottled(wait, "credential")
-        row, exists = await self.store.read(rows.find, *parsed)
-        now = self.server.clock()
-        if row is None:
-            if not exists:
-                return self._names_nothing(source, now, limits)
-            logins.count([key for key, _ in _credential_checks(source, target, known, limits)], now)
-            return None
+        cached = (ident, rows.secret_hash(parsed[1]))
+        identity = self._valid.get(cached)
+        if identity is None:
+            forgotten = self._forgotten
+            row, exists = await self.store.read(rows.find, *parsed)
+            now = self.server.clock()
+            if row is None:
+                if not exists:
+                    return self._names_nothing(source, now, limits)
+                logins.count([key for key, _ in _credential_checks(source, target, known, limits)], now)
+                return None
+            accounts = self.server.accounts
+            kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
+            identity = TokenIdentity(row.id, row.account, kind, row.name)
+            if forgotten == self._forgotten:  # not revoked while it was read
+                if len(self._valid) >= VALID_KEPT:
+                    self._valid.clear()
+                self._valid[cached] = identity
         logins.forget(f"tp:{source} {target}")
         logins.remember(target, source)
-        accounts = self.server.accounts
-        kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
-        if now - self._touched.get(row.id, -TOUCH_EVERY) >= TOUCH_EVERY:  # not a write per request
-            self._touched[row.id] = now
-            self.store.write_nowait(rows.touch, [row.id], int(now * 1000))
-        return TokenIdentity(row.id, row.account, kind, row.name)
+        if now - self._touched.get(ident, -TOUCH_EVERY) >= TOUCH_EVERY:  # not a write per request
+            self._touched[ident] = now
+            self.store.write_nowait(rows.touch, [ident], int(now * 1000))
+        return identity
 
     def _names_nothing(self, source: str, now: float, limits: LoginLimits) -> TokenThrottled | None:
         """A credential that names nothing: a failure of its address, or (past the limit) a refusal."""
@@ -218,6 +236,10 @@ class TokenService:
     def _revoked(self, ids: set[int]) -> None:
         for ident in ids:
             self._touched.pop(ident, None)
+        if ids:
+            self._forgotten += 1
+            for key in [k for k, identity in self._valid.items() if identity.token_id in ids]:
+                del self._valid[key]
         gone = {i for i in ids if i in self.in_use}
         if gone:
             for hook in self.revoked_hooks:

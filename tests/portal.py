@@ -36,8 +36,10 @@ def add_agent(server: LiveServer, name: str, owner: str) -> None:
 
 
 def portal_of(server: LiveServer) -> Any:
-    """The portal's ASGI app (ext.pircan.portal.Portal): its sessions and state."""
-    return next(app for prefix, app in server.server.http.mounts if prefix == "/portal")
+    """The portal's ASGI app (ext.pircan.portal.app.Portal): its sessions and state. The portal is
+    built with its first request; this builds it if none came yet."""
+    state = next(app for path, app in server.server.http.routes if path == "/mcp").state
+    return run(server, state.http_apps["portal"].build()).apps["portal"]
 
 
 def csrf_of(html: str) -> str:

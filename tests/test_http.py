@@ -186,6 +186,79 @@ def test_token_refusals(p):
     assert p.cmd("olive", "TOKEN ADD") == [f"{S} FAIL TOKEN NEED_MORE_PARAMS ADD :Syntax: TOKEN ADD <account> [<name>]"]
 
 
+def _verify(p, token: str):
+    return p.h.run(p.h.server.tokens.verify(token, "192.0.2.1"))
+
+
+def _counting_reads(p) -> list[str]:
+    """The names of the store reads made from now on."""
+    store, reads = p.h.server.store, []
+    original = store.read
+
+    async def read(fn, *args):
+        reads.append(fn.__name__)
+        return await original(fn, *args)
+
+    store.read = read
+    return reads
+
+
+def test_a_valid_token_is_read_once_and_its_revocation_is_seen_at_once(p):
+    """A valid token's identity is kept, so a call does not read the database; a revocation (here:
+    over IRC) is seen by the next check."""
+    p.login("olive")
+    token = p.cmd("olive", "TOKEN ADD alice laptop")[0].split(" ")[6]
+    reads = _counting_reads(p)
+    first, second = _verify(p, token), _verify(p, token)
+    assert (first.account, first.name) == ("alice", "laptop") and second == first
+    assert reads == ["find"]
+    assert _verify(p, token[:-1] + ("x" if token[-1] != "x" else "y")) is None  # another secret: read, refused
+    assert p.cmd("olive", "TOKEN REVOKE alice laptop") == [f"{S} TOKEN olive REVOKED alice 1"]
+    assert _verify(p, token) is None
+
+
+def test_a_kept_token_is_forgotten_when_another_process_revokes_it_or_its_account_is_suspended(p):
+    """Another process (``pircd token revoke``) writes the database directly: the server's check of
+    the database for other processes' changes (once a second) forgets every kept token."""
+    p.login("olive")
+    token = p.cmd("olive", "TOKEN ADD alice laptop")[0].split(" ")[6]
+    assert _verify(p, token) is not None
+    conn = sqlite3.connect(p.path)
+    try:
+        conn.execute("DELETE FROM account_tokens WHERE account = 'alice'")
+        conn.commit()
+    finally:
+        conn.close()
+    p.h.run(p.h.server.accounts.poll_external_changes())
+    assert _verify(p, token) is None
+
+    token = p.cmd("olive", "TOKEN ADD alice phone")[0].split(" ")[6]
+    assert _verify(p, token) is not None
+    from ircd.store import accounts as account_rows
+
+    # as the operator's suspension does (ExtensionAPI.set_suspended, the portal's oversight)
+    p.h.run(p.h.server.store.write(account_rows.set_suspended, "alice", True))
+    p.h.run(p.h.server.accounts.refresh())
+    assert _verify(p, token) is None
+
+
+def test_a_token_revoked_while_it_was_read_is_not_kept(p):
+    p.login("olive")
+    token = p.cmd("olive", "TOKEN ADD alice laptop")[0].split(" ")[6]
+    tokens, store = p.h.server.tokens, p.h.server.store
+    original = store.read
+
+    async def read_then_revoke(fn, *args):
+        row = await original(fn, *args)  # read while the token was valid
+        await tokens.revoke(None, "alice", "laptop")  # revoked before the check resumes
+        return row
+
+    store.read = read_then_revoke
+    assert _verify(p, token) is not None  # the check that overlapped the revocation passes, as before
+    store.read = original
+    assert _verify(p, token) is None
+
+
 def test_a_token_of_a_deleted_and_recreated_name_names_nothing(tmp_path):
     db = tmp_path / "t.db"
     assert cli("account", "add", "carl", "--generate", "--db", str(db)).returncode == 0

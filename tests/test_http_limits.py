@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.portal import csrf_of
 from tests.test_a2a import a2a, answers, live, refusal, request
-from tests.test_mcp import PASSWORD, call, mcp, token_for
+from tests.test_mcp import PASSWORD, call, mcp, run, token_for
 from tests.test_pircan_waits import MCP_HEADERS, raw_session
 from tests.test_portal import state_of
 
@@ -43,6 +43,13 @@ def rate_limited(text: str, retry: int) -> dict[str, Any]:
 
 # MCP sessions --------------------------------------------------------------------------------------
 
+def sessions_of(srv: Any) -> Any:
+    """MCP's session manager (made with the first request to /mcp; made here if none came yet)."""
+    state = state_of(srv)
+    run(srv, state.http_apps["mcp"].build())
+    return state.mcp_sessions
+
+
 
 def test_an_account_past_its_session_cap_ends_its_own_session_idle_longest(tmp_path):
     """pircan.mcp_sessions_per_account (3 here): a fourth initialize ends the account's session idle
@@ -51,7 +58,7 @@ def test_an_account_past_its_session_cap_ends_its_own_session_idle_longest(tmp_p
     with live(tmp_path, mcp_sessions_per_account=3) as srv:
         url = srv.http_url + "/mcp"
         alice_token, bob_token = token_for(srv, "alice"), token_for(srv, "bob")
-        table = state_of(srv).mcp_sessions.table
+        table = sessions_of(srv).table
 
         async def scenario() -> None:
             alice = httpx.AsyncClient(headers={"Authorization": f"Bearer {alice_token}"}, timeout=30)
@@ -93,7 +100,7 @@ def test_a_full_server_ends_the_session_idle_longest_of_any_account(tmp_path):
     with live(tmp_path, mcp_sessions_per_account=3, mcp_max_sessions=4) as srv:
         url = srv.http_url + "/mcp"
         tokens = {name: token_for(srv, name) for name in ("alice", "bob", "carol")}
-        manager = state_of(srv).mcp_sessions
+        manager = sessions_of(srv)
         assert manager.session_idle_timeout == 600.0  # pircan.mcp_session_idle_minutes, 10
 
         async def scenario() -> None:

@@ -184,3 +184,48 @@ def test_a_wait_watching_a_channel_gets_the_post_as_history_shows_it(srv):  # no
                 "NO_SUCH_CHANNEL", ["#elsewhere"])
 
     asyncio.run(scenario())
+
+
+def modern_call(name: str, arguments: dict) -> tuple[dict[str, str], dict]:
+    """Headers and body of a tools/call in the sessionless protocol (2026) the SDK's client speaks."""
+    version = "2026-07-28"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": name, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "MCP-Protocol-Version": version, "Mcp-Method": "tools/call", "Mcp-Name": name}
+    return headers, body
+
+
+def test_a_sessionless_call_that_waits_keeps_its_event_stream_and_a_plain_one_is_json(srv, clients,
+                                                                                      monkeypatch):  # noqa: F811
+    """A wait past the SDK's keep-alive interval (15 s, here 0.2 s) is answered as an event stream
+    with keep-alive pings, so that no proxy closes it as idle; a call that cannot wait is answered
+    with plain JSON."""
+    import httpx
+    from mcp.server import _streamable_http_modern
+
+    monkeypatch.setattr(_streamable_http_modern, "_SSE_PING_INTERVAL", 0.2)
+    agreed(srv, clients)
+    token = token_for(srv, "alice")
+    url = srv.http_url + "/mcp"
+
+    async def post(name: str, arguments: dict) -> tuple[str, str]:
+        headers, body = modern_call(name, arguments)
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+            r = await http.post(url, json=body, headers=headers)
+        assert r.status_code == 200, r.text
+        return r.headers["content-type"], r.text
+
+    async def scenario() -> None:
+        kind, text = await post("wait_for_messages", {"kinds": ["message"], "timeout_ms": 700})
+        assert kind == "text/event-stream" and text.startswith(": ping\r\n\r\n") and '"timeout":true' in text
+        kind, text = await post("send_direct_message", {"recipient": "bob", "body": "hi", "await_reply": True,
+                                                        "timeout_ms": 700})
+        assert kind == "text/event-stream" and ": ping" in text and '"reason":"timeout"' in text
+        kind, text = await post("send_direct_message", {"recipient": "bob", "body": "plain"})
+        assert kind == "application/json" and '"created":true' in text.replace(" ", "")
+
+    asyncio.run(scenario())

@@ -36,6 +36,7 @@ from ext.pircan.irc.roster import handle_agents, handle_audit
 from ext.pircan.irc.tasks import handle_task
 from ext.pircan.rules import Limits
 from ext.pircan.service.contact import sweep
+from ext.pircan.service.intro import ensure_signing_key
 from ext.pircan.service import waits
 from ext.pircan.service.lifecycle import reconcile
 from ext.pircan.service.tasks import end_tasks_of
@@ -150,10 +151,15 @@ def setup(api: ExtensionAPI) -> Pircan:
     async def stop() -> None:
         state.stop()
 
-    from ext.pircan import a2a, mcp, portal
+    async def signing_key() -> None:  # intro tokens (IRC's INTRO too) are signed with it
+        await ensure_signing_key(state)
 
-    a2a.install(state, mcp.install(state))
-    portal.install(state)
+    api.on_startup(signing_key)
+    if api.http_enabled():  # else their libraries are not even imported
+        from ext.pircan import a2a, mcp, portal
+
+        a2a.install(state, mcp.install(state))
+        portal.install(state)
     api.on_startup(start)
     api.on_shutdown(stop)
     webhooks.install(state)  # after start: its tables and trigger need PIRCAN's

@@ -102,6 +102,7 @@ class Pircan:
         self.host: Any = None  # the agent host (ext/pircan/host), for its owner operations
         self.http_calls: Any = None  # the HTTP transports' call limits (ext/pircan/mcp/limits.py)
         self.mcp_sessions: Any = None  # MCP's session manager while the listener runs (mcp/sessions.py)
+        self.http_apps: dict[str, Any] = {}  # "mcp", "a2a", "portal": built on first request (lazy.py)
         self.reviving: set[str] = set()  # accounts whose start an event began and that have not arrived
         # account -> True when its events are pushed to it while it is away (an enabled webhook, an
         # A2A endpoint the network delivers to): the roster's "parked", the receipt's "pushed"

@@ -14,6 +14,7 @@ from typing import Any
 
 from a2a.types import a2a_pb2 as pb
 
+from ext.pircan.a2a import PATHS
 from ext.pircan.a2a.skills import SKILLS
 from ext.pircan.ids import hexid
 from ext.pircan.service import profile
@@ -31,7 +32,7 @@ __all__ = [
     "network_card",
 ]
 
-GATEWAY_PATH = "/a2a"
+GATEWAY_PATH = PATHS.gateway
 MESSAGE_SKILL = "pircan:message"  # not a task skill: those never contain ':'
 DIRECT_EXTENSION = "https://pircan.dev/a2a/direct"
 VERSION = "0.1"

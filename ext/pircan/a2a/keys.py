@@ -7,17 +7,14 @@ public keys at ``/.well-known/jwks.json`` alone, sharing no secret with the netw
 unretired key signs; ``pircd a2a rotate-key`` makes a new one and retires the old one, which stays
 published until the last token it signed has expired (``SigningKey.signed_until``).
 
-No I/O here: the keys come from ``ext/pircan/a2a/store.py``.
+No I/O here: the keys come from ``ext/pircan/a2a/store.py``. PyJWT and cryptography are imported
+with the first key or token made or read, not with the server (a few MiB it would hold idle).
 """
 
 from __future__ import annotations
 
 import base64
 from typing import Any
-
-import jwt
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, PublicFormat
 
 from ext.pircan.a2a.store import SigningKey
 
@@ -30,8 +27,17 @@ ALGORITHM = "EdDSA"
 CLAIMS = ("iss", "sub", "aud", "agreement_id", "scope", "iat", "nbf", "exp", "jti")
 
 
+def _private(raw: bytes | None = None) -> Any:
+    """An Ed25519 private key: these bytes, or a new one."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate() if raw is None else Ed25519PrivateKey.from_private_bytes(raw)
+
+
 def new_private_key() -> bytes:
-    return Ed25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    return _private().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
 
 
 def _b64(data: bytes) -> str:
@@ -39,7 +45,9 @@ def _b64(data: bytes) -> str:
 
 
 def public_jwk(key: SigningKey) -> dict[str, str]:
-    public = Ed25519PrivateKey.from_private_bytes(key.private_key).public_key()
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    public = _private(key.private_key).public_key()
     return {"kty": "OKP", "crv": "Ed25519", "x": _b64(public.public_bytes(Encoding.Raw, PublicFormat.Raw)),
             "kid": key.kid, "use": "sig", "alg": ALGORITHM}
 
@@ -49,7 +57,9 @@ def jwk_set(keys: list[SigningKey]) -> dict[str, Any]:
 
 
 def sign(key: SigningKey, claims: dict[str, Any], token_type: str = TOKEN_TYPE) -> str:
-    private = Ed25519PrivateKey.from_private_bytes(key.private_key)
+    import jwt
+
+    private = _private(key.private_key)
     return jwt.encode(claims, private, algorithm=ALGORITHM, headers={"kid": key.kid, "typ": token_type})
 
 
@@ -71,6 +81,8 @@ def signed_claims(token: str, keys: list[SigningKey], issuer: str, token_type: s
     """The claims of a token of ``token_type`` this network signed with one of ``keys``, whatever
     its times say (token introspection tells an expired token from one it never issued); None for
     a malformed token, another signer or another issuer."""
+    import jwt
+
     try:
         header = jwt.get_unverified_header(token)
     except jwt.PyJWTError:
@@ -80,7 +92,7 @@ def signed_claims(token: str, keys: list[SigningKey], issuer: str, token_type: s
     key = next((k for k in keys if k.kid == header.get("kid")), None)
     if key is None:
         return None
-    public = Ed25519PrivateKey.from_private_bytes(key.private_key).public_key()
+    public = _private(key.private_key).public_key()
     try:
         claims: dict[str, Any] = jwt.decode(
             token, public, algorithms=[ALGORITHM], issuer=issuer,

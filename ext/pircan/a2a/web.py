@@ -29,12 +29,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 
-from ext.pircan.a2a import cards
+from ext.pircan.a2a import PATHS, cards
 from ext.pircan.a2a import store as astore
 from ext.pircan.a2a.gateway import GatewayHandler, Watch, a2a_error
 from ext.pircan.a2a.keys import jwk_set
 from ext.pircan.delivery import Watched
 from ext.pircan.ids import hexid, ts
+from ext.pircan.lazy import Built
 from ext.pircan.mcp.http import IDENTITY_KEY, UNAUTHORIZED, BearerGate, Presence, bearer_token
 from ext.pircan.mcp.limits import plain_refusal, send_json
 from ext.pircan.service import intro as intros
@@ -42,10 +43,10 @@ from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
 from ircd.api import TokenThrottled
 
-__all__ = ["CARD_PATH", "install"]
+__all__ = ["CARD_PATH", "build"]
 
-CARD_PATH = "/.well-known/agent-card.json"
-AGREEMENTS_PATH = cards.GATEWAY_PATH + "/agreements"
+CARD_PATH = PATHS.card
+AGREEMENTS_PATH = PATHS.agreements
 INTRO_CLAIMS_KEY = "pircan.intro"
 INTROSPECT_PATH = "/introspect"  # under the gateway: /a2a/introspect
 
@@ -143,7 +144,8 @@ async def _a2a_refusal(scope: dict, send: Any, status: int, refusal: Refused) ->
         await send_json(send, status, payload, headers)
 
 
-def install(state: Pircan, presence: Presence) -> None:
+async def build(state: Pircan, presence: Presence, built: Built) -> None:
+    """The gateway, the cards, the keys and the agreement check, as ``built.apps`` (``PATHS``)."""
     api = state.api
     watch = Watch(state)
     handler = GatewayHandler(state, watch)
@@ -208,10 +210,11 @@ def install(state: Pircan, presence: Presence) -> None:
         *(_required(r) for r in rest),
     ])
     checks = Router(routes=[Route("/{agreement_id}", agreement, methods=["GET"])])
-    api.http_route(CARD_PATH, network_card)
-    api.http_route(intros.JWKS_PATH, jwks)
-    api.http_route(cards.GATEWAY_PATH, BearerGate(Watched(network), state, presence, refuse=_a2a_refusal))
-    api.http_mount(AGREEMENTS_PATH, _IntroOrBearer(checks, state, presence))
-    api.http_mount(cards.GATEWAY_PATH, BearerGate(Watched(nested), state, presence, optional=True,
-                                                  refuse=_a2a_refusal))
-    api.http_on_stop(watch.stop_all)  # open streams end, waiting requests answer: the shutdown does not wait
+    built.apps.update({
+        "card": Router(routes=[Route(CARD_PATH, network_card)]),
+        "jwks": Router(routes=[Route(intros.JWKS_PATH, jwks)]),
+        "gateway": BearerGate(Watched(network), state, presence, refuse=_a2a_refusal),
+        "agreements": _IntroOrBearer(checks, state, presence),
+        "nested": BearerGate(Watched(nested), state, presence, optional=True, refuse=_a2a_refusal),
+    })
+    built.stop.append(watch.stop_all)  # open streams end, waiting requests answer: the shutdown does not wait

@@ -4,27 +4,16 @@ The official MCP SDK speaks the protocol (Streamable HTTP, JSON-RPC, tool
 schemas); this package only declares the tools (``tools.py``, each a thin
 adapter over ``ext.pircan.service``) and puts them on the server's HTTP
 listener behind bearer-token authentication and call limits (``http.py``, ``limits.py``), with
-the SDK's sessions capped per account and in all (``sessions.py``). See docs/mcp.md.
+the SDK's sessions capped per account and in all (``sessions.py``). The SDK and the tools are
+imported with the first request (``app.py``, through ``ext/pircan/lazy.py``). See docs/mcp.md.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from typing import Any, AsyncIterator
-
-from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.delivery import Watched
-from ext.pircan.mcp.broadcast_tools import register_broadcast_tools
-from ext.pircan.mcp.channel_tools import register_channel_tools
-from ext.pircan.mcp.host_tools import register_host_tools
+from ext.pircan.lazy import Built, Lazy
 from ext.pircan.mcp.http import BearerGate, Presence
 from ext.pircan.mcp.limits import CallLimits, mcp_refusal
-from ext.pircan.mcp.profile_tools import register_profile_tools
-from ext.pircan.mcp.search_tools import register_search_tools
-from ext.pircan.mcp.task_tools import register_task_tools
-from ext.pircan.mcp.tools import register_tools
-from ext.pircan.mcp.webhook_tools import register_webhook_tools
 from ext.pircan.state import Pircan
 
 __all__ = ["install", "PATH", "INSTRUCTIONS"]
@@ -50,74 +39,20 @@ Refusals are tool errors whose text starts with a code such as NO_AGREEMENT or H
 says what to do next (next_step) and, for rate limits, when to retry (retry_after_s)."""
 
 
-def _server(state: Pircan) -> Any:
-    """The SDK's server object, with resources scoped to the caller's agreements. Its constructor
-    configures logging when the process has none; pircd's logging is set up by `pircd serve`, so a
-    placeholder handler keeps it a no-op."""
-    from ext.pircan.mcp.resources import scoped_server
-
-    root = logging.getLogger()
-    placeholder = None
-    if not root.handlers:
-        placeholder = logging.NullHandler()
-        root.addHandler(placeholder)
-    try:
-        return scoped_server(state, "pircd", title="PIRCAN agent network", instructions=INSTRUCTIONS,
-                             version="0.1", log_level="WARNING")
-    finally:
-        if placeholder is not None:
-            root.removeHandler(placeholder)
-
-
 def install(state: Pircan) -> Presence:
-    """Declare the tools and serve them at /mcp once the HTTP listener starts; the presence it keeps
-    (for the other HTTP transports)."""
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    from ext.pircan.mcp.sessions import CappedSessionManager
-
+    """Serve the tools at /mcp once the HTTP listener starts, behind the bearer gate; the MCP SDK and
+    the tools are loaded with the first request that passes the gate (``ext/pircan/lazy.py``). The
+    presence it keeps (for the other HTTP transports)."""
     api = state.api
-    mcp = _server(state)
-    register_tools(mcp, state)
-    register_task_tools(mcp, state)
-    register_intro_tool(mcp, state)
-    register_webhook_tools(mcp, state)
-    register_search_tools(mcp, state)
-    register_profile_tools(mcp, state)
-    register_channel_tools(mcp, state)
-    register_host_tools(mcp, state)
-    register_broadcast_tools(mcp, state)
     presence = Presence(state)
     state.http_calls = CallLimits(state)  # shared by every gate: MCP's and A2A's
-    holder: dict[str, Any] = {}
 
-    @contextlib.asynccontextmanager
-    async def lifespan() -> AsyncIterator[None]:
-        # made when the listener starts: only then are its addresses (for the Host check) known
-        hosts, origins = api.http_allowed_hosts_and_origins()
-        manager = CappedSessionManager(
-            state,
-            app=mcp._lowlevel_server,
-            security_settings=TransportSecuritySettings(
-                enable_dns_rebinding_protection="*" not in hosts, allowed_hosts=hosts, allowed_origins=origins,
-            ),
-        )
-        holder["app"] = StreamableHTTPASGIApp(manager)
-        state.mcp_sessions = manager
-        async with manager.run():
-            yield
-        holder.clear()
-        state.mcp_sessions = None
+    async def make(built: Built) -> None:
+        from ext.pircan.mcp.app import start
 
-    async def endpoint(scope: dict, receive: Any, send: Any) -> None:
-        app = holder.get("app")
-        if app is None:  # not started, or stopping
-            await send({"type": "http.response.start", "status": 503, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        await app(scope, receive, send)
+        await start(state, built)
 
-    api.http_route(PATH, BearerGate(Watched(endpoint), state, presence, refuse=mcp_refusal))
-    api.http_lifespan(lifespan)
+    lazy = state.http_apps["mcp"] = Lazy("MCP", ["ext.pircan.mcp.app"], make)
+    api.http_route(PATH, BearerGate(Watched(lazy.app("mcp")), state, presence, refuse=mcp_refusal))
+    api.http_lifespan(lazy.lifespan)
     return presence

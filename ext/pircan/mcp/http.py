@@ -18,8 +18,6 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 
 from ext.pircan.mcp.limits import Refuser, plain_refusal, rate_limited, send_json
 from ext.pircan.service.refusals import Refused
@@ -84,6 +82,15 @@ UNAUTHORIZED = (
      "(pircd token add ACCOUNT, or TOKEN ADD over IRC)"},
     [(b"www-authenticate", b'Bearer realm="pircd", error="invalid_token"')],
 )
+
+
+def _principal(token: str, account: str) -> Any:
+    """The MCP SDK binds a session of its 2025 protocol to the credential's principal: the account.
+    (Imported here, not with the module: the SDK is loaded with the first request that needs it.)"""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    return AuthenticatedUser(AccessToken(token=token, client_id=account, scopes=[]))
 
 
 class BearerGate:
@@ -160,8 +167,7 @@ class BearerGate:
         api = self.state.api
         scope = dict(scope)
         scope[IDENTITY_KEY] = identity
-        # the SDK binds a legacy session to the credential's principal: the account
-        scope["user"] = AuthenticatedUser(AccessToken(token=token, client_id=identity.account, scopes=[]))
+        scope["user"] = _principal(token, identity.account)
         cancel = anyio.CancelScope()
         held = self.inflight.setdefault(identity.token_id, set())
         held.add(cancel)

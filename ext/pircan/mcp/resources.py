@@ -7,6 +7,7 @@ nothing. URIs are ``pircan://<owner>/resources/<name>``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp.server import MCPServer
@@ -46,6 +47,10 @@ def _account(ctx: Any) -> str:
 
 def scoped_server(state: Pircan, *args: Any, **kwargs: Any) -> MCPServer:
     class ScopedServer(MCPServer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._marks: dict[str, bool] = {}  # tool name -> whether its schema marks an x-mcp-header
+
         async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
             found = await profile.readable_resources(state, _account(ctx))
             return ListResourcesResult(resources=[
@@ -54,6 +59,18 @@ def scoped_server(state: Pircan, *args: Any, **kwargs: Any) -> MCPServer:
                             size=len(r.body.encode("utf-8")))
                 for r in found
             ])
+
+        def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+            # The SDK checks a sessionless call's Mcp-Param-* headers against the properties its tool's
+            # schema marks with x-mcp-header, walking the whole schema on every call; no tool of ours
+            # marks any, so there is nothing to check (and a stray header was never refused).
+            schema = super()._tool_input_schema(name)
+            if schema is None:
+                return None
+            marked = self._marks.get(name)
+            if marked is None:
+                marked = self._marks[name] = "x-mcp-header" in json.dumps(schema)
+            return schema if marked else None
 
         async def _handle_read_resource(self, ctx: Any, params: Any) -> ReadResourceResult:
             uri = str(params.uri)

@@ -16,6 +16,15 @@ the table and shut every other account out. Here:
   all sessions are), with ``Retry-After``. A busy session holds an HTTP connection, so the
   connection limits bound those.
 
+A call of the sessionless protocol (the MCP SDK's own client, protocol 2026) that cannot wait is
+answered in the SDK's JSON mode: the tool runs in the request's own task. In its SSE mode the SDK
+runs each call in a task group beside a task watching for the client's disconnect, and commits the
+answer to an event stream with keep-alive pings once it takes 15 s; that is what a wait needs
+(``WAITING``: wait_for_messages, and send_direct_message with await_reply), and it costs a plain call
+about a sixth of its CPU. A plain call of either mode answers the same JSON within 15 s; a client
+that disconnects is seen by ``Watched`` (ext/pircan/delivery.py) either way. Calls in a session
+(protocol 2025) stay in the SSE mode, whose answer headers come at once.
+
 A session's memory is fixed (the SDK's transport, its streams with fixed buffers, its server task:
 about 45 KiB measured), so the caps bound the sessions' memory too. The tools keep nothing per
 session: they act for the request's account.
@@ -30,8 +39,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server._streamable_http_modern import handle_modern_request
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.inbound import MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ext.pircan.mcp.http import IDENTITY_KEY
 from ext.pircan.mcp.limits import mcp_refusal
@@ -45,6 +57,11 @@ log = logging.getLogger("pircd.pircan")
 
 BUSY_RETRY_S = 5  # Retry-After when every session that could make room has a request in flight
 _HEADER = MCP_SESSION_ID_HEADER.lower().encode()
+_VERSION = MCP_PROTOCOL_VERSION_HEADER.lower().encode()
+_NAME = MCP_NAME_HEADER.lower().encode()
+
+# tools whose call may wait, each with the argument that makes it wait (None: every call)
+WAITING: dict[bytes, bytes | None] = {b"wait_for_messages": None, b"send_direct_message": b'"await_reply"'}
 
 
 @dataclass(slots=True)
@@ -113,6 +130,28 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         self.state = state
         self.table = SessionTable()
         self.log = CountedLog(log)
+
+    async def _handle_request(self, scope: Any, receive: Any, send: Any) -> None:
+        version = name = None
+        for key, value in scope["headers"]:
+            if key == _VERSION:
+                version = value
+            elif key == _NAME:
+                name = value
+        if (version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
+                or self._task_group is None or scope.get("method") != "POST"):
+            await super()._handle_request(scope, receive, send)  # a session's request, or a refusal
+            return
+        json_mode = True
+        if name in WAITING:
+            argument = WAITING[name]
+            if argument is None:
+                json_mode = False
+            else:
+                receive, body = await _read_ahead(receive)
+                json_mode = argument not in body
+        await handle_modern_request(self.app, self.security_settings, json_mode, self._lifespan_state,
+                                    scope, receive, send)
 
     async def _handle_stateful_request(self, scope: Any, receive: Any, send: Any) -> None:
         identity = scope.get(IDENTITY_KEY)
@@ -201,3 +240,19 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         self.table.remove(session_id)
         if transport is not None and transport.idle_scope is not None:
             transport.idle_scope.cancel()
+
+
+async def _read_ahead(receive: Any) -> tuple[Any, bytes]:
+    """The request's body, read now, and a ``receive`` that hands the same messages on again."""
+    messages: list[Any] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            break
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+
+    async def replay() -> Any:
+        return messages.pop(0) if messages else await receive()
+
+    return replay, body

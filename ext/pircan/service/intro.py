@@ -24,7 +24,7 @@ from typing import Any
 from ircd.api import Conn
 
 from ext.pircan import store as db
-from ext.pircan.a2a import keys
+from ext.pircan.a2a import PATHS, keys
 from ext.pircan.a2a import store as astore
 from ext.pircan.ids import hexid, parse_id, ts
 from ext.pircan.rules import HOUR_MS, allows
@@ -48,7 +48,7 @@ __all__ = [
     "verify_intro",
 ]
 
-JWKS_PATH = "/.well-known/jwks.json"
+JWKS_PATH = PATHS.jwks
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,15 +217,15 @@ async def introspect(state: Pircan, caller: str, token: str) -> dict[str, Any]:
     }
 
 
-def _ensure_txn(conn: Conn, kid: str, private_key: bytes, now: int) -> bool:
+def _ensure_txn(conn: Conn, kid: str, now: int) -> bool:
     if astore.signing_key(conn) is not None:
         return False
-    astore.insert_key(conn, kid, private_key, now)
+    astore.insert_key(conn, kid, keys.new_private_key(), now)  # made only when there is none
     return True
 
 
 async def ensure_signing_key(state: Pircan) -> None:
     """At start-up: make the first signing key of a new database."""
     await state.database.migrate(astore.TRACK, astore.MIGRATIONS)
-    if await state.database.write(_ensure_txn, hexid(state.new_id()), keys.new_private_key(), state.now_ms()):
+    if await state.database.write(_ensure_txn, hexid(state.new_id()), state.now_ms()):
         state.api.log.info("a2a: made the first key for intro tokens")

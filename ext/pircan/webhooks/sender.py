@@ -1,4 +1,4 @@
-"""Outgoing webhook requests (httpx), with the safety rules of docs/webhooks.md.
+"""Outgoing webhook requests (httpx, in ``client.py``), with the safety rules of docs/webhooks.md.
 
 * The destination is checked where the connection is made: the host is resolved once, every
   address it resolves to must be public (or in ``pircan.webhook_allowed_networks``), and the socket
@@ -16,14 +16,12 @@ import asyncio
 import ipaddress
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import httpcore
-import httpx
-
 from ext.pircan.ids import hexid
+from ext.pircan.lazy import load
 from ext.pircan.webhooks.rules import Network, Target, address_refusal, networks, parse_url, signature_header
 from ext.pircan.webhooks.store import Endpoint
 
@@ -118,122 +116,6 @@ async def check_url(url: str, allowed: list[Network]) -> Target:
     return target
 
 
-class _CheckedBackend(httpcore.AnyIOBackend):
-    """Resolves and checks the host itself, then connects to a checked address."""
-
-    def __init__(self, allowed: Callable[[], list[Network]]) -> None:
-        self.allowed = allowed
-
-    async def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
-                          socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-        last: Exception | None = None
-        for address in await resolve(host, port, self.allowed()):
-            try:
-                return await super().connect_tcp(address, port, timeout, local_address, socket_options)
-            except httpcore.ConnectError as exc:  # the next address of the host, if any
-                last = exc
-        assert last is not None
-        raise last
-
-
-Key = tuple[bytes, bytes, int]  # (scheme, host, port)
-
-
-class _Pool:
-    """Kept-alive connections by origin, each an httpcore single connection. httpcore's own pool
-    walks every waiting request and every connection at each request, so its cost per request
-    grows with the requests in flight (twice the CPU at 20 at once); here taking and returning a
-    connection is a dictionary look-up. At most ``max_idle`` connections wait for reuse."""
-
-    def __init__(self, backend: httpcore.AsyncNetworkBackend, max_idle: int) -> None:
-        self.backend = backend
-        self.max_idle = max_idle
-        self.ssl_context = httpx.create_ssl_context(trust_env=False)
-        self.idle: dict[Key, list[httpcore.AsyncHTTPConnection]] = {}
-        self.idle_count = 0
-
-    async def take(self, key: Key) -> httpcore.AsyncHTTPConnection:
-        waiting = self.idle.get(key)
-        while waiting:
-            conn = waiting.pop()
-            self.idle_count -= 1
-            if not waiting:
-                del self.idle[key]
-            if conn.is_available() and not conn.has_expired():
-                return conn
-            await conn.aclose()
-        return httpcore.AsyncHTTPConnection(origin=httpcore.Origin(*key), ssl_context=self.ssl_context,
-                                            keepalive_expiry=KEEPALIVE_S, network_backend=self.backend)
-
-    async def give_back(self, key: Key, conn: httpcore.AsyncHTTPConnection) -> None:
-        if conn.is_idle() and not conn.is_closed() and self.idle_count < self.max_idle:
-            self.idle.setdefault(key, []).append(conn)
-            self.idle_count += 1
-        else:
-            await conn.aclose()
-
-    async def prune(self, everything: bool = False) -> None:
-        """Close the connections that waited too long (or all)."""
-        for key in list(self.idle):
-            keep = []
-            for conn in self.idle.pop(key):
-                if not everything and conn.is_available() and not conn.has_expired():
-                    keep.append(conn)
-                else:
-                    self.idle_count -= 1
-                    await conn.aclose()
-            if keep:
-                self.idle[key] = keep
-
-
-class _Body(httpx.AsyncByteStream):
-    """A response's body; closing it hands the connection back to the pool."""
-
-    def __init__(self, inner: Any, pool: _Pool, key: Key, conn: httpcore.AsyncHTTPConnection) -> None:
-        self._inner = inner
-        self._done = (pool, key, conn)
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._inner:
-            yield part
-
-    async def aclose(self) -> None:
-        pool, key, conn = self._done
-        try:
-            await self._inner.aclose()
-        finally:
-            await pool.give_back(key, conn)  # or closes it, when it is not idle (a body left unread...)
-
-
-class _Transport(httpx.AsyncBaseTransport):
-    """httpx's transport interface over the pool above (no proxies, nothing from the environment)."""
-
-    def __init__(self, pool: _Pool) -> None:
-        self._pool = pool
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        core = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
-            headers=request.headers.raw,
-            content=request.stream,  # type: ignore[arg-type]
-            extensions=request.extensions,
-        )
-        key = (url.raw_scheme, url.raw_host, url.port or (443 if url.raw_scheme == b"https" else 80))
-        conn = await self._pool.take(key)
-        try:
-            response = await conn.handle_async_request(core)
-        except BaseException:
-            await conn.aclose()
-            raise
-        return httpx.Response(status_code=response.status, headers=response.headers,
-                              stream=_Body(response.stream, self._pool, key, conn), extensions=response.extensions)
-
-    async def aclose(self) -> None:
-        await self._pool.prune(everything=True)
-
-
 class Sender:
     """One pooled HTTP client for every webhook request of the server (made on first use, on the
     running loop)."""
@@ -242,12 +124,8 @@ class Sender:
         """``max_idle``: kept-alive connections at most (the worker bounds the requests in flight)."""
         self.policy = policy
         self.max_idle = max_idle
-        self._client: httpx.AsyncClient | None = None
-        self._pool: _Pool | None = None
-
-    def _make_client(self) -> httpx.AsyncClient:
-        self._pool = _Pool(_CheckedBackend(lambda: self.policy().allowed), max_idle=self.max_idle)
-        return httpx.AsyncClient(transport=_Transport(self._pool), follow_redirects=False, trust_env=False)
+        self._client: Any = None  # httpx.AsyncClient (ext/pircan/webhooks/client.py)
+        self._pool: Any = None
 
     async def prune(self) -> None:
         """Close kept-alive connections that were not used for a while."""
@@ -257,11 +135,12 @@ class Sender:
     async def post(self, url: str, body: bytes, headers: dict[str, str], keep: int = 0) -> Outcome:
         """POST ``body``; with ``keep``, the answer's first ``keep`` bytes (at least
         ``max_response_bytes``) are read and returned in the outcome."""
+        client = await load("ext.pircan.webhooks.client")  # httpx: loaded with the first request
         if self._client is None:
-            self._client = self._make_client()
+            self._client, self._pool = client.make_client(lambda: self.policy().allowed, self.max_idle)
         policy = self.policy()
         started = time.monotonic()
-        timeout = httpx.Timeout(policy.timeout_s, connect=policy.connect_timeout_s)
+        timeout = client.timeout(policy.timeout_s, policy.connect_timeout_s)
         status: int | None = None
         error = ""
         kept = bytearray()
@@ -269,12 +148,12 @@ class Sender:
             async with asyncio.timeout(policy.timeout_s):
                 async with self._client.stream("POST", url, content=body, headers=headers, timeout=timeout) as resp:
                     status = resp.status_code
-                    await _read_some(resp, max(keep, policy.max_response_bytes), kept if keep else None)
+                    await client.read_some(resp, max(keep, policy.max_response_bytes), kept if keep else None)
         except DestinationError as exc:
             error = exc.text
-        except (TimeoutError, httpcore.TimeoutException, httpx.TimeoutException):
+        except client.TIMEOUTS:
             error = f"no answer within {policy.timeout_s:g} s" if status is None else ""
-        except (httpcore.NetworkError, httpx.NetworkError, OSError) as exc:
+        except client.NETWORK_ERRORS as exc:
             error = f"connection failed: {exc or type(exc).__name__}" if status is None else ""
         except Exception as exc:  # noqa: BLE001 - a malformed answer, ...: a failed try, whatever it was
             error = f"{type(exc).__name__}: {exc}" if status is None else ""
@@ -287,16 +166,3 @@ class Sender:
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
-
-
-async def _read_some(resp: httpx.Response, limit: int, kept: bytearray | None = None) -> None:
-    """Read at most ``limit`` bytes of the body (raw: no decompression), then stop; into ``kept``."""
-    read = 0
-    if limit <= 0:
-        return
-    async for chunk in resp.aiter_raw():
-        read += len(chunk)
-        if kept is not None:
-            kept += chunk[: max(0, limit - len(kept))]
-        if read >= limit:
-            return

@@ -39,6 +39,7 @@ from ircd.api import Conn
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid
+from ext.pircan.lazy import load
 from ext.pircan.state import Pircan
 from ext.pircan.webhooks import payload as payloads
 from ext.pircan.webhooks import rules, store
@@ -422,8 +423,9 @@ class Webhooks:
     async def _post_a2a(self, endpoint: Endpoint, delivery_id: int | str, payload: bytes) -> Outcome:
         """One try of a delivery to an agent's A2A endpoint: an A2A ``SendMessage`` (ext/pircan/a2a/push.py);
         a reply in the answer is stored as the agent's reply in the conversation."""
-        from ext.pircan.a2a import push
         from ext.pircan.a2a import store as astore
+
+        push = await load("ext.pircan.a2a.push")  # the A2A SDK: loaded with the first such delivery
 
         ident = delivery_id if isinstance(delivery_id, str) else hexid(delivery_id)
         key = await self.state.database.read(astore.signing_key)
