@@ -4,6 +4,8 @@
     python -m bench.run --quick                      # small counts, 1 repeat: a check that all works
     python -m bench.run --scenario fanout --repeat 5 --servers pircd,ngircd
     python -m bench.run --profile --scenario fanout-1000x500   # pircd under cProfile (or py-spy)
+    python -m bench.run --scenario mcp-mail --servers pircd,pircd-normal,agentmail \
+        --agentmail-venv VENV --agentmail-src CHECKOUT   # against MCP Agent Mail (docs/benchmarks.md)
 
 Each (scenario, repeat, server) run gets a freshly started server process on
 a free loopback port; the servers take turns within a repeat so that drift
@@ -34,7 +36,7 @@ from typing import Any
 
 from bench import loadgen
 from bench.loadgen import FULL, QUICK, TINY, BenchError, Scenario, Target, build_scenarios
-from bench.servers import SERVERS, RunningServer, ServerSpec
+from bench.servers import AGENTMAIL_SRC, AGENTMAIL_VENV, SERVERS, AgentMailSpec, RunningServer, ServerSpec
 
 DEFAULT_SERVERS = "pircd,ngircd,inspircd"
 
@@ -312,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         "--scenario",
         action="append",
         default=[],
-        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, chathistory, http-load); "
+        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, mcp-mail, "
+        "chathistory, http-load); "
         "repeatable or comma-separated",
     )
     p.add_argument(
@@ -350,6 +353,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the source tree of the pircd-base server (e.g. `git worktree add /tmp/base COMMIT`), "
         "to compare an earlier pircd with this one in the same run",
     )
+    p.add_argument(
+        "--agentmail-venv",
+        type=Path,
+        default=None,
+        help=f"the virtual environment MCP Agent Mail is installed in, for --servers ...,agentmail "
+        f"(default: ${AGENTMAIL_VENV})",
+    )
+    p.add_argument(
+        "--agentmail-src",
+        type=Path,
+        default=None,
+        help=f"MCP Agent Mail's checkout, whose code that server runs (default: ${AGENTMAIL_SRC})",
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = p.parse_args(argv)
 
@@ -372,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         SERVERS["pircd-base"].env["PYTHONPATH"] = str(args.base_src.resolve())
     elif "pircd-base" in args.servers.split(","):
         raise SystemExit("pircd-base needs --base-src DIR (the earlier pircd's source tree)")
+    agentmail = SERVERS["agentmail"]
+    if isinstance(agentmail, AgentMailSpec) and (args.agentmail_venv or args.agentmail_src):
+        agentmail.configure(args.agentmail_venv or agentmail.venv, args.agentmail_src or agentmail.src)
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -1,10 +1,11 @@
 """The servers under test: pircd, ngIRCd and InspIRCd, each as its own process,
-and the floor (bench/floor.c), the yardstick of what the socket work alone costs.
+the floor (bench/floor.c), the yardstick of what the socket work alone costs,
+and MCP Agent Mail, an MCP mailbox for agents, when its installation is named.
 
 Each run starts a fresh server on a free loopback port with a config written
 to a temporary directory, and stops it by its PID (SIGTERM, then SIGKILL after
-a grace period). CPU time (utime + stime) and RSS (VmRSS) come from
-``/proc/<pid>``.
+a grace period). CPU time (utime + stime, with that of the processes it started)
+and RSS (VmRSS) come from ``/proc/<pid>``.
 
 pircd-pg is pircd with its store on PostgreSQL: one PostgreSQL server for the
 whole benchmark run (Debian's binaries, fsync on as in production; tests/dbs.py
@@ -35,62 +36,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SERVERS", "RunningServer", "ServerSpec", "free_port", "listening_ports", "proc_sample"]
+from bench.proc import _CLK_TCK, free_port, listening_ports, proc_sample
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+__all__ = [
+    "AGENTMAIL_SRC",
+    "AGENTMAIL_VENV",
+    "SERVERS",
+    "AgentMailSpec",
+    "RunningServer",
+    "ServerSpec",
+    "free_port",
+    "listening_ports",
+    "proc_sample",
+]
+
 _REPO = Path(__file__).resolve().parent.parent
 OPER = ("bench", "benchpass")
 MOTD = "Welcome to the benchmark."
 SENDQ = 16 * 1024 * 1024
-
-
-def proc_sample(pid: int) -> tuple[float, float, int]:
-    """(utime + stime and stime alone in seconds, VmRSS in KiB) of a process, all its threads
-    included. stime is the kernel's work on the process's behalf (its system calls)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        stat = f.read()
-    fields = stat[stat.rfind(b")") + 2 :].split()
-    stime = int(fields[12]) / _CLK_TCK  # fields 14 (utime) and 15 (stime) of proc(5)
-    cpu = int(fields[11]) / _CLK_TCK + stime
-    rss = 0
-    with open(f"/proc/{pid}/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"VmRSS:"):
-                rss = int(line.split()[1])
-                break
-    return cpu, stime, rss
-
-
-def listening_ports(pid: int) -> set[int]:
-    """The TCP ports a process listens on: its socket inodes (``/proc/<pid>/fd``) found among the
-    listening sockets of ``/proc/net/tcp`` and ``tcp6``. How the runner finds a port the server
-    chose itself (pircd's HTTP listener binds port 0)."""
-    inodes: set[str] = set()
-    fd_dir = Path(f"/proc/{pid}/fd")
-    for fd in fd_dir.iterdir():
-        try:
-            link = os.readlink(fd)
-        except OSError:  # closed meanwhile
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    ports: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and cols[3] == "0A" and cols[9] in inodes:  # 0A: TCP_LISTEN
-                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -107,6 +70,7 @@ class ServerSpec:
     built: Path | None = None
     http: bool = False  # pircd with its HTTP listener (MCP at /mcp) on
     database: Callable[[Path], str] | None = None  # pircd's server.db for a run's directory
+    start_timeout: float = 20.0  # seconds until it must accept connections
 
     def missing(self) -> str | None:
         """Why this server cannot run here, or None."""
@@ -179,7 +143,8 @@ class RunningServer:
         )
         self.pid = self.proc.pid  # the measured process (see _find_measured for wrappers)
 
-    def start(self, timeout: float = 20.0) -> RunningServer:
+    def start(self, timeout: float | None = None) -> RunningServer:
+        timeout = self.spec.start_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -205,9 +170,10 @@ class RunningServer:
         return int(children[0]) if children else self.proc.pid
 
     def sample(self) -> tuple[float, float, int]:
-        """The server's CPU (and RSS); for pircd-pg the PostgreSQL server's CPU is added: the
-        database's work per SEND is the server's work too, as it is in-process with SQLite."""
-        cpu, sys_s, rss = proc_sample(self.pid)
+        """The server's CPU (and RSS), with that of the processes it started; for pircd-pg the
+        PostgreSQL server's CPU is added: the database's work per SEND is the server's work too, as
+        it is in-process with SQLite."""
+        cpu, sys_s, rss = proc_sample(self.pid, children=True)
         if self.spec.database is POSTGRES.database:
             pg_cpu, pg_sys = POSTGRES.cpu()
             cpu, sys_s = cpu + pg_cpu, sys_s + pg_sys
@@ -320,7 +286,7 @@ POSTGRES = _Postgres()
 
 
 def _pircd_config(directory: Path, port: int, history: bool = True, http: bool = True,
-                  database: Callable[[Path], str] = sqlite_file) -> str:
+                  database: Callable[[Path], str] = sqlite_file, durability: str = "full") -> str:
     return f"""\
 # pircd, benchmark configuration (bench/servers.py)
 [server]
@@ -365,14 +331,19 @@ guests_may_join = true
 [history]
 # pircd-nohistory turns channel history off, to measure what storing it costs
 enabled = {"true" if history else "false"}
+
+[storage]
+# "full", the default; pircd-normal: WAL with synchronous=NORMAL, as MCP Agent Mail's SQLite
+durability = "{durability}"
 """
 
 
 def _pircd(no_uvloop: bool, history: bool = True, http: bool = True,
-           database: Callable[[Path], str] = sqlite_file) -> Callable[[Path, int], list[str]]:
+           database: Callable[[Path], str] = sqlite_file, durability: str = "full",
+           ) -> Callable[[Path, int], list[str]]:
     def write(directory: Path, port: int) -> list[str]:
         path = directory / "pircd.toml"
-        path.write_text(_pircd_config(directory, port, history, http, database))
+        path.write_text(_pircd_config(directory, port, history, http, database, durability))
         argv = [sys.executable, "-m", "ircd", "serve", "--config", str(path)]
         if no_uvloop:
             argv.append("--no-uvloop")
@@ -488,12 +459,12 @@ def _inspircd(directory: Path, port: int) -> list[str]:
 
 def _pircd_spec(
     name: str, *, no_uvloop: bool = False, history: bool = True, compiled: bool = False, http: bool = True,
-    database: Callable[[Path], str] = sqlite_file,
+    database: Callable[[Path], str] = sqlite_file, durability: str = "full",
 ) -> ServerSpec:
     return ServerSpec(
         name,
         None,
-        _pircd(no_uvloop=no_uvloop, history=history, http=http, database=database),
+        _pircd(no_uvloop=no_uvloop, history=history, http=http, database=database, durability=durability),
         version_argv=[sys.executable, "-m", "ircd", "--version"],
         env={"PYTHONPATH": str(_REPO)},
         compiled=compiled,
@@ -516,6 +487,89 @@ def _floor_spec() -> ServerSpec:
     return spec
 
 
+# --------------------------------------------------------------------------
+# MCP Agent Mail: another project's MCP mailbox (FastMCP, SQLite, a git archive), installed
+# outside pircd in a virtual environment of its own (docs/benchmarks.md says how)
+
+AGENTMAIL_VENV = "PIRCD_BENCH_AGENTMAIL_VENV"
+AGENTMAIL_SRC = "PIRCD_BENCH_AGENTMAIL_SRC"
+
+
+@dataclass
+class AgentMailSpec(ServerSpec):
+    """MCP Agent Mail's HTTP server (``python -m mcp_agent_mail.cli serve-http``), run with the
+    Python of its virtual environment ``venv`` and the code of its checkout ``src``. Its own
+    defaults stay (the git archive of every message, its console logging of each tool call), but
+    for where it listens and stores: a ``.env`` file in the run's directory, the way its README
+    configures it, puts its SQLite file and its archive there."""
+
+    venv: Path | None = None
+    src: Path | None = None
+
+    @classmethod
+    def from_environment(cls) -> AgentMailSpec:
+        spec = cls("agentmail", None, lambda directory, port: spec.write(directory, port), start_timeout=90.0)
+        spec.configure(os.environ.get(AGENTMAIL_VENV), os.environ.get(AGENTMAIL_SRC))
+        return spec
+
+    def configure(self, venv: str | Path | None, src: str | Path | None) -> None:
+        self.venv = Path(venv).expanduser().resolve() if venv else None
+        self.src = Path(src).expanduser().resolve() if src else None
+        self.env = {
+            # its code from the checkout, not pircd's PYTHONPATH
+            "PYTHONPATH": str(self.src / "src") if self.src else "",
+            # LiteLLM would fetch its model price list from the internet at import, retrying for
+            # about 10 s when there is none: it is set-up only, but delays every start
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+
+    @property
+    def python(self) -> Path:
+        assert self.venv is not None
+        return self.venv / "bin" / "python"
+
+    def missing(self) -> str | None:
+        if self.venv is None or self.src is None:
+            return (
+                f"set {AGENTMAIL_VENV} and {AGENTMAIL_SRC} (or --agentmail-venv and --agentmail-src) "
+                "to its virtual environment and checkout; docs/benchmarks.md says how to install it"
+            )
+        if not self.python.exists():
+            return f"no {self.python}: {AGENTMAIL_VENV} must name a virtual environment"
+        if not (self.src / "src" / "mcp_agent_mail").is_dir():
+            return f"no {self.src / 'src' / 'mcp_agent_mail'}: {AGENTMAIL_SRC} must name its checkout"
+        return None
+
+    def write(self, directory: Path, port: int) -> list[str]:
+        (directory / ".env").write_text(
+            "# MCP Agent Mail, benchmark configuration (bench/servers.py): its defaults, but where it\n"
+            "# listens and where it keeps its SQLite file and the git archive of the messages\n"
+            f"HTTP_HOST=127.0.0.1\nHTTP_PORT={port}\n"
+            f"STORAGE_ROOT={directory / 'archive'}\n"
+            f"DATABASE_URL=sqlite+aiosqlite:///{directory / 'storage.sqlite3'}\n"
+        )
+        serve = ["serve-http", "--host", "127.0.0.1", "--port", str(port)]
+        return [str(self.python), "-m", "mcp_agent_mail.cli", *serve]
+
+    def version(self) -> str:
+        if self.missing():
+            return ""
+        script = (
+            "import importlib.metadata as m, sys; v = m.version\n"
+            "print('mcp-agent-mail', v('mcp-agent-mail'), '(fastmcp', v('fastmcp') + ', mcp', v('mcp') + "
+            "', SQLAlchemy', v('sqlalchemy') + ', uvicorn', v('uvicorn') + ', Python', "
+            "sys.version.split()[0] + ')')"
+        )
+        try:
+            out = subprocess.run(
+                [str(self.python), "-c", script], capture_output=True, text=True, timeout=30, check=False,
+                env={**os.environ, **self.env},
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return out.stdout.strip() or out.stderr.strip()[-200:]
+
+
 SERVERS: dict[str, ServerSpec] = {
     "pircd": _pircd_spec("pircd"),
     "pircd-asyncio": _pircd_spec("pircd-asyncio", no_uvloop=True),
@@ -525,6 +579,8 @@ SERVERS: dict[str, ServerSpec] = {
     "pircd-pg": _pircd_spec("pircd-pg", database=POSTGRES.database),
     # pircd from --base-src (an earlier commit), to compare with this checkout in one run
     "pircd-base": _pircd_spec("pircd-base"),
+    # commits survive a crash of the process but not of the machine: the durability of MCP Agent Mail
+    "pircd-normal": _pircd_spec("pircd-normal", durability="normal"),
     # the same source, with the modules of the optional compiled build compiled (docs/compiled.md)
     "pircd-compiled": _pircd_spec("pircd-compiled", compiled=True),
     "ngircd": ServerSpec(
@@ -534,4 +590,5 @@ SERVERS: dict[str, ServerSpec] = {
         "inspircd", "inspircd", _inspircd, oper=OPER, version_argv=["inspircd", "--version"]
     ),
     "floor": _floor_spec(),
+    "agentmail": AgentMailSpec.from_environment(),
 }

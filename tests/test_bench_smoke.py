@@ -99,7 +99,7 @@ def test_mcp_send(pircd):
     from bench.mcp import mcp_send
 
     result = _run(pircd, lambda t: mcp_send(t, 4, 3))
-    assert (result["sends"], result["lost"]) == (12, 0)
+    assert (result["sends"], result["lost"], result["refused"]) == (12, 0, 0)
     assert result["p50_ms"] > 0
 
 
@@ -132,6 +132,120 @@ def test_the_http_listener_can_be_off():
             _run(server, lambda t: mcp_send(t, 2, 1))
     finally:
         server.stop()
+
+
+def test_mcp_mail_runs_pircd_at_the_durability_of_mcp_agent_mail():
+    """The mcp-mail scenario's pircd side (the MCP load generator of mcp-send) against pircd-normal,
+    the variant with MCP Agent Mail's durability (WAL, synchronous=NORMAL): every call answered,
+    every message in its recipient's inbox."""
+    import tomllib
+
+    from ircd.config import load
+
+    server = RunningServer(SERVERS["pircd-normal"]).start()
+    try:
+        written = tomllib.loads((server.dir / "pircd.toml").read_text())
+        assert written["storage"] == {"durability": "normal"}
+        assert load(server.dir / "pircd.toml").storage.durability == "normal"
+        scenario = loadgen.build_scenarios(loadgen.TINY)["mcp-mail-4x3"]
+        assert scenario.servers is not None and {"pircd", "pircd-normal", "agentmail"} <= set(scenario.servers)
+        result = _run(server, scenario.run)
+        assert (result["sends"], result["lost"], result["refused"]) == (12, 0, 0)
+    finally:
+        server.stop()
+
+
+def test_mcp_sends_the_server_refuses_are_counted_and_the_agents_go_on(monkeypatch):
+    """A send the server answers with a tool error is counted as refused, with the first answer
+    kept; the agent goes on with its next call, and the figures are those of the sends made."""
+    from bench import mcp
+
+    send = mcp._Pircd.send
+
+    async def every_other_to_nobody(self, agent, client, i):
+        if i % 2 == 0:
+            return await send(self, agent, client, i)
+        result = await client.call_tool("send_direct_message", {"recipient": "nobody", "body": "x"})
+        mcp.structured(result, f"{agent.name}: send_direct_message")
+
+    monkeypatch.setattr(mcp._Pircd, "send", every_other_to_nobody)
+    server = RunningServer(SERVERS["pircd"]).start()
+    try:
+        result = _run(server, lambda t: mcp.mcp_send(t, 4, 4))
+    finally:
+        server.stop()
+    assert (result["sends"], result["refused"], result["lost"]) == (8, 8, 0)
+    assert result["first_refusal"].startswith("mcp")
+    assert "send_direct_message refused: " in result["first_refusal"]
+
+
+def test_agentmail_is_skipped_until_its_installation_is_named(tmp_path, monkeypatch, capsys):
+    """MCP Agent Mail is not part of pircd: without its virtual environment and checkout the
+    runner skips it and says how to name them; with paths that hold none, it says which is wrong."""
+    from bench import run
+    from bench.servers import AGENTMAIL_SRC, AGENTMAIL_VENV, AgentMailSpec
+
+    monkeypatch.delenv(AGENTMAIL_VENV, raising=False)
+    monkeypatch.delenv(AGENTMAIL_SRC, raising=False)
+    assert AgentMailSpec.from_environment().missing() == (
+        "set PIRCD_BENCH_AGENTMAIL_VENV and PIRCD_BENCH_AGENTMAIL_SRC (or --agentmail-venv and "
+        "--agentmail-src) to its virtual environment and checkout; docs/benchmarks.md says how to install it"
+    )
+    spec = SERVERS["agentmail"]
+    for name in ("venv", "src", "env"):  # the runner configures the shared spec: put it back afterwards
+        monkeypatch.setattr(spec, name, getattr(spec, name))
+    argv = ["--tiny", "--scenario", "mcp-mail", "--servers", "agentmail",
+            "--agentmail-venv", str(tmp_path / "venv"), "--agentmail-src", str(tmp_path)]
+    assert run.main(argv) == 1
+    out = capsys.readouterr().out
+    assert out == (
+        f"skipping agentmail: no {tmp_path}/venv/bin/python: PIRCD_BENCH_AGENTMAIL_VENV must name a "
+        "virtual environment\nno server to run\n"
+    )
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "python").symlink_to(__import__("sys").executable)
+    spec.configure(tmp_path / "venv", tmp_path)
+    assert spec.missing() == (
+        f"no {tmp_path}/src/mcp_agent_mail: PIRCD_BENCH_AGENTMAIL_SRC must name its checkout"
+    )
+    assert spec.env["PYTHONPATH"] == f"{tmp_path}/src"
+
+
+_PARENT = """
+import os, subprocess, sys
+# each child burns CPU until its own counters say 60 ms, then reports them
+BURN = "import os\\nwhile sum(os.times()[:2]) < 0.06: pass\\nprint(sum(os.times()[:2]), flush=True)\\n"
+ended = subprocess.run([sys.executable, "-c", BURN], capture_output=True, text=True, check=True)
+alive = subprocess.Popen([sys.executable, "-c", BURN + "import sys; sys.stdin.read()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+print(float(ended.stdout) + float(alive.stdout.readline()), flush=True)
+sys.stdin.read()
+alive.stdin.close()
+alive.wait()
+"""
+
+
+def test_server_cpu_includes_its_child_processes():
+    """A server's CPU counts the processes it started (MCP Agent Mail runs git for each message):
+    one that ended and was waited for, and one still running."""
+    import os
+    import subprocess
+    import sys
+
+    from bench.proc import proc_sample
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        burned = float(parent.stdout.readline())
+        own = proc_sample(parent.pid)[0]
+        tree = proc_sample(parent.pid, children=True)[0]
+    finally:
+        parent.stdin.close()
+        parent.wait(30)
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert burned >= 0.12
+    assert tree - own >= burned - 4 * tick  # /proc counts whole ticks: user and system of each child
 
 
 def test_every_scenario_runs():
