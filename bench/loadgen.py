@@ -691,6 +691,7 @@ async def connections(target: Target, n: int, concurrency: int = 200, hold: floa
             "first_retry": retries[0] if retries else None,
             "reg_per_s": registered / usage["wall_s"],
             "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
+            "sys_us_per_reg": 1e6 * usage["server_sys_s"] / max(registered, 1),
             "rss_base_mib": before.rss_kib / 1024,
             "rss_held_mib": held.rss_kib / 1024,
             "rss_kib_per_conn": (held.rss_kib - before.rss_kib) / max(registered, 1),
@@ -703,6 +704,7 @@ async def connections(target: Target, n: int, concurrency: int = 200, hold: floa
 _CONNECTIONS_METRICS = (
     Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
     Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
+    Metric("sys_us_per_reg", "  of which system (kernel)", "{:.0f}", "lower"),
     Metric("rss_kib_per_conn", "RSS KiB/idle connection", "{:.1f}", "lower"),
     Metric("rss_held_mib", "RSS with all held (MiB)", "{:.0f}", "lower"),
     Metric("retries", "connections retried (reset, refused)", "{:.0f}", "lower"),
@@ -753,6 +755,7 @@ async def churn(target: Target, total: int, workers: int, timeout: float = 30.0)
         "first_error": errors[0] if errors else None,
         "cycles_per_s": ok / usage["wall_s"],
         "cpu_us_per_cycle": 1e6 * usage["server_cpu_s"] / max(ok, 1),
+        "sys_us_per_cycle": 1e6 * usage["server_sys_s"] / max(ok, 1),
         **usage,
     }
 
@@ -760,6 +763,7 @@ async def churn(target: Target, total: int, workers: int, timeout: float = 30.0)
 _CHURN_METRICS = (
     Metric("cycles_per_s", "cycles/s", "{:,.0f}", "higher"),
     Metric("cpu_us_per_cycle", "server CPU us/cycle", "{:.0f}", "lower"),
+    Metric("sys_us_per_cycle", "  of which system (kernel)", "{:.0f}", "lower"),
     Metric("errors", "errors", "{:.0f}", "lower"),
     *_USAGE_METRICS,
 )
