@@ -1,5 +1,6 @@
 """The servers under test: pircd, ngIRCd and InspIRCd, each as its own process,
-and the floor (bench/floor.c), the yardstick of what the socket work alone costs.
+and the floors (bench/floor.c, and bench/floor_py.py on uvloop), the yardsticks of
+what the socket work alone costs.
 
 Each run starts a fresh server on a free loopback port with a config written
 to a temporary directory, and stops it by its PID (SIGTERM, then SIGKILL after
@@ -440,6 +441,10 @@ def _floor_spec() -> ServerSpec:
     return spec
 
 
+def _floor_py(directory: Path, port: int) -> list[str]:
+    return [sys.executable, "-m", "bench.floor_py", str(port)]
+
+
 SERVERS: dict[str, ServerSpec] = {
     "pircd": _pircd_spec("pircd"),
     "pircd-asyncio": _pircd_spec("pircd-asyncio", no_uvloop=True),
@@ -454,4 +459,6 @@ SERVERS: dict[str, ServerSpec] = {
         "inspircd", "inspircd", _inspircd, oper=OPER, version_argv=["inspircd", "--version"]
     ),
     "floor": _floor_spec(),
+    # the same yardstick in Python on uvloop (bench/floor_py.py): the interpreter's floor
+    "floor-py": ServerSpec("floor-py", None, _floor_py, env={"PYTHONPATH": str(_REPO)}),
 }
