@@ -220,6 +220,8 @@ class Server:
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
         self._isupport_lines: list[list[str]] | None = None
+        # the welcome burst formatted once (ircd.commands.registration.WelcomeTemplates)
+        self.welcome_templates: Any = None
 
     def rehash(self, config: Config) -> None:
         """Swap in a new config (REHASH, SIGHUP). Keys that clients or the database
@@ -306,6 +308,7 @@ class Server:
     def invalidate_isupport(self) -> None:
         self._isupport_cache = None
         self._isupport_lines = None
+        self.welcome_templates = None
 
     # connections ---------------------------------------------------------
 
