@@ -536,3 +536,41 @@ def test_lines_wait_while_the_clients_output_waits(make_harness):
     assert pongs == [b":irc.test PONG irc.test %03d%s" % (i, b"y" * 300) for i in range(100)]
     assert rounds > 2
     assert conn.client is not None and not conn.client.closing
+
+
+def test_a_closed_connection_is_aborted_after_a_grace_only_when_output_waits(make_harness):
+    """QUIT closes the socket after its last lines; a client that does not take them is cut off
+    after a grace (10 s), and a socket with nothing left to send needs no timer at all."""
+    from ircd.net import connection
+
+    class Closing(_HeldTransport):
+        def __init__(self, reads: bool) -> None:
+            super().__init__()
+            self.reads = reads  # the client takes each write at once: nothing stays buffered
+            self.sent = bytearray()
+
+        def write(self, data: bytes | bytearray | memoryview) -> None:
+            (self.sent if self.reads else self.held).extend(data)
+
+        def close(self) -> None:
+            pass
+
+    h = make_harness()
+    timers: list[tuple[float, object]] = []
+    h.loop.call_later = lambda delay, fn, *args: timers.append((delay, fn))  # type: ignore[method-assign]
+
+    async def quit_on(transport: Closing) -> None:
+        conn = Connection(h.server)
+        transport.protocol = conn
+        conn.connection_made(transport)
+        conn.data_received(b"NICK q%d\r\nUSER q 0 * :Q\r\n" % len(timers))
+        conn.data_received(b"QUIT\r\n")
+
+    reader = Closing(reads=True)
+    h.run(quit_on(reader))
+    assert reader.sent.endswith(b"ERROR :Closing link: 192.0.2.9 (Quit:)\r\n")
+    assert timers == []
+    stuck = Closing(reads=False)
+    h.run(quit_on(stuck))
+    assert stuck.held.endswith(b"ERROR :Closing link: 192.0.2.9 (Quit:)\r\n")
+    assert timers == [(connection._CLOSE_GRACE, stuck.abort)]

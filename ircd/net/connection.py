@@ -137,7 +137,10 @@ class Connection(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         transport.close()
-        asyncio.get_running_loop().call_later(_CLOSE_GRACE, transport.abort)
+        if transport.get_write_buffer_size():
+            # output the client has not taken yet: a client that never reads would hold the
+            # socket open for good; one with nothing left to send is closed by close() itself
+            asyncio.get_running_loop().call_later(_CLOSE_GRACE, transport.abort)
 
     # line handling -------------------------------------------------------
 
