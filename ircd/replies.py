@@ -171,7 +171,8 @@ class ReplyBuffer:
     def relay(self, relay: Relay) -> None:
         """A relayed line (echo-message), tagged for this client's profile."""
         tags = relay.tags_for(self.client.caps & C.TAG_PROFILE)
-        self.lines.append(_Line(tags or None, relay.source, relay.command, relay.params, self._current()))
+        # the relay's line as formatted once for all, its tags added at the flush
+        self.lines.append(_Line(tags or None, relay.source, relay.command, relay.params, self._current(), relay.body))
 
     def fail(self, command: str, code: str, *context: str) -> None:
         """``FAIL <command> <code> [<context>...] :<description>``; the last arg is the description."""
