@@ -443,19 +443,24 @@ class Server:
 
         ``handle_line`` comes here only for an unknown verb, or when the client is
         not registered yet or the verb has a requirement (``CommandSpec.open``)."""
-        reply = ReplyBuffer(self, client, label)
+        params: tuple[str, ...]
         if spec is None:
-            reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")
+            code, params = N.ERR_UNKNOWNCOMMAND, (msg.command, "Unknown command")
         elif not client.registered and not spec.pre_registration:
-            reply.numeric(N.ERR_NOTREGISTERED, "You have not registered")
+            code, params = N.ERR_NOTREGISTERED, ("You have not registered",)
         elif spec.oper and not client.is_oper:
-            reply.numeric(N.ERR_NOPRIVILEGES, "Permission Denied- You're not an IRC operator")
+            code, params = N.ERR_NOPRIVILEGES, ("Permission Denied- You're not an IRC operator",)
         elif len(msg.params) < spec.min_params:
-            reply.numeric(N.ERR_NEEDMOREPARAMS, msg.command, "Not enough parameters")
+            code, params = N.ERR_NEEDMOREPARAMS, (msg.command, "Not enough parameters")
         elif spec.requires_cap and not client.caps & spec.requires_cap:
+            reply = ReplyBuffer(self, client, label)
             reply.fail(msg.command, "NEED_CAPABILITY", "This command needs a capability you have not enabled")
+            reply.flush()
+            return True
         else:
-            return False
+            return False  # the usual case: no reply buffer is made
+        reply = ReplyBuffer(self, client, label)
+        reply.numeric(code, *params)
         reply.flush()
         return True
 
