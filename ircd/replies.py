@@ -13,7 +13,7 @@ appended to every recipient's outbox.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Final
 
 from ircd import caps as C
 from ircd.proto.lines import format_line, format_tags, safe_param
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ircd.server import Server
 
 __all__ = ["ReplyBuffer", "Relay"]
+
+# the capabilities that change how a reply's lines go out (tags, batches)
+_TAGGING: Final = C.LABELED_RESPONSE | C.SERVER_TIME | C.BATCH
 
 
 class Relay:
@@ -159,8 +162,9 @@ class ReplyBuffer:
         tags: dict[str, str] | None = None,
     ) -> None:
         """Any line; the source defaults to the server."""
+        open_batches = self._open
         self.lines.append(
-            _Line(tags, source or self.server.name, command, list(params), self._current())
+            _Line(tags, source or self.server.name, command, list(params), open_batches[-1] if open_batches else None)
         )
 
     def preformatted(self, data: bytes, count: int) -> None:
@@ -223,6 +227,26 @@ class ReplyBuffer:
         client = self.client
         lines = self.lines
         caps = client.caps
+        if not caps & _TAGGING:  # no label, no server-time, no batches: the lines as they are
+            if not lines:
+                return
+            self.lines = []
+            batched = self.batched  # BATCH lines are left out for a client without the capability
+            out: list[bytes] = []
+            count = 0
+            for line in lines:
+                raw = line.raw
+                if raw is None:
+                    if batched and line.command == "BATCH":
+                        continue
+                    out.append(format_line(line.command, line.params, line.source, line.tags))
+                    count += 1
+                else:
+                    out.append(_tagged(raw, line.tags) if line.tags else raw)
+                    count += line.count
+            if out:
+                client.send_lines(b"".join(out), count)
+            return
         label = self.label if caps & C.LABELED_RESPONSE else None
         if not lines and label is None:
             return

@@ -141,11 +141,12 @@ def send_motd(server: "Server", reply: ReplyBuffer) -> None:
 
 def try_register(ctx: CommandContext) -> None:
     """Complete registration once NICK, USER and CAP END (if negotiating) are in."""
-    server, client, reply = ctx.server, ctx.client, ctx.reply
+    client = ctx.client
     if client.registered or client.closing or not client.user or client.nick == "*":
         return
     if client.cap_negotiating:
         return
+    server, reply = ctx.server, ctx.reply  # a reply buffer only from here: NICK before USER needs none
     if client.sasl is not None:
         # sasl-3.1: completing registration while SASL is in progress aborts it (906);
         # lines run in order, so no verification of this client is still running here
@@ -364,13 +365,13 @@ async def handle_pass(ctx: CommandContext, msg: Message) -> None:
     Sets your nickname, or changes it after registration.""",
 )
 def handle_nick(ctx: CommandContext, msg: Message) -> None:
-    server, client, reply = ctx.server, ctx.client, ctx.reply
+    server, client = ctx.server, ctx.client
     if not msg.params or not msg.params[0]:
-        reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
+        ctx.reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
         return
     nick = msg.params[0]
     if not valid_nick(server, nick):
-        reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
+        ctx.reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
         return
     folded = server.casefold(nick)
     holder = server.registry.nicks.get(folded)
@@ -381,7 +382,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
             return
         accounts = server.accounts
         if accounts is None or folded != client.account_folded:
-            reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
+            ctx.reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
             if not client.registered:
                 client.refused_nick = nick
             return
@@ -392,7 +393,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
         refusal = check(client, nick, folded)
         if refusal is not None:
             code, text = refusal
-            reply.numeric(code, nick, text)
+            ctx.reply.numeric(code, nick, text)
             return
     client.refused_nick = None
     set_nick(ctx, nick, folded)
@@ -401,13 +402,15 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
 
 
 def set_nick(ctx: CommandContext, nick: str, folded: str) -> None:
-    set_nick_from_server(ctx.server, ctx.client, nick, ctx.reply, folded)
+    # before registration nobody is told (no reply buffer is made for it)
+    set_nick_from_server(ctx.server, ctx.client, nick, ctx.reply if ctx.client.registered else None, folded)
 
 
 def set_nick_from_server(
-    server: "Server", client: "Client", nick: str, reply: ReplyBuffer, folded: str | None = None
+    server: "Server", client: "Client", nick: str, reply: ReplyBuffer | None, folded: str | None = None
 ) -> None:
-    """Change a client's nick and tell everyone who should know (the client through ``reply``)."""
+    """Change a client's nick and tell everyone who should know (the client through ``reply``,
+    which only a client that is not registered yet may do without: it is told nothing)."""
     folded = folded if folded is not None else server.casefold(nick)
     old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
     if client.group is not None:
@@ -420,6 +423,7 @@ def set_nick_from_server(
         return
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
+    assert reply is not None, "a registered client's nick change is answered"
     reply.relay(relay)
     peers = server.common_peers(client)
     if client.group is not None:  # the connections sharing the nick change with it
