@@ -88,6 +88,8 @@ class Conn(asyncio.Protocol):
             if text[:1] == b":":
                 text = text[1:]
             out = b":%s!u@127.0.0.1 PRIVMSG %s :%s\r\n" % (self.nick, target, text)
+            if len(out) > 1023:  # floor.c formats into 1,024 bytes: cut, still a line
+                out = out[:1021] + b"\r\n"
             if target[:1] == b"#":
                 for member in relay.channels.get(target, ()):
                     if member is not self:
