@@ -138,6 +138,8 @@ class Server:
         self._flush_pending = False
         self._next_sweep = 0.0
         self.schedule: Callable[[Callable[[], None]], Any] = lambda fn: None
+        # ircd.net.connection.Arrivals, when the network layer serves: new connections' turns
+        self.arrivals: Any = None
         self.on_startup: list[Callable[[], Awaitable[None]]] = []
         self.tick_hooks: list[Callable[[], None]] = []
         self.sweep_hooks: list[Callable[[float], None]] = []  # once a minute, with the clock's time
