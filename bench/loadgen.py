@@ -893,7 +893,7 @@ _STORM_METRICS = (
 # --------------------------------------------------------------------------
 # 5. SASL logins and 6. PIRCAN SEND (pircd only: accounts in its SQLite file)
 
-PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled", "pircd-nohttp")
+PIRCD_ONLY = ("pircd", "pircd-asyncio", "pircd-nohistory", "pircd-compiled", "pircd-nohttp", "pircd-baseline")
 WITH_HTTP = tuple(name for name in PIRCD_ONLY if name != "pircd-nohttp")  # MCP needs the HTTP listener
 BENCH_PASSWORD = "bench-password-1"
 

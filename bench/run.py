@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -340,6 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run pircd from this source tree (e.g. a `git archive` of one commit) instead of "
         "this checkout, so that edits in the checkout during a long run do not leak in",
     )
+    p.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also offer pircd from this source tree as the server 'pircd-baseline' (e.g. a `git "
+        "archive` of the commit before a change), to compare two versions in the same run",
+    )
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
     args = p.parse_args(argv)
 
@@ -358,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.pircd_src is not None:
         for name in [n for n in SERVERS if n.startswith("pircd")]:
             SERVERS[name].env["PYTHONPATH"] = str(args.pircd_src.resolve())
+    if args.baseline_src is not None:
+        base = SERVERS["pircd"]
+        SERVERS["pircd-baseline"] = dataclasses.replace(
+            base, name="pircd-baseline", env={**base.env, "PYTHONPATH": str(args.baseline_src.resolve())}
+        )
     fds = raise_fd_limit()
     loop = loadgen.new_event_loop()
     asyncio.set_event_loop(loop)
