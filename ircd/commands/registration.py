@@ -33,11 +33,12 @@ _USER_RE = re.compile(r"^[^\s@!:\x00-\x1f]+$")
 RESERVED_NICKS = frozenset({"nickserv", "chanserv", "pircan", "saslserv", "*"})
 
 
-def valid_nick(server: "Server", nick: str) -> bool:
+def valid_nick(server: "Server", nick: str, folded: str | None = None) -> bool:
+    """``folded``: the nick casefolded, when the caller has it already."""
     return (
         0 < len(nick) <= server.config.limits.nicklen
         and _NICK_RE.match(nick) is not None
-        and server.casefold(nick) not in RESERVED_NICKS
+        and (server.casefold(nick) if folded is None else folded) not in RESERVED_NICKS
     )
 
 
@@ -102,9 +103,10 @@ def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, in
     server.max_clients_seen = max(server.max_clients_seen, total)
     exists = server.visibility.channel_exists_for
     # channels hidden from this client (PIRCAN private channels) are not counted either
-    channels = sum(
-        1 for ch in server.registry.channels.values() if (ch.members or ch.owner_account) and exists(viewer, ch)
-    )
+    channels = 0
+    for ch in server.registry.channels.values():
+        if (ch.members or ch.owner_account) and exists(viewer, ch):
+            channels += 1
     return total, invisible, server.oper_count, unknown, channels, server.max_clients_seen
 
 
@@ -370,10 +372,10 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
         ctx.reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
         return
     nick = msg.params[0]
-    if not valid_nick(server, nick):
+    folded = server.casefold(nick)
+    if not valid_nick(server, nick, folded):
         ctx.reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
         return
-    folded = server.casefold(nick)
     holder = server.registry.nicks.get(folded)
     if holder is not None and holder is not client:
         if server.sessions.may_share(client, holder):  # a connection of the same account: share it
