@@ -17,6 +17,10 @@ configuration (store, history, the PIRCAN extension), gives each client a
 - ``fanout``: one sender, 200 receivers in a channel, reads of 128 lines;
 - ``register``: a connection, NICK and USER in one read, the welcome burst
   (001-005, LUSERS, MOTD), then the connection closes;
+- ``churn``: the socket benchmark's cycle: a connection, NICK and USER (the
+  welcome burst), ``JOIN #churn`` (NAMES), then ``PRIVMSG #churn`` and ``QUIT``
+  in one read, and the connection closes; ``--members`` clients stay in
+  ``#churn`` and hear every JOIN, message and QUIT;
 - ``send``: pairs of PIRCAN agents (100 by default; logged in with SASL, each
   pair with a ``message`` agreement); in each round every sender sends one
   ``SEND`` and the event loop runs until every receipt is out. This path is
@@ -73,6 +77,9 @@ class CountingTransport(asyncio.Transport):
         return self.closing
 
     def close(self) -> None:
+        self.closing = True
+
+    def abort(self) -> None:
         self.closing = True
 
     def pause_reading(self) -> None:
@@ -222,6 +229,46 @@ def bench_register(server, count: int) -> float:
     return spent / count * 1e6
 
 
+def bench_churn(loop: asyncio.AbstractEventLoop, server, count: int, members: int) -> float:
+    """CPU microseconds per churn cycle (connect, register, JOIN, PRIVMSG, QUIT, close).
+    Runs inside the event loop: a closing connection sets a timer, as in the server."""
+    from ircd.net.connection import Connection
+
+    stay = []
+    for i in range(members):
+        conn, transport = _connect(server, f"cm{i}")
+        conn.data_received(b"JOIN #churn\r\n")
+        stay.append((conn, transport))
+    server.flush_all()
+    hello = [f"NICK k{i}\r\nUSER k{i} 0 * :bench client\r\n".encode() for i in range(count)]
+    join = b"JOIN #churn\r\n"
+    talk = [f"PRIVMSG #churn :hello from k{i}\r\nQUIT :bye\r\n".encode() for i in range(count)]
+    flush = server.flush_all
+
+    async def cycles() -> float:
+        start = time.process_time()
+        for i in range(count):
+            conn = Connection(server)
+            transport = CountingTransport("127.0.0.1")
+            conn.connection_made(transport)
+            conn.data_received(hello[i])
+            flush()
+            conn.data_received(join)
+            flush()
+            conn.data_received(talk[i])
+            flush()
+            conn.connection_lost(None)
+        spent = time.process_time() - start
+        assert transport.closing, "QUIT did not close the connection"
+        return spent
+
+    spent = loop.run_until_complete(cycles())
+    assert stay and stay[0][1].written > count * 100 or not stay, "members heard nothing"
+    for conn, _ in stay:
+        conn.connection_lost(None)
+    return spent / count * 1e6
+
+
 def _until(loop: asyncio.AbstractEventLoop, receipts: _Receipts, ready, what: str, seconds: float = 60.0) -> None:
     """Run the loop until ``ready()``, looking again after each write to a set-up client."""
     deadline = time.monotonic() + seconds
@@ -301,9 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--receivers", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--registrations", type=int, default=5_000, help="registrations per run")
+    parser.add_argument("--cycles", type=int, default=5_000, help="churn cycles per run")
+    parser.add_argument("--members", type=int, default=5, help="churn: clients that stay in #churn")
     parser.add_argument("--pairs", type=int, default=100, help="sender/recipient agent pairs for send")
     parser.add_argument("--rounds", type=int, default=20, help="send: rounds of one SEND per pair, per run")
-    parser.add_argument("--only", choices=("dm", "fanout", "register", "send"), help="run one scenario")
+    parser.add_argument("--only", choices=("dm", "fanout", "register", "churn", "send"), help="run one scenario")
     args = parser.parse_args(argv)
     if args.only in (None, "send") and SEND_WARMUP + args.repeat * args.rounds > 120:
         parser.error("send: --repeat x --rounds must stay within 115 (120 SENDs per agreement per hour)")
@@ -312,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     dm: list[float] = []
     fan: list[float] = []
     reg: list[float] = []
+    chu: list[float] = []
     snd: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pircd-hotpath-") as tmp:
         server = _build(Path(tmp), loop)
@@ -328,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                     fan.append(bench_fanout(server, args.receivers, args.reads))
                 if args.only in (None, "register"):
                     reg.append(bench_register(server, args.registrations))
+                if args.only in (None, "churn"):
+                    chu.append(bench_churn(loop, server, args.cycles, args.members))
                 if args.only in (None, "send"):
                     snd.append(bench_send(loop, *sending, rounds=args.rounds))
         finally:
@@ -345,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     if reg:
         print(f"register {statistics.median(reg):6.1f} us CPU per registration ({min(reg):.1f}..{max(reg):.1f})")
+    if chu:
+        print(
+            f"churn   {statistics.median(chu):7.1f} us CPU per cycle, {args.members} members"
+            f" ({min(chu):.1f}..{max(chu):.1f})"
+        )
     if snd:
         print(
             f"send    {statistics.median(snd):7.1f} us CPU per SEND, both threads, {args.pairs} pairs"

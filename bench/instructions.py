@@ -1,14 +1,16 @@
 """Machine instructions per unit of work in the running server, counted by callgrind.
 
-    python -m bench.instructions [--scenario dm|fanout|mcp] [--compiled] [--pircd-src DIR]
+    python -m bench.instructions [--scenario dm|fanout|churn|connections|mcp] [--compiled] [--pircd-src DIR]
 
 CPU time on a shared machine moves with its neighbours; the number of
 instructions the server executes for the same work does not. This script
 starts ``pircd serve`` with the benchmark configuration under valgrind's
 callgrind with counting off, drives one socket scenario with the load
 generator, counts exactly its measured phase (``callgrind_control -i on`` and
-``off``) and divides by the relayed messages or delivered lines (``mcp``: by
-the ``send_direct_message`` calls of the MCP scenario, bench/mcp.py).
+``off``) and divides by the relayed messages or delivered lines (``churn``: by
+the cycles of connect, register, JOIN, PRIVMSG and QUIT; ``connections``: by
+the registrations; ``mcp``: by the ``send_direct_message`` calls of the MCP
+scenario, bench/mcp.py).
 
 Unlike ``bench.hotpath`` the count includes the event loop (uvloop's read and
 write callbacks) and the real sockets' user-space side; the kernel's share is
@@ -93,6 +95,12 @@ def count(src: Path, scenario: str, size: tuple[int, int], http: bool = True) ->
 
                 result = loop.run_until_complete(mcp_send(target, *size, timeout=1800.0))
                 units, unit = result["sends"], "send_direct_message call"
+            elif scenario == "churn":
+                result = loop.run_until_complete(loadgen.churn(target, *size, timeout=120.0))
+                units, unit = result["cycles"], "churn cycle"
+            elif scenario == "connections":
+                result = loop.run_until_complete(loadgen.connections(target, size[0], size[1], hold=0.5))
+                units, unit = result["registered"], "registration"
             elif scenario == "dm":
                 result = loop.run_until_complete(loadgen.direct(target, *size))
                 units, unit = 2 * result["round_trips"], "relayed message"
@@ -114,14 +122,18 @@ def count(src: Path, scenario: str, size: tuple[int, int], http: bool = True) ->
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", choices=("dm", "fanout", "mcp"), default="dm")
+    p.add_argument("--scenario", choices=("dm", "fanout", "churn", "connections", "mcp"), default="dm")
     p.add_argument("--pairs", type=int, default=50, help="dm: client pairs")
     p.add_argument("--round-trips", type=int, default=40, help="dm: round trips per pair")
     p.add_argument("--receivers", type=int, default=200, help="fanout: channel members")
     p.add_argument("--lines", type=int, default=200, help="fanout: channel messages")
+    p.add_argument("--cycles", type=int, default=400, help="churn: cycles in all")
+    p.add_argument("--workers", type=int, default=20, help="churn: clients cycling at once")
+    p.add_argument("--clients", type=int, default=1000, help="connections: clients to register")
+    p.add_argument("--concurrency", type=int, default=100, help="connections: registrations at once")
     p.add_argument("--agents", type=int, default=20, help="mcp: MCP clients (in pairs)")
     p.add_argument("--calls", type=int, default=20, help="mcp: send_direct_message calls per agent")
-    p.add_argument("--no-http", action="store_true", help="dm, fanout: with [http] enabled = false")
+    p.add_argument("--no-http", action="store_true", help="IRC scenarios: with [http] enabled = false")
     p.add_argument("--compiled", action="store_true", help="build the compiled modules in a copy first")
     p.add_argument("--pircd-src", type=Path, default=_REPO, help="the pircd source tree (default: this one)")
     args = p.parse_args(argv)
@@ -133,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     src = args.pircd_src.resolve()
     tree = compiled_tree(src) if args.compiled else src
     size = {"dm": (args.pairs, args.round_trips), "fanout": (args.receivers, args.lines),
+            "churn": (args.cycles, args.workers), "connections": (args.clients, args.concurrency),
             "mcp": (args.agents, args.calls)}[args.scenario]
     try:
         got = count(tree, args.scenario, size, http=not args.no_http)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import math
 import random
 import resource
 import socket
@@ -692,6 +693,7 @@ async def connections(target: Target, n: int, concurrency: int = 200, hold: floa
             "first_retry": retries[0] if retries else None,
             "reg_per_s": registered / usage["wall_s"],
             "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
+            "sys_us_per_reg": 1e6 * usage["server_sys_s"] / max(registered, 1),
             "rss_base_mib": before.rss_kib / 1024,
             "rss_held_mib": held.rss_kib / 1024,
             "rss_kib_per_conn": (held.rss_kib - before.rss_kib) / max(registered, 1),
@@ -704,6 +706,7 @@ async def connections(target: Target, n: int, concurrency: int = 200, hold: floa
 _CONNECTIONS_METRICS = (
     Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
     Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
+    Metric("sys_us_per_reg", "  of which system (kernel)", "{:.0f}", "lower"),
     Metric("rss_kib_per_conn", "RSS KiB/idle connection", "{:.1f}", "lower"),
     Metric("rss_held_mib", "RSS with all held (MiB)", "{:.0f}", "lower"),
     Metric("retries", "connections retried (reset, refused)", "{:.0f}", "lower"),
@@ -754,6 +757,7 @@ async def churn(target: Target, total: int, workers: int, timeout: float = 30.0)
         "first_error": errors[0] if errors else None,
         "cycles_per_s": ok / usage["wall_s"],
         "cpu_us_per_cycle": 1e6 * usage["server_cpu_s"] / max(ok, 1),
+        "sys_us_per_cycle": 1e6 * usage["server_sys_s"] / max(ok, 1),
         **usage,
     }
 
@@ -761,6 +765,123 @@ async def churn(target: Target, total: int, workers: int, timeout: float = 30.0)
 _CHURN_METRICS = (
     Metric("cycles_per_s", "cycles/s", "{:,.0f}", "higher"),
     Metric("cpu_us_per_cycle", "server CPU us/cycle", "{:.0f}", "lower"),
+    Metric("sys_us_per_cycle", "  of which system (kernel)", "{:.0f}", "lower"),
+    Metric("errors", "errors", "{:.0f}", "lower"),
+    *_USAGE_METRICS,
+)
+
+
+# --------------------------------------------------------------------------
+# 4b. a reconnect storm
+
+
+async def _start_bystanders(target: Target, count: int, timeout: float) -> asyncio.subprocess.Process:
+    """``count`` bystanders pinging the server, in a process of their own (bench/bystander.py)."""
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.bystander", target.host, str(target.port), str(count),
+        "--seconds", str(timeout),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=env,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    if line.strip() != b"ready":
+        proc.kill()
+        await proc.wait()
+        raise BenchError(f"the bystanders did not start: {line!r}")
+    return proc
+
+
+async def _stop_bystanders(proc: asyncio.subprocess.Process) -> dict[str, Any]:
+    import json
+
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"stop\n")
+    await proc.stdin.drain()
+    out = await asyncio.wait_for(proc.stdout.read(), 60)  # one JSON line, then EOF
+    await asyncio.wait_for(proc.wait(), 60)
+    return json.loads(out)
+
+
+def _window(samples: list[list[float]], start: float, end: float) -> list[float]:
+    """The round trips that were under way at some moment between ``start`` and ``end``."""
+    return [rtt for sent, rtt in samples if sent < end and sent + rtt > start]
+
+
+async def storm(target: Target, n: int, bystanders: int, quiet: float = 1.0, timeout: float = 600.0) -> dict[str, Any]:
+    """A reconnect storm: ``bystanders`` established clients keep pinging the server (in a process
+    of their own) while ``n`` clients connect and register all at once. A connection the server
+    resets or refuses is retried (up to 6 times, with backoff) and counted."""
+    proc = await _start_bystanders(target, bystanders, timeout)
+    clients: list[IRCClient] = []
+    retries: list[str] = []
+    try:
+        await asyncio.sleep(quiet)  # the bystanders' round trips before the storm
+        start = time.monotonic()
+        before = target.begin()
+
+        async def one(i: int) -> IRCClient:
+            client = await connect_registered(target, f"s{i}", source_address(i), timeout=120.0, retries=retries)
+            clients.append(client)
+            client.start_counting(b"\x00")  # idle once registered: answers PING, counts the rest
+            return client
+
+        results = await asyncio.wait_for(
+            asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True), timeout
+        )
+        after = target.end()
+        end = time.monotonic()
+        seen = await _stop_bystanders(proc)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        _close_all(clients)
+        raise
+    try:
+        errors = [r for r in results if not isinstance(r, IRCClient)]
+        registered = n - len(errors)
+        quiet_rtts = [rtt for sent, rtt in seen["samples"] if start - quiet <= sent and sent + rtt <= start]
+        storm_rtts = _window(seen["samples"], start, end)
+        if not quiet_rtts:
+            raise BenchError("no bystander round trip before the storm")
+        usage = _usage(before, after)
+        quiet_p50, quiet_p99 = _p50_p99_ms(quiet_rtts)
+        # a storm shorter than a round trip (tiny counts) has none of its own
+        p50, p99 = _p50_p99_ms(storm_rtts) if storm_rtts else (math.nan, math.nan)
+        return {
+            "registered": registered,
+            "errors": len(errors) + len(seen["errors"]),
+            "first_error": repr(errors[0]) if errors else (seen["errors"] or [None])[0],
+            "retries": len(retries),
+            "reg_per_s": registered / usage["wall_s"],
+            "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
+            "sys_us_per_reg": 1e6 * usage["server_sys_s"] / max(registered, 1),
+            "quiet_p50_ms": quiet_p50,
+            "quiet_p99_ms": quiet_p99,
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "max_ms": 1000 * max(storm_rtts) if storm_rtts else math.nan,
+            "round_trips": len(storm_rtts),
+            **usage,
+        }
+    finally:
+        _close_all(clients)
+
+
+_STORM_METRICS = (
+    Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
+    Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
+    Metric("sys_us_per_reg", "  of which system (kernel)", "{:.0f}", "lower"),
+    Metric("quiet_p50_ms", "bystander PING p50 before (ms)", "{:.2f}", "lower"),
+    Metric("quiet_p99_ms", "bystander PING p99 before (ms)", "{:.2f}", "lower"),
+    Metric("p50_ms", "bystander PING p50 during the storm (ms)", "{:.2f}", "lower"),
+    Metric("p99_ms", "bystander PING p99 during the storm (ms)", "{:.2f}", "lower"),
+    Metric("max_ms", "bystander PING max during the storm (ms)", "{:.1f}", "lower"),
+    Metric("retries", "connections retried (reset, refused)", "{:.0f}", "lower"),
     Metric("errors", "errors", "{:.0f}", "lower"),
     *_USAGE_METRICS,
 )
@@ -1022,6 +1143,7 @@ class Sizes:
     dm: tuple[int, int] = (50, 200)
     connections: int = 10_000
     churn: tuple[int, int] = (2000, 20)
+    storm: tuple[int, int] = (10_000, 10)  # clients at once, bystanders
     sasl: tuple[int, int] = (100, 5)  # logins at once, bystander pairs
     pircan: tuple[int, int] = (100, 100)  # senders, SENDs per sender
     mcp: tuple[int, int] = (100, 100)  # MCP agents (in pairs), send_direct_message calls per agent
@@ -1031,10 +1153,11 @@ class Sizes:
 
 
 FULL = Sizes()
-QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), sasl=(20, 2),
-              pircan=(20, 20), mcp=(20, 20), chathistory=(500, 4, 20), mcp_mail=(4, 25), http_load=10.0)
-TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), sasl=(4, 1), pircan=(2, 3), mcp=(4, 3),
-             chathistory=(50, 2, 3), mcp_mail=(4, 3), http_load=2.0)
+QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), storm=(1000, 5),
+              sasl=(20, 2), pircan=(20, 20), mcp=(20, 20), chathistory=(500, 4, 20), mcp_mail=(4, 25),
+              http_load=10.0)
+TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), storm=(20, 2), sasl=(4, 1), pircan=(2, 3),
+             mcp=(4, 3), chathistory=(50, 2, 3), mcp_mail=(4, 3), http_load=2.0)
 
 
 def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
@@ -1085,6 +1208,18 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             f"connect, register, join, speak, quit: {total} cycles over {workers} workers",
             _CHURN_METRICS,
             run=lambda t: churn(t, total, workers),
+        )
+    )
+    crowd, watching = sizes.storm
+    add(
+        Scenario(
+            f"storm-{crowd}",
+            "storm",
+            f"reconnect storm: {crowd} clients connect and register at once while {watching} established "
+            "clients keep pinging the server",
+            _STORM_METRICS,
+            run=lambda t: storm(t, crowd, watching),
+            timeout=900.0,
         )
     )
     logins, bystanders = sizes.sasl

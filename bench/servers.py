@@ -1,6 +1,7 @@
 """The servers under test: pircd, ngIRCd and InspIRCd, each as its own process,
-the floor (bench/floor.c), the yardstick of what the socket work alone costs,
-and MCP Agent Mail, an MCP mailbox for agents, when its installation is named.
+the floors (bench/floor.c, and bench/floor_py.py on uvloop), the yardsticks of
+what the socket work alone costs, and MCP Agent Mail, an MCP mailbox for agents,
+when its installation is named.
 
 Each run starts a fresh server on a free loopback port with a config written
 to a temporary directory, and stops it by its PID (SIGTERM, then SIGKILL after
@@ -568,6 +569,8 @@ class AgentMailSpec(ServerSpec):
         except (OSError, subprocess.TimeoutExpired):
             return ""
         return out.stdout.strip() or out.stderr.strip()[-200:]
+def _floor_py(directory: Path, port: int) -> list[str]:
+    return [sys.executable, "-m", "bench.floor_py", str(port)]
 
 
 SERVERS: dict[str, ServerSpec] = {
@@ -591,4 +594,6 @@ SERVERS: dict[str, ServerSpec] = {
     ),
     "floor": _floor_spec(),
     "agentmail": AgentMailSpec.from_environment(),
+    # the same yardstick in Python on uvloop (bench/floor_py.py): the interpreter's floor
+    "floor-py": ServerSpec("floor-py", None, _floor_py, env={"PYTHONPATH": str(_REPO)}),
 }

@@ -110,7 +110,7 @@ class Client:
         self.registered = False
         self.password_ok = False
         self.away: str | None = None
-        now = server.now()
+        now = server.clock()
         self.signon = now
         self.last_active = now
         self.last_read = now

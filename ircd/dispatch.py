@@ -72,7 +72,10 @@ class CommandContext:
         that produced none, the ``ACK``)."""
         if self.detached:
             return
-        if self._reply is not None or self.label is not None:
+        reply = self._reply
+        if reply is not None:
+            reply.flush()
+        elif self.label is not None:
             self.reply.flush()
 
 

@@ -13,7 +13,7 @@ appended to every recipient's outbox.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Final
 
 from ircd import caps as C
 from ircd.proto.lines import format_line, format_tags, safe_param
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ircd.server import Server
 
 __all__ = ["ReplyBuffer", "Relay"]
+
+# the capabilities that change how a reply's lines go out (tags, batches)
+_TAGGING: Final = C.LABELED_RESPONSE | C.SERVER_TIME | C.BATCH
 
 
 class Relay:
@@ -107,14 +110,26 @@ class Relay:
 
 
 class _Line:
-    __slots__ = ("tags", "source", "command", "params", "batch")
+    """One line of a reply, formatted at flush time; or, with ``raw``, ``count`` lines formatted
+    already (without tags: the flush adds them to each line)."""
 
-    def __init__(self, tags, source, command, params, batch) -> None:
+    __slots__ = ("tags", "source", "command", "params", "batch", "raw", "count")
+
+    def __init__(self, tags, source, command, params, batch, raw: bytes | None = None, count: int = 1) -> None:
         self.tags = tags
         self.source = source
         self.command = command
         self.params = params
         self.batch = batch
+        self.raw = raw
+        self.count = count
+
+
+def _tagged(raw: bytes, tags: dict[str, str]) -> bytes:
+    """``raw`` (whole lines, each ending in CR LF) with ``tags`` on every line: the bytes
+    ``format_line`` makes of each line with these tags."""
+    head = b"@" + format_tags(tags).encode("utf-8", "replace") + b" "
+    return head + raw[:-2].replace(b"\r\n", b"\r\n" + head) + b"\r\n"
 
 
 class ReplyBuffer:
@@ -147,14 +162,21 @@ class ReplyBuffer:
         tags: dict[str, str] | None = None,
     ) -> None:
         """Any line; the source defaults to the server."""
+        open_batches = self._open
         self.lines.append(
-            _Line(tags, source or self.server.name, command, list(params), self._current())
+            _Line(tags, source or self.server.name, command, list(params), open_batches[-1] if open_batches else None)
         )
+
+    def preformatted(self, data: bytes, count: int) -> None:
+        """``count`` lines formatted already (each ``format_line(...)`` of a line without tags: a
+        template of the welcome burst); the flush tags them like any other line."""
+        self.lines.append(_Line(None, "", "", [], self._current(), data, count))
 
     def relay(self, relay: Relay) -> None:
         """A relayed line (echo-message), tagged for this client's profile."""
         tags = relay.tags_for(self.client.caps & C.TAG_PROFILE)
-        self.lines.append(_Line(tags or None, relay.source, relay.command, relay.params, self._current()))
+        # the relay's line as formatted once for all, its tags added at the flush
+        self.lines.append(_Line(tags or None, relay.source, relay.command, relay.params, self._current(), relay.body))
 
     def fail(self, command: str, code: str, *context: str) -> None:
         """``FAIL <command> <code> [<context>...] :<description>``; the last arg is the description."""
@@ -205,6 +227,26 @@ class ReplyBuffer:
         client = self.client
         lines = self.lines
         caps = client.caps
+        if not caps & _TAGGING:  # no label, no server-time, no batches: the lines as they are
+            if not lines:
+                return
+            self.lines = []
+            batched = self.batched  # BATCH lines are left out for a client without the capability
+            out: list[bytes] = []
+            count = 0
+            for line in lines:
+                raw = line.raw
+                if raw is None:
+                    if batched and line.command == "BATCH":
+                        continue
+                    out.append(format_line(line.command, line.params, line.source, line.tags))
+                    count += 1
+                else:
+                    out.append(_tagged(raw, line.tags) if line.tags else raw)
+                    count += line.count
+            if out:
+                client.send_lines(b"".join(out), count)
+            return
         label = self.label if caps & C.LABELED_RESPONSE else None
         if not lines and label is None:
             return
@@ -221,7 +263,7 @@ class ReplyBuffer:
                     tags["time"] = stamp
                 send(format_line("ACK", (), self.server.name, tags))
                 return
-            if len(lines) == 1:
+            if len(lines) == 1 and lines[0].count == 1:
                 line = lines[0]
                 line.tags = dict(line.tags or ())
                 line.tags["label"] = label
@@ -237,6 +279,7 @@ class ReplyBuffer:
                         line.batch = outer
                 lines.append(_Line(None, self.server.name, "BATCH", ["-" + outer], None))
         out = []
+        count = 0
         for line in lines:
             line_tags: dict[str, str] | None = line.tags
             if stamp or (line.batch and has_batch):
@@ -245,6 +288,11 @@ class ReplyBuffer:
                     line_tags["time"] = stamp
                 if line.batch and has_batch:
                     line_tags["batch"] = line.batch
-            out.append(format_line(line.command, line.params, line.source, line_tags))
+            raw = line.raw
+            if raw is None:
+                out.append(format_line(line.command, line.params, line.source, line_tags))
+            else:
+                out.append(_tagged(raw, line_tags) if line_tags else raw)
+            count += line.count
         if out:
-            client.send_lines(b"".join(out), len(out))  # one outbox entry for a whole reply (a burst: ~20)
+            client.send_lines(b"".join(out), count)  # one outbox entry for a whole reply (a burst: ~20)

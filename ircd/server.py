@@ -140,6 +140,8 @@ class Server:
         self._flush_pending = False
         self._next_sweep = 0.0
         self.schedule: Callable[[Callable[[], None]], Any] = lambda fn: None
+        # ircd.net.connection.Arrivals, when the network layer serves: new connections' turns
+        self.arrivals: Any = None
         self.on_startup: list[Callable[[], Awaitable[None]]] = []
         self.tick_hooks: list[Callable[[], None]] = []
         self.sweep_hooks: list[Callable[[float], None]] = []  # once a minute, with the clock's time
@@ -222,6 +224,8 @@ class Server:
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
         self._isupport_lines: list[list[str]] | None = None
+        # the welcome burst formatted once (ircd.commands.registration.WelcomeTemplates)
+        self.welcome_templates: Any = None
 
     def rehash(self, config: Config) -> None:
         """Swap in a new config (REHASH, SIGHUP). Keys that clients or the database
@@ -308,6 +312,7 @@ class Server:
     def invalidate_isupport(self) -> None:
         self._isupport_cache = None
         self._isupport_lines = None
+        self.welcome_templates = None
 
     # connections ---------------------------------------------------------
 
@@ -442,19 +447,24 @@ class Server:
 
         ``handle_line`` comes here only for an unknown verb, or when the client is
         not registered yet or the verb has a requirement (``CommandSpec.open``)."""
-        reply = ReplyBuffer(self, client, label)
+        params: tuple[str, ...]
         if spec is None:
-            reply.numeric(N.ERR_UNKNOWNCOMMAND, msg.command, "Unknown command")
+            code, params = N.ERR_UNKNOWNCOMMAND, (msg.command, "Unknown command")
         elif not client.registered and not spec.pre_registration:
-            reply.numeric(N.ERR_NOTREGISTERED, "You have not registered")
+            code, params = N.ERR_NOTREGISTERED, ("You have not registered",)
         elif spec.oper and not client.is_oper:
-            reply.numeric(N.ERR_NOPRIVILEGES, "Permission Denied- You're not an IRC operator")
+            code, params = N.ERR_NOPRIVILEGES, ("Permission Denied- You're not an IRC operator",)
         elif len(msg.params) < spec.min_params:
-            reply.numeric(N.ERR_NEEDMOREPARAMS, msg.command, "Not enough parameters")
+            code, params = N.ERR_NEEDMOREPARAMS, (msg.command, "Not enough parameters")
         elif spec.requires_cap and not client.caps & spec.requires_cap:
+            reply = ReplyBuffer(self, client, label)
             reply.fail(msg.command, "NEED_CAPABILITY", "This command needs a capability you have not enabled")
+            reply.flush()
+            return True
         else:
-            return False
+            return False  # the usual case: no reply buffer is made
+        reply = ReplyBuffer(self, client, label)
+        reply.numeric(code, *params)
         reply.flush()
         return True
 

@@ -57,6 +57,15 @@ def test_churn_cycles(pircd):
     assert result["errors"] == 0
 
 
+def test_reconnect_storm(pircd):
+    """A storm of 20 registrations at once while 2 bystanders (a process of their own) ping: every
+    client registers, and round trips are measured before the storm (during it too, when it
+    outlasts a round trip)."""
+    result = _run(pircd, lambda t: loadgen.storm(t, 20, 2, quiet=0.3))
+    assert (result["registered"], result["errors"]) == (20, 0)
+    assert result["quiet_p99_ms"] > 0
+
+
 def test_sasl_logins(pircd):
     result = _run(pircd, lambda t: loadgen.sasl_logins(t, 3, 1))
     assert result["logins"] == 3
@@ -253,16 +262,17 @@ def test_every_scenario_runs():
 
 
 def test_hotpath_runs_every_path(capsys):
-    """bench.hotpath (in-process, no sockets) with tiny counts: each of its four paths reports a figure."""
+    """bench.hotpath (in-process, no sockets) with tiny counts: each of its five paths reports a figure."""
     from bench import hotpath
 
     argv = ["--messages", "20", "--reads", "1", "--receivers", "3", "--registrations", "5", "--repeat", "1",
-            "--pairs", "3", "--rounds", "2"]
+            "--pairs", "3", "--rounds", "2", "--cycles", "5", "--members", "2"]
     assert hotpath.main(argv) == 0
     out = capsys.readouterr().out
     assert "us CPU per relayed message" in out
     assert "us CPU per delivered line, 3 receivers" in out
     assert "us CPU per registration" in out
+    assert "us CPU per cycle, 2 members" in out
     assert "us CPU per SEND, both threads, 3 pairs" in out
 
 
@@ -332,14 +342,15 @@ def test_instructions_says_what_it_needs(monkeypatch, capsys):
 
 
 # --------------------------------------------------------------------------
-# the floor (bench/floor.c): the yardstick must relay correctly to be one
+# the floors (bench/floor.c, and bench/floor_py.py on uvloop): a yardstick must relay correctly
+# to be one, and both give the same replies
 
 
-@pytest.fixture(scope="module")
-def floor():
+@pytest.fixture(scope="module", params=["floor", "floor-py"])
+def floor(request):
     import shutil
 
-    spec = SERVERS["floor"]
+    spec = SERVERS[request.param]
     if spec.missing():
         pytest.skip(spec.missing())  # .ci/run installs a C compiler first, so CI never skips this
     tree = spec.prepare()
@@ -347,7 +358,8 @@ def floor():
     yield server
     server.stop()
     spec.built = None
-    shutil.rmtree(tree, ignore_errors=True)
+    if tree is not None:
+        shutil.rmtree(tree, ignore_errors=True)
 
 
 def test_floor_runs_the_socket_scenarios(floor):

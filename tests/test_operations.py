@@ -183,3 +183,30 @@ def test_the_health_check_passes_against_a_live_server_and_fails_without_one():
     finally:
         server.stop()
     assert subprocess.run(run, capture_output=True, timeout=30).returncode != 0
+
+
+def test_serve_leaves_what_start_up_made_out_of_the_full_garbage_collections():
+    """``serve`` freezes the objects alive once the server is ready (gc.freeze): a full collection
+    then walks only what was made since, and a storm of registrations does not wait behind one
+    over the whole start-up heap. Run in a process of its own: the freeze is process-wide."""
+    script = """
+import asyncio, gc, os, signal
+from ircd.net.runner import serve
+from ircd.server import Server
+from tests.harness import config
+
+before = gc.get_freeze_count()
+server = Server(config(server={"listen": ["127.0.0.1:0"]}, http={"enabled": False}))
+
+def ready():  # runs on the loop right after the server said it is ready
+    print(before, gc.get_freeze_count(), flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+server.on_ready.append(lambda: asyncio.get_running_loop().call_soon(ready))
+serve(server, use_uvloop=False)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, after = map(int, done.stdout.split())
+    assert before == 0 and after > 10_000

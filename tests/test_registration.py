@@ -416,3 +416,45 @@ def test_cap_ls_without_302_has_no_values(h):
     h.send("a", "CAP LS 302")
     assert h.lines("a") == ls_lines(h, 302)
     assert " vendor.example/valued=x,y " in " ".join(ls_lines(h, 302))
+
+
+def test_welcome_burst_with_server_time_in_a_labeled_batch(h):
+    """The burst's fixed text is formatted once per configuration; a client with server-time,
+    batch and labeled-response still gets every line tagged, inside the label's batch."""
+    h.connect("a")
+    h.send("a", "CAP LS 302")
+    h.send("a", "CAP REQ :server-time batch labeled-response")
+    h.send("a", "NICK alice")
+    h.send("a", "USER al 0 * :Alice")
+    h.take("a")
+    h.send("a", "@label=r1 CAP END")
+    lines = h.lines("a")
+    stamp = "time=2027-01-15T08:00:00.000Z"
+    ref = lines[0].split()[3][1:]
+    assert lines[0] == f"@label=r1;{stamp} :irc.test BATCH +{ref} labeled-response"
+    assert lines[1] == (f"@{stamp};batch={ref} :irc.test 001 alice :Welcome to the TestNet IRC Network "
+                        "alice!al@127.0.0.1")
+    assert lines[-5:] == [
+        f"@{stamp};batch={ref} :irc.test 266 alice 1 1 :Current global users 1, max 1",
+        f"@{stamp};batch={ref} :irc.test 375 alice :- irc.test Message of the day - ",
+        f"@{stamp};batch={ref} :irc.test 372 alice :- Welcome to pircd.",
+        f"@{stamp};batch={ref} :irc.test 376 alice :End of /MOTD command",
+        f"@{stamp} :irc.test BATCH -{ref}",
+    ]
+    assert all(ln.startswith(f"@{stamp};batch={ref} :irc.test ") for ln in lines[1:-1])
+    assert burst([ln.split()[2] for ln in lines[1:-1]]) == WELCOME_NUMERICS
+
+
+def test_welcome_burst_with_a_motd_of_percent_signs_and_control_characters(make_harness):
+    """MOTD text goes into the burst as it is: a % sign, and the characters the preformatted burst
+    uses for its own purposes (then the MOTD is formatted line by line)."""
+    for motd in ("100% sure, 50%s off, %d", "\x01ACTION waves\x01 \x00 \x02bold\x02"):
+        h = make_harness(server={"motd": motd})
+        h.connect("a")
+        h.send("a", "NICK alice")
+        h.send("a", "USER al 0 * :Alice")
+        assert h.lines("a")[-3:] == [
+            ":irc.test 375 alice :- irc.test Message of the day - ",
+            f":irc.test 372 alice :- {motd}",
+            ":irc.test 376 alice :End of /MOTD command",
+        ]

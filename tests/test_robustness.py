@@ -536,3 +536,80 @@ def test_lines_wait_while_the_clients_output_waits(make_harness):
     assert pongs == [b":irc.test PONG irc.test %03d%s" % (i, b"y" * 300) for i in range(100)]
     assert rounds > 2
     assert conn.client is not None and not conn.client.closing
+
+
+def test_a_closed_connection_is_aborted_after_a_grace_only_when_output_waits(make_harness):
+    """QUIT closes the socket after its last lines; a client that does not take them is cut off
+    after a grace (10 s), and a socket with nothing left to send needs no timer at all."""
+    from ircd.net import connection
+
+    class Closing(_HeldTransport):
+        def __init__(self, reads: bool) -> None:
+            super().__init__()
+            self.reads = reads  # the client takes each write at once: nothing stays buffered
+            self.sent = bytearray()
+
+        def write(self, data: bytes | bytearray | memoryview) -> None:
+            (self.sent if self.reads else self.held).extend(data)
+
+        def close(self) -> None:
+            pass
+
+    h = make_harness()
+    timers: list[tuple[float, object]] = []
+    h.loop.call_later = lambda delay, fn, *args: timers.append((delay, fn))  # type: ignore[method-assign]
+
+    async def quit_on(transport: Closing) -> None:
+        conn = Connection(h.server)
+        transport.protocol = conn
+        conn.connection_made(transport)
+        conn.data_received(b"NICK q%d\r\nUSER q 0 * :Q\r\n" % len(timers))
+        conn.data_received(b"QUIT\r\n")
+
+    reader = Closing(reads=True)
+    h.run(quit_on(reader))
+    assert reader.sent.endswith(b"ERROR :Closing link: 192.0.2.9 (Quit:)\r\n")
+    assert timers == []
+    stuck = Closing(reads=False)
+    h.run(quit_on(stuck))
+    assert stuck.held.endswith(b"ERROR :Closing link: 192.0.2.9 (Quit:)\r\n")
+    assert timers == [(connection._CLOSE_GRACE, stuck.abort)]
+
+
+def test_new_connections_register_a_few_per_pass_while_registered_clients_go_first(make_harness):
+    """A storm of registrations is spread over passes of the event loop (64 lines of connections
+    not registered yet per pass, in order); a registered client's line in the same pass is
+    answered in that pass, and every newcomer registers."""
+    from ircd.net.connection import _ARRIVAL_LINES, Arrivals
+
+    h = make_harness(flood={"enabled": False}, connections={"max_per_ip": 1000, "throttle_count": 1000})
+    h.register("alice")
+    alice = Connection(h.server)
+    alice.client = h.clients["alice"]
+
+    async def storm() -> list[int]:
+        h.server.arrivals = Arrivals(asyncio.get_running_loop())
+        newcomers = []
+        for i in range(100):
+            conn = Connection(h.server)
+            transport = _HeldTransport()
+            transport.protocol = conn
+            conn.connection_made(transport)
+            conn.data_received(b"NICK n%03d\r\nUSER n 0 * :N\r\n" % i)
+            newcomers.append(conn)
+        alice.data_received(b"PING :first\r\n")
+        h.server.flush_all()
+        assert h.lines("alice") == [":irc.test PONG irc.test first"]
+        registered = []
+        while len(registered) < 100 or any(c.blocked for c in newcomers):
+            registered.append(sum(c.client is not None and c.client.registered for c in newcomers))
+            await asyncio.sleep(0)  # one pass of the loop
+        return registered
+
+    passes = h.run(storm())
+    assert passes[0] == _ARRIVAL_LINES // 2  # NICK and USER each
+    assert passes[1] == _ARRIVAL_LINES
+    assert max(passes) == 100
+    assert sorted(c.nick for c in h.server.clients if c.registered and c.nick.startswith("n")) == [
+        f"n{i:03d}" for i in range(100)
+    ]

@@ -38,33 +38,42 @@ def no_such_channel(reply: ReplyBuffer, name: str) -> None:
 def join_relays(server: "Server", client: "Client", channel: Channel) -> tuple[Relay, Relay]:
     """The plain and the extended-join form of a JOIN line."""
     plain = server.relay_from(client, "JOIN", channel.name)
-    extended = Relay(
+    return plain, extended_join(client, channel, plain)
+
+
+def extended_join(client: "Client", channel: Channel, plain: Relay) -> Relay:
+    """The extended-join form of the JOIN line ``plain`` (IRCv3 extended-join)."""
+    return Relay(
         client.prefix,
         "JOIN",
         [channel.name, client.account or "*", client.realname],
         time=plain.time,
         account=client.account,
     )
-    return plain, extended
 
 
 def broadcast_join(ctx: CommandContext, client: "Client", channel: Channel, echo: bool) -> None:
     """Send the JOIN line to the channel (to the joiner through its reply buffer when ``echo``)."""
     server = ctx.server
-    plain, extended = join_relays(server, client, channel)
+    plain = server.relay_from(client, "JOIN", channel.name)
     plain_to: list[Client] = []
     extended_to: list[Client] = []
     away_to: list[Client] = []
+    away = client.away
     for member in channel.members:
         if member is client:
             continue
         (extended_to if member.caps & C.EXTENDED_JOIN else plain_to).append(member)
-        if client.away is not None and member.caps & C.AWAY_NOTIFY:
+        if away is not None and member.caps & C.AWAY_NOTIFY:
             away_to.append(member)
-    server.relay(plain_to, plain)
-    server.relay(extended_to, extended)
+    if plain_to:
+        server.relay(plain_to, plain)
+    # the extended form is formatted only when someone gets it
+    extended = extended_join(client, channel, plain) if extended_to or client.caps & C.EXTENDED_JOIN else plain
+    if extended_to:
+        server.relay(extended_to, extended)
     if away_to:
-        server.relay(away_to, server.relay_from(client, "AWAY", client.away or ""))
+        server.relay(away_to, server.relay_from(client, "AWAY", away or ""))
     if echo:
         ctx.reply.relay(extended if client.caps & C.EXTENDED_JOIN else plain)
     else:
@@ -256,23 +265,29 @@ def send_names(server: "Server", client: "Client", reply: ReplyBuffer, channel: 
     full = bool(client.caps & C.USERHOST_IN_NAMES)
     member = client in channel.members
     symbol = "@" if "s" in channel.modes else "*" if "p" in channel.modes else "="
-    names = []
-    for other, modes in channel.members.items():
-        if other.shadow or (not member and "i" in other.modes):  # a nick's further connections once
-            continue
-        names.append(prefix_of(modes, multi) + (other.prefix if full else other.nick))
+    names = [
+        (prefix_of(modes, multi) if modes else "") + (other.prefix if full else other.nick)
+        for other, modes in channel.members.items()
+        # a nick's further connections once; +i users only for members
+        if not other.shadow and (member or "i" not in other.modes)
+    ]
     # keep each 353 within the line limit
     budget = 400 - len(server.name) - len(client.nick) - len(channel.name)
-    chunk: list[str] = []
-    size = 0
-    for name in names:
-        if chunk and size + len(name) + 1 > budget:
+    text = " ".join(names)
+    if len(text) < budget:  # all in one line: what the loop below makes of it too
+        if names:
+            reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, text)
+    else:
+        chunk: list[str] = []
+        size = 0
+        for name in names:
+            if chunk and size + len(name) + 1 > budget:
+                reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, " ".join(chunk))
+                chunk, size = [], 0
+            chunk.append(name)
+            size += len(name) + 1
+        if chunk:
             reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, " ".join(chunk))
-            chunk, size = [], 0
-        chunk.append(name)
-        size += len(name) + 1
-    if chunk:
-        reply.numeric(N.RPL_NAMREPLY, symbol, channel.name, " ".join(chunk))
     if end != "":
         reply.numeric(N.RPL_ENDOFNAMES, end or channel.name, "End of /NAMES list")
 

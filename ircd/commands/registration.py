@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ircd import __version__, passwords
 from ircd.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
@@ -13,7 +13,7 @@ from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
 from ircd.proto import numerics as N
 from ircd.proto.isupport import format_token
-from ircd.proto.lines import Message, mask_matches, safe_param
+from ircd.proto.lines import Message, format_line, mask_matches, safe_param
 from ircd.replies import ReplyBuffer
 
 if TYPE_CHECKING:
@@ -33,11 +33,12 @@ _USER_RE = re.compile(r"^[^\s@!:\x00-\x1f]+$")
 RESERVED_NICKS = frozenset({"nickserv", "chanserv", "pircan", "saslserv", "*"})
 
 
-def valid_nick(server: "Server", nick: str) -> bool:
+def valid_nick(server: "Server", nick: str, folded: str | None = None) -> bool:
+    """``folded``: the nick casefolded, when the caller has it already."""
     return (
         0 < len(nick) <= server.config.limits.nicklen
         and _NICK_RE.match(nick) is not None
-        and server.casefold(nick) not in RESERVED_NICKS
+        and (server.casefold(nick) if folded is None else folded) not in RESERVED_NICKS
     )
 
 
@@ -89,7 +90,9 @@ def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
         reply.numeric(N.RPL_ISUPPORT, *group, "are supported by this server")
 
 
-def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
+def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, int, int, int]:
+    """(users, invisible, operators, unknown connections, channels, most users seen) as LUSERS
+    shows them to ``viewer``."""
     # running counts: LUSERS is part of every registration, so it must not walk all clients
     total = server.registered_count
     invisible = server.invisible_count
@@ -98,21 +101,26 @@ def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
     sessions = server.sessions
     unknown = len(server.clients) - (total - len(sessions.ghosts) + sessions.shadows)
     server.max_clients_seen = max(server.max_clients_seen, total)
-    viewer = reply.client
     exists = server.visibility.channel_exists_for
     # channels hidden from this client (PIRCAN private channels) are not counted either
-    channels = sum(
-        1 for ch in server.registry.channels.values() if (ch.members or ch.owner_account) and exists(viewer, ch)
-    )
+    channels = 0
+    for ch in server.registry.channels.values():
+        if (ch.members or ch.owner_account) and exists(viewer, ch):
+            channels += 1
+    return total, invisible, server.oper_count, unknown, channels, server.max_clients_seen
+
+
+def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
+    total, invisible, opers, unknown, channels, most = lusers_counts(server, reply.client)
     reply.numeric(
         N.RPL_LUSERCLIENT,
         f"There are {total - invisible} users and {invisible} invisible on 1 servers",
     )
-    reply.numeric(N.RPL_LUSEROP, str(server.oper_count), "IRC Operators online")
+    reply.numeric(N.RPL_LUSEROP, str(opers), "IRC Operators online")
     reply.numeric(N.RPL_LUSERUNKNOWN, str(unknown), "unknown connection(s)")
     reply.numeric(N.RPL_LUSERCHANNELS, str(channels), "channels formed")
     reply.numeric(N.RPL_LUSERME, f"I have {total} clients and 0 servers")
-    top = str(server.max_clients_seen)
+    top = str(most)
     reply.numeric(N.RPL_LOCALUSERS, str(total), top, f"Current local users {total}, max {top}")
     reply.numeric(N.RPL_GLOBALUSERS, str(total), top, f"Current global users {total}, max {top}")
 
@@ -135,11 +143,12 @@ def send_motd(server: "Server", reply: ReplyBuffer) -> None:
 
 def try_register(ctx: CommandContext) -> None:
     """Complete registration once NICK, USER and CAP END (if negotiating) are in."""
-    server, client, reply = ctx.server, ctx.client, ctx.reply
+    client = ctx.client
     if client.registered or client.closing or not client.user or client.nick == "*":
         return
     if client.cap_negotiating:
         return
+    server, reply = ctx.server, ctx.reply  # a reply buffer only from here: NICK before USER needs none
     if client.sasl is not None:
         # sasl-3.1: completing registration while SASL is in progress aborts it (906);
         # lines run in order, so no verification of this client is still running here
@@ -211,19 +220,126 @@ def _attach(server: Server, client: Client, holder: Client, reply: ReplyBuffer) 
 
 
 def _welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
+    templates = server.welcome_templates
+    if templates is None:
+        templates = server.welcome_templates = welcome_templates(server)
+    nick = client.nick.encode("utf-8", "replace")
+    if templates.intro is None or templates.closing is None:  # text the templates cannot hold
+        _welcome_lines(server, client, reply)
+        return
+    # the burst's fixed text was formatted once (welcome_templates): here only the values go in
+    intro = templates.intro
+    reply.preformatted(intro.fmt % ((nick, client.prefix.encode("utf-8", "replace")) + (nick,) * (intro.count - 1)),
+                       intro.count)
+    for hook in server.welcome_hooks:
+        hook(client, reply)
+    total, invisible, opers, unknown, channels, most = lusers_counts(server, client)
+    closing = templates.closing
+    reply.preformatted(
+        closing.fmt % (nick, total - invisible, invisible, nick, opers, nick, unknown, nick, channels, nick, total,
+                       nick, total, most, total, most, nick, total, most, total, most,
+                       *(nick,) * (closing.count - 7)),
+        closing.count,
+    )
+    if client.modes:
+        reply.send("MODE", client.nick, "+" + "".join(sorted(client.modes)), source=client.nick)
+
+
+def _welcome_lines(server: Server, client: Client, reply: ReplyBuffer) -> None:
+    """The welcome burst line by line (what the templates hold, formatted for one client)."""
     cfg = server.config
     reply.numeric(N.RPL_WELCOME, f"Welcome to the {cfg.server.network} IRC Network {client.prefix}")
-    reply.numeric(N.RPL_YOURHOST, f"Your host is {server.name}, running version {VERSION}")
-    reply.numeric(N.RPL_CREATED, f"This server was created {server.created_str}")
-    chan_modes = CHANNEL_MODES + "".join(sorted(server.channel_flags))
-    reply.numeric(N.RPL_MYINFO, server.name, VERSION, USER_MODES, chan_modes, CHANNEL_MODES_WITH_PARAM)
-    send_isupport(server, reply)
+    for code, params in _intro(server):
+        reply.numeric(code, *params)
     for hook in server.welcome_hooks:
         hook(client, reply)
     send_lusers(server, reply)
     send_motd(server, reply)
     if client.modes:
         reply.send("MODE", client.nick, "+" + "".join(sorted(client.modes)), source=client.nick)
+
+
+def _intro(server: Server) -> list[tuple[str, list[str]]]:
+    """The burst's lines after 001 up to the hooks: 002-004, then ISUPPORT."""
+    chan_modes = CHANNEL_MODES + "".join(sorted(server.channel_flags))
+    lines = [
+        (N.RPL_YOURHOST, [f"Your host is {server.name}, running version {VERSION}"]),
+        (N.RPL_CREATED, [f"This server was created {server.created_str}"]),
+        (N.RPL_MYINFO, [server.name, VERSION, USER_MODES, chan_modes, CHANNEL_MODES_WITH_PARAM]),
+    ]
+    lines.extend((N.RPL_ISUPPORT, [*group, "are supported by this server"]) for group in server.isupport_lines())
+    return lines
+
+
+def _motd(server: Server) -> list[tuple[str, list[str]]]:
+    lines = motd_lines(server)
+    if not lines:
+        return [(N.ERR_NOMOTD, ["MOTD File is missing"])]
+    return [
+        (N.RPL_MOTDSTART, [f"- {server.name} Message of the day - "]),
+        *((N.RPL_MOTD, [f"- {line}"]) for line in lines),
+        (N.RPL_ENDOFMOTD, ["End of /MOTD command"]),
+    ]
+
+
+# Placeholders in the templates' text: a value given as bytes (a nick, a prefix), and a number.
+_TEXT: Final = "\x00"
+_NUMBER: Final = "\x01"
+
+
+class Template:
+    """Lines formatted once by ``format_line``, with ``%s`` and ``%d`` where the values go: the same
+    bytes as formatting each line with its values, for the cost of one ``%``."""
+
+    __slots__ = ("fmt", "count")
+
+    def __init__(self, fmt: bytes, count: int) -> None:
+        self.fmt = fmt
+        self.count = count
+
+
+def make_template(server: Server, lines: list[tuple[str, list[str]]], values: int) -> Template | None:
+    """A template of numerics to the client (``_TEXT`` for its nick, then the params, in which
+    ``values`` placeholders in all, the nicks counted, stand for the values); None when the text
+    itself holds a placeholder character or a line break (the lines are then formatted one by one)."""
+    data = b"".join(format_line(code, [_TEXT, *params], server.name) for code, params in lines)
+    if data.count(b"\x00") + data.count(b"\x01") != values:
+        return None
+    if data.count(b"\n") != len(lines) or data.count(b"\r") != len(lines):  # CR LF ends each line, and only there
+        return None
+    fmt = data.replace(b"%", b"%%").replace(b"\x00", b"%s").replace(b"\x01", b"%d")
+    return Template(fmt, len(lines))
+
+
+class WelcomeTemplates:
+    """The welcome burst, formatted once per configuration (``Server.welcome_templates``, dropped when
+    the configuration or ISUPPORT changes): ``intro`` is 001-005, ``closing`` LUSERS and the MOTD."""
+
+    __slots__ = ("intro", "closing")
+
+    def __init__(self, intro: Template | None, closing: Template | None) -> None:
+        self.intro = intro
+        self.closing = closing
+
+
+def welcome_templates(server: Server) -> WelcomeTemplates:
+    n = _NUMBER
+    welcome = (N.RPL_WELCOME, [f"Welcome to the {server.config.server.network} IRC Network {_TEXT}"])
+    lusers = [
+        (N.RPL_LUSERCLIENT, [f"There are {n} users and {n} invisible on 1 servers"]),
+        (N.RPL_LUSEROP, [n, "IRC Operators online"]),
+        (N.RPL_LUSERUNKNOWN, [n, "unknown connection(s)"]),
+        (N.RPL_LUSERCHANNELS, [n, "channels formed"]),
+        (N.RPL_LUSERME, [f"I have {n} clients and 0 servers"]),
+        (N.RPL_LOCALUSERS, [n, n, f"Current local users {n}, max {n}"]),
+        (N.RPL_GLOBALUSERS, [n, n, f"Current global users {n}, max {n}"]),
+    ]
+    intro = [welcome, *_intro(server)]
+    closing = lusers + _motd(server)
+    return WelcomeTemplates(
+        make_template(server, intro, len(intro) + 1),  # 001 has the prefix too
+        make_template(server, closing, 21 + len(closing) - len(lusers)),  # the numbers of LUSERS, nicks
+    )
 
 
 @command(
@@ -251,15 +367,15 @@ async def handle_pass(ctx: CommandContext, msg: Message) -> None:
     Sets your nickname, or changes it after registration.""",
 )
 def handle_nick(ctx: CommandContext, msg: Message) -> None:
-    server, client, reply = ctx.server, ctx.client, ctx.reply
+    server, client = ctx.server, ctx.client
     if not msg.params or not msg.params[0]:
-        reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
+        ctx.reply.numeric(N.ERR_NONICKNAMEGIVEN, "No nickname given")
         return
     nick = msg.params[0]
-    if not valid_nick(server, nick):
-        reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
-        return
     folded = server.casefold(nick)
+    if not valid_nick(server, nick, folded):
+        ctx.reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
+        return
     holder = server.registry.nicks.get(folded)
     if holder is not None and holder is not client:
         if server.sessions.may_share(client, holder):  # a connection of the same account: share it
@@ -268,7 +384,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
             return
         accounts = server.accounts
         if accounts is None or folded != client.account_folded:
-            reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
+            ctx.reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
             if not client.registered:
                 client.refused_nick = nick
             return
@@ -279,7 +395,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
         refusal = check(client, nick, folded)
         if refusal is not None:
             code, text = refusal
-            reply.numeric(code, nick, text)
+            ctx.reply.numeric(code, nick, text)
             return
     client.refused_nick = None
     set_nick(ctx, nick, folded)
@@ -288,13 +404,15 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
 
 
 def set_nick(ctx: CommandContext, nick: str, folded: str) -> None:
-    set_nick_from_server(ctx.server, ctx.client, nick, ctx.reply, folded)
+    # before registration nobody is told (no reply buffer is made for it)
+    set_nick_from_server(ctx.server, ctx.client, nick, ctx.reply if ctx.client.registered else None, folded)
 
 
 def set_nick_from_server(
-    server: "Server", client: "Client", nick: str, reply: ReplyBuffer, folded: str | None = None
+    server: "Server", client: "Client", nick: str, reply: ReplyBuffer | None, folded: str | None = None
 ) -> None:
-    """Change a client's nick and tell everyone who should know (the client through ``reply``)."""
+    """Change a client's nick and tell everyone who should know (the client through ``reply``,
+    which only a client that is not registered yet may do without: it is told nothing)."""
     folded = folded if folded is not None else server.casefold(nick)
     old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
     if client.group is not None:
@@ -307,6 +425,7 @@ def set_nick_from_server(
         return
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
+    assert reply is not None, "a registered client's nick change is answered"
     reply.relay(relay)
     peers = server.common_peers(client)
     if client.group is not None:  # the connections sharing the nick change with it

@@ -40,7 +40,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ircd.config import parse_hostport
-from ircd.net.connection import Connection, peer_ip
+from ircd.net.connection import Arrivals, Connection, peer_ip
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -242,6 +242,7 @@ async def start_listeners(server: Server) -> list[Listener | asyncio.Server]:
     cfg = server.config.server
     loop = asyncio.get_running_loop()
     server.schedule = loop.call_soon
+    server.arrivals = Arrivals(loop)
 
     def call_later(delay: float, fn):  # timers fire on the loop, then outboxes are flushed
         def run() -> None:

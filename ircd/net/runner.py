@@ -10,6 +10,7 @@ was started is shut down the same way and ``StartupError`` says why.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from typing import Callable
@@ -99,6 +100,17 @@ async def run_server(
         log.info("stopped" if started else "stopped before it was ready")
 
 
+def freeze_startup_objects(_addresses: object = None) -> None:
+    """Leave what start-up made (modules, the configuration, the extensions' tables: most of the
+    heap) out of the cyclic garbage collector's full collections from now on. A full collection
+    walks every tracked object, and with all of start-up in it one took 50-115 ms during a storm
+    of 10,000 registrations: every client waited that long. Garbage is collected first, so that
+    none is kept for good. For a process that only serves (``serve``): it applies to every object
+    of the process, whoever made it."""
+    gc.collect()
+    gc.freeze()
+
+
 def _reason(exc: Exception) -> str:
     """An error in one line, naming the file when it is about one (a TLS certificate, the database)."""
     if isinstance(exc, OSError) and exc.strerror:
@@ -129,7 +141,7 @@ def serve(server: Server, *, use_uvloop: bool = True) -> None:
     """Run until a signal stops the server; raises StartupError if it cannot start."""
     loop = new_event_loop() if use_uvloop else asyncio.new_event_loop()
     try:
-        loop.run_until_complete(run_server(server))
+        loop.run_until_complete(run_server(server, ready=freeze_startup_objects))
     finally:
         loop.close()
 
