@@ -223,10 +223,9 @@ def test_a_kept_token_is_forgotten_when_another_process_revokes_it_or_its_accoun
     p.login("olive")
     token = p.cmd("olive", "TOKEN ADD alice laptop")[0].split(" ")[6]
     assert _verify(p, token) is not None
-    conn = sqlite3.connect(p.path)
+    conn = dbs.connect(p.path)  # autocommit
     try:
         conn.execute("DELETE FROM account_tokens WHERE account = 'alice'")
-        conn.commit()
     finally:
         conn.close()
     p.h.run(p.h.server.accounts.poll_external_changes())
