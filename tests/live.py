@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import math
 import socket
 import ssl
 import threading
+import time
 from typing import Any, Callable
 
 from ircd.config import Config
@@ -22,6 +24,15 @@ from ircd.server import Server
 from tests import dbs
 
 _tokens = itertools.count(1)
+
+
+def whole_seconds_left(window: float, started: float) -> range:
+    """The retry times correct for a throttle window of ``window`` seconds that began after
+    ``started`` (the server's clock, ``time.time()``) and refused by now: its remaining seconds,
+    rounded up as the server rounds them. Under load the clock moves between the window's start
+    and the refusal, so 59 is as right as 60; more than the time gone since ``started`` is not."""
+    gone = time.time() - started
+    return range(max(1, math.ceil(window - gone)), math.ceil(window) + 1)
 
 
 class LiveServer:

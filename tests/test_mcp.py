@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any, AsyncIterator
 
 import httpx2
@@ -19,7 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live import IRCClient, LiveServer, pircan_server
+from tests.live import IRCClient, LiveServer, pircan_server, whole_seconds_left
 
 PASSWORD = "sesame123"
 BODY_60000 = ("é" * 29_999) + "xy"  # 60,000 bytes of UTF-8: 29,999 two-byte characters and two one-byte
@@ -418,14 +419,18 @@ def test_tokens_are_checked_and_failures_throttled_per_address_not_for_valid_tok
             r = await http.post(url, json={})
             assert r.status_code == 401
             assert r.headers["www-authenticate"] == 'Bearer realm="pircd", error="invalid_token"'
+            started = time.time()  # the window of accounts.login_window (60 s) opens with the first failure
             for _ in range(20):  # a request without a token is not a failure
                 assert (await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})).status_code == 401
             r = await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})
-            assert (r.status_code, r.headers["retry-after"]) == (429, "60")
+            retry = r.json()["error"]["data"]["retry_after_s"]
+            assert retry in whole_seconds_left(60, started)
+            assert (r.status_code, r.headers["retry-after"]) == (429, str(retry))
             assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32000, "message": "RATE_LIMITED: Too many failed token checks from your address. Retry in 60 s",
+                "code": -32000,
+                "message": f"RATE_LIMITED: Too many failed token checks from your address. Retry in {retry} s",
                 "data": {"code": "RATE_LIMITED", "context": [],
-                         "message": "Too many failed token checks from your address", "retry_after_s": 60}}}
+                         "message": "Too many failed token checks from your address", "retry_after_s": retry}}}
         async with mcp(srv, token_for(srv, "alice")) as alice:
             assert (await call(alice, "get_profile"))["account"] == "alice"
 
