@@ -169,7 +169,7 @@ def _connect(server, nick: str):
 
 def bench_dm(server, messages: int) -> float:
     """CPU microseconds per relayed direct message."""
-    a, ta = _connect(server, "dma")
+    a, _ = _connect(server, "dma")
     b, tb = _connect(server, "dmb")
     text = "x" * 100
     to_b = f"PRIVMSG dmb :{text}\r\n".encode()
