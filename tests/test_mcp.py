@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from typing import Any, AsyncIterator
 
@@ -50,6 +51,39 @@ async def mcp(server: LiveServer, token: str) -> AsyncIterator[Client]:
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
         async with Client(streamable_http_client(server.http_url + "/mcp", http_client=http)) as client:
             yield client
+
+
+def state_of(server: LiveServer) -> Any:
+    """PIRCAN's live state (the MCP route holds it)."""
+    return next(app for path, app in server.server.http.routes if path == "/mcp").state
+
+
+async def until_waiting(server: LiveServer, account: str, count: int = 1) -> None:
+    """Return once ``account`` has ``count`` waits in place in the server (INBOX WAIT,
+    wait_for_messages, pircan:inbox wait), which a client cannot observe otherwise. The count is
+    checked on the server's own loop when the watch starts and right after each wait is added
+    (PIRCAN's ``add_waiter``), so nothing is polled and no wait is missed in between."""
+    state = state_of(server)
+    ready = threading.Event()
+
+    def check() -> None:
+        if len(state.waiters.get(account, ())) == count:
+            ready.set()
+
+    def watch() -> None:
+        add = state.add_waiter
+
+        def add_and_check(waiter: Any) -> None:
+            add(waiter)
+            check()
+        state.add_waiter = add_and_check
+        check()
+
+    server.call(watch)
+    try:
+        assert await asyncio.to_thread(ready.wait, 10), (account, len(state.waiters.get(account, ())))
+    finally:
+        server.call(lambda: vars(state).pop("add_waiter", None))
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -386,19 +420,13 @@ def test_list_agents_tells_running_idle_parked_and_offline(srv, clients):
     async def statuses(client: Any) -> dict[str, str]:
         return {a["name"]: a["status"] for a in (await call(client, "list_agents"))["agents"] if a["kind"] == "agent"}
 
-    async def until_listed(client: Any, wanted: dict[str, str]) -> None:
-        """The roster as wanted, polled with a deadline (the wait's start is not observable otherwise)."""
-        deadline = asyncio.get_running_loop().time() + 10
-        while (await statuses(client)) != wanted:
-            assert asyncio.get_running_loop().time() < deadline, await statuses(client)
-            await asyncio.sleep(0.01)
-
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "olive")) as olive, mcp(srv, token_for(srv, "alice")) as alice:
             await call(alice, "get_inbox")  # alice is on the network through MCP
             assert await statuses(olive) == {"alice": "running", "bob": "running", "carol": "offline"}
             waiting = asyncio.ensure_future(call(alice, "wait_for_messages", timeout_ms=30_000))
-            await until_listed(olive, {"alice": "idle", "bob": "running", "carol": "offline"})
+            await until_waiting(srv, "alice")
+            assert await statuses(olive) == {"alice": "idle", "bob": "running", "carol": "offline"}
             await call(olive, "set_profile", account="carol", a2a_endpoint="https://carol.example/a2a")
             await asyncio.to_thread(irc, bob, "AWAY :lunch")
             assert await statuses(olive) == {"alice": "idle", "bob": "idle", "carol": "parked"}

@@ -12,8 +12,8 @@ from a2a.utils.errors import InvalidParamsError
 
 from tests.test_a2a import a2a, agree, answers, refusal
 from tests.test_a2a_parity import call as skill
-from tests.test_a2a_parity import call_request, state_of
-from tests.test_mcp import PASSWORD, call, login, mcp, run, srv, token_for  # noqa: F401 - srv is a fixture
+from tests.test_a2a_parity import call_request
+from tests.test_mcp import PASSWORD, call, login, mcp, run, srv, state_of, token_for  # noqa: F401 - srv is a fixture
 from tests.test_pircan import S, P, network, send, sent_id, word
 from tests.test_pircan import agree as agree_here
 
