@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import threading
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx2
 import pytest
@@ -58,32 +59,46 @@ def state_of(server: LiveServer) -> Any:
     return next(app for path, app in server.server.http.routes if path == "/mcp").state
 
 
-async def until_waiting(server: LiveServer, account: str, count: int = 1) -> None:
-    """Return once ``account`` has ``count`` waits in place in the server (INBOX WAIT,
-    wait_for_messages, pircan:inbox wait), which a client cannot observe otherwise. The count is
-    checked on the server's own loop when the watch starts and right after each wait is added
-    (PIRCAN's ``add_waiter``), so nothing is polled and no wait is missed in between."""
+def until_state(server: LiveServer, condition: Callable[[Any], bool], after: str) -> None:
+    """Return once ``condition`` holds for PIRCAN's live state, a change no client can observe (a
+    wait in place, an account gone). It is checked on the server's own loop when the watch starts
+    and right after each call of the state's method ``after``, so nothing is polled and no change
+    is missed in between."""
     state = state_of(server)
     ready = threading.Event()
 
     def check() -> None:
-        if len(state.waiters.get(account, ())) == count:
+        if condition(state):
             ready.set()
 
     def watch() -> None:
-        add = state.add_waiter
+        method = getattr(state, after)
 
-        def add_and_check(waiter: Any) -> None:
-            add(waiter)
+        def checked(*args: Any) -> Any:
+            result = method(*args)
             check()
-        state.add_waiter = add_and_check
+            return result
+        setattr(state, after, checked)
         check()
 
     server.call(watch)
     try:
-        assert await asyncio.to_thread(ready.wait, 10), (account, len(state.waiters.get(account, ())))
+        assert ready.wait(10), f"not reached after {after}"
     finally:
-        server.call(lambda: vars(state).pop("add_waiter", None))
+        server.call(lambda: vars(state).pop(after, None))
+
+
+async def until_waiting(server: LiveServer, account: str, count: int = 1) -> None:
+    """Return once ``account`` has ``count`` waits in place (INBOX WAIT, wait_for_messages,
+    pircan:inbox wait): PIRCAN adds each with ``add_waiter``."""
+    await asyncio.to_thread(until_state, server, lambda state: len(state.waiters.get(account, ())) == count,
+                            "add_waiter")
+
+
+def until_gone(server: LiveServer, account: str) -> None:
+    """Return once ``account`` is present on no transport: an MCP caller leaves ``left_elsewhere``
+    ``pircan.mcp_presence_seconds`` after its last request ended."""
+    until_state(server, lambda state: not state.present(account), "left_elsewhere")
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
