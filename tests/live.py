@@ -98,6 +98,31 @@ class LiveServer:
         future: "asyncio.Future[object]" = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)
         return future.result(10)
 
+    def until(self, owner: Any, method: str, condition: Callable[[], object]) -> None:
+        """Return once ``condition()`` holds for server state no client can observe (a wait in
+        place, a connection released). It is checked on the server's loop when the watch starts and
+        right after each call of ``owner.method`` (wrapped meanwhile), so nothing is polled and no
+        change is missed in between."""
+        ready = threading.Event()
+        original = getattr(owner, method)
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if condition():
+                ready.set()
+            return result
+
+        def watch() -> None:
+            setattr(owner, method, checked)
+            if condition():
+                ready.set()
+
+        self.call(watch)
+        try:
+            assert ready.wait(10), f"not reached after {method}"
+        finally:
+            self.call(lambda: vars(owner).pop(method, None))
+
     def stop(self) -> None:
         if self._stop is not None and self._thread.is_alive():
             self.loop.call_soon_threadsafe(self._stop.set)

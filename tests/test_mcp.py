@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -59,46 +58,18 @@ def state_of(server: LiveServer) -> Any:
     return next(app for path, app in server.server.http.routes if path == "/mcp").state
 
 
-def until_state(server: LiveServer, condition: Callable[[Any], bool], after: str) -> None:
-    """Return once ``condition`` holds for PIRCAN's live state, a change no client can observe (a
-    wait in place, an account gone). It is checked on the server's own loop when the watch starts
-    and right after each call of the state's method ``after``, so nothing is polled and no change
-    is missed in between."""
-    state = state_of(server)
-    ready = threading.Event()
-
-    def check() -> None:
-        if condition(state):
-            ready.set()
-
-    def watch() -> None:
-        method = getattr(state, after)
-
-        def checked(*args: Any) -> Any:
-            result = method(*args)
-            check()
-            return result
-        setattr(state, after, checked)
-        check()
-
-    server.call(watch)
-    try:
-        assert ready.wait(10), f"not reached after {after}"
-    finally:
-        server.call(lambda: vars(state).pop(after, None))
-
-
 async def until_waiting(server: LiveServer, account: str, count: int = 1) -> None:
     """Return once ``account`` has ``count`` waits in place (INBOX WAIT, wait_for_messages,
     pircan:inbox wait): PIRCAN adds each with ``add_waiter``."""
-    await asyncio.to_thread(until_state, server, lambda state: len(state.waiters.get(account, ())) == count,
-                            "add_waiter")
+    state = state_of(server)
+    await asyncio.to_thread(server.until, state, "add_waiter", lambda: len(state.waiters.get(account, ())) == count)
 
 
 def until_gone(server: LiveServer, account: str) -> None:
     """Return once ``account`` is present on no transport: an MCP caller leaves ``left_elsewhere``
     ``pircan.mcp_presence_seconds`` after its last request ended."""
-    until_state(server, lambda state: not state.present(account), "left_elsewhere")
+    state = state_of(server)
+    server.until(state, "left_elsewhere", lambda: not state.present(account))
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
