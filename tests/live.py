@@ -16,7 +16,8 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ircd.config import Config
 from ircd.proto.lines import Message, parse_line
@@ -65,7 +66,7 @@ class LiveServer:
         def thread() -> None:
             try:
                 self.loop.run_until_complete(main())
-            except BaseException as exc:  # surfaced by start()
+            except BaseException as exc:  # noqa: BLE001 - whatever stopped the server is raised by start()
                 self._error = exc
                 self._ready.set()
 
@@ -75,7 +76,7 @@ class LiveServer:
         self.addresses = addresses
         self._ready.set()
 
-    def start(self) -> "LiveServer":
+    def start(self) -> LiveServer:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("server did not start")
@@ -95,7 +96,7 @@ class LiveServer:
 
     def call(self, fn: Callable[[], object]) -> object:
         """Run ``fn`` on the server's loop and return its result."""
-        future: "asyncio.Future[object]" = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)
+        future: asyncio.Future[object] = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)
         return future.result(10)
 
     def until(self, owner: Any, method: str, condition: Callable[[], object]) -> None:

@@ -275,7 +275,7 @@ def test_intro_tokens_over_irc_and_mcp(srv, clients):  # noqa: F811
                                                            "(none) through MCP"]
 
 
-def test_intro_tokens_are_rate_limited(tmp_path, clients):  # noqa: F811
+def test_intro_tokens_are_rate_limited(tmp_path, clients):
     with live(tmp_path, intro_tokens_per_hour=2) as server:
         agree(server, clients, "alice", "bob", "message")
         bob, alice = login(server, clients, "bob"), login(server, clients, "alice")

@@ -194,8 +194,8 @@ def modern_call(name: str, arguments: dict) -> tuple[dict[str, str], dict]:
     return headers, body
 
 
-def test_a_sessionless_call_that_waits_keeps_its_event_stream_and_a_plain_one_is_json(srv, clients,
-                                                                                      monkeypatch):  # noqa: F811
+def test_a_sessionless_call_that_waits_keeps_its_event_stream_and_a_plain_one_is_json(srv, clients,  # noqa: F811
+                                                                                      monkeypatch):
     """A wait past the SDK's keep-alive interval (15 s, here 0.2 s) is answered as an event stream
     with keep-alive pings, so that no proxy closes it as idle; a call that cannot wait is answered
     with plain JSON."""

@@ -10,17 +10,15 @@ saw a caller go is watched on the server's own loop (until_gone).
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-import time
 from typing import Any
 
 import httpx
-
 import pytest
 
 from tests.test_a2a import a2a, agree, db_rows, live, request
 from tests.test_mcp import call, irc, login, mcp, token_for, until_gone
+
 
 @pytest.fixture
 def srv(tmp_path):
