@@ -11,9 +11,9 @@ reached as well as the parsers.
 from __future__ import annotations
 
 import random
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
-__all__ = ["lines", "PIRCAN_SHAPES", "NAMES"]
+__all__ = ["NAMES", "PIRCAN_SHAPES", "lines"]
 
 NAMES = ["alice", "bob", "carol", "olive", "nobody", "ALICE", "*", "", "a" * 70, "ChanServ", "9lives",
          "abcdef0123456789"]

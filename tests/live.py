@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import math
 import socket
 import ssl
 import threading
-from typing import Any, Callable
+import time
+from collections.abc import Callable
+from typing import Any
 
 from ircd.config import Config
 from ircd.proto.lines import Message, parse_line
@@ -22,6 +25,15 @@ from ircd.server import Server
 from tests import dbs
 
 _tokens = itertools.count(1)
+
+
+def whole_seconds_left(window: float, started: float) -> range:
+    """The retry times correct for a throttle window of ``window`` seconds that began after
+    ``started`` (the server's clock, ``time.time()``) and refused by now: its remaining seconds,
+    rounded up as the server rounds them. Under load the clock moves between the window's start
+    and the refusal, so 59 is as right as 60; more than the time gone since ``started`` is not."""
+    gone = time.time() - started
+    return range(max(1, math.ceil(window - gone)), math.ceil(window) + 1)
 
 
 class LiveServer:
@@ -54,7 +66,7 @@ class LiveServer:
         def thread() -> None:
             try:
                 self.loop.run_until_complete(main())
-            except BaseException as exc:  # surfaced by start()
+            except BaseException as exc:  # noqa: BLE001 - whatever stopped the server is raised by start()
                 self._error = exc
                 self._ready.set()
 
@@ -64,7 +76,7 @@ class LiveServer:
         self.addresses = addresses
         self._ready.set()
 
-    def start(self) -> "LiveServer":
+    def start(self) -> LiveServer:
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("server did not start")
@@ -84,8 +96,33 @@ class LiveServer:
 
     def call(self, fn: Callable[[], object]) -> object:
         """Run ``fn`` on the server's loop and return its result."""
-        future: "asyncio.Future[object]" = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)
+        future: asyncio.Future[object] = asyncio.run_coroutine_threadsafe(_wrap(fn), self.loop)
         return future.result(10)
+
+    def until(self, owner: Any, method: str, condition: Callable[[], object]) -> None:
+        """Return once ``condition()`` holds for server state no client can observe (a wait in
+        place, a connection released). It is checked on the server's loop when the watch starts and
+        right after each call of ``owner.method`` (wrapped meanwhile), so nothing is polled and no
+        change is missed in between."""
+        ready = threading.Event()
+        original = getattr(owner, method)
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if condition():
+                ready.set()
+            return result
+
+        def watch() -> None:
+            setattr(owner, method, checked)
+            if condition():
+                ready.set()
+
+        self.call(watch)
+        try:
+            assert ready.wait(10), f"not reached after {method}"
+        finally:
+            self.call(lambda: vars(owner).pop(method, None))
 
     def stop(self) -> None:
         if self._stop is not None and self._thread.is_alive():

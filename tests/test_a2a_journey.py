@@ -33,8 +33,8 @@ from starlette.responses import JSONResponse
 from tests.live import LiveServer
 from tests.test_a2a import BIG, a2a, answers, live, refusal, request
 from tests.test_a2a_direct import serve
-from tests.test_a2a_parity import call, call_request, state_of, until
-from tests.test_mcp import token_for
+from tests.test_a2a_parity import call, call_request
+from tests.test_mcp import token_for, until_waiting
 
 
 class Bob:
@@ -46,7 +46,14 @@ class Bob:
         self.network = network
         self.token = token
         self.received: list[tuple[dict[str, Any], pb.Message]] = []
+        self.arrived = asyncio.Condition()  # notified with each push received
         self.moves: set[asyncio.Task[Any]] = set()
+
+    async def heard(self, event: str) -> None:
+        """Return once the network has pushed an ``event`` to bob (the push arrives on this loop)."""
+        async with self.arrived:
+            await asyncio.wait_for(
+                self.arrived.wait_for(lambda: any(m.get("event") == event for m, _ in self.received)), 10)
 
     async def pushed_by_the_network(self, authorization: str) -> dict[str, Any] | None:
         token = authorization.removeprefix("Bearer ").strip()
@@ -69,6 +76,8 @@ class Bob:
                 message = context.message
                 meta = MessageToDict(message.metadata)
                 bob.received.append((meta, message))
+                async with bob.arrived:
+                    bob.arrived.notify_all()
                 if meta["event"] == "message":
                     text = f"bob read {len(message.parts[0].text.encode())} bytes"
                 elif meta["event"] == "task":
@@ -152,7 +161,7 @@ def journey(server: LiveServer) -> None:
                                scopes=["message", "task:summarise", "task:translate", "resource:read"])
             assert asked["outcome"] == "pending"
             rid = asked["request"]["request_id"]
-            await until(lambda: any(m.get("event") == "request" for m, _ in bob.received))  # pushed to bob
+            await bob.heard("request")  # pushed to bob
             requests = (await call(net_bob, "pircan:contact", action="list", which="requests"))["requests"]
             assert [r["request_id"] for r in requests if r["state"] == "pending"] == [rid]
             accepted = await call(net_bob, "pircan:contact", action="accept", request_id=rid, days=7,
@@ -177,7 +186,7 @@ def journey(server: LiveServer) -> None:
             assert reply.context_id == meta["conversation_id"]
             # a whole body to alice, who has no endpoint: she waits for it (the pull), no polling
             waiting = asyncio.create_task(call(alice, "pircan:inbox", action="wait", wait_ms=20000))
-            await until(lambda: state_of(server).waiters.get("alice"))
+            await until_waiting(server, "alice")
             async with a2a(server, bob_token, "alice") as to_alice:
                 await answers(to_alice, request("Ω" * 20000, now=True))
             taken = (await waiting)["message"]

@@ -7,10 +7,9 @@ acknowledgement arrives, or in the middle of a load, so no shutdown hook and no 
 
 from __future__ import annotations
 
-
 import asyncio
+import contextlib
 import threading
-import time
 
 import pytest
 
@@ -192,46 +191,59 @@ def test_acknowledged_messages_over_irc_mcp_and_a2a_survive_kill9_under_load(wor
         agreed(server.port, "inbox", senders).close()
 
         killed = threading.Event()
+        progress = threading.Condition()  # notified with each receipt, the kill and each sender's end
+        running = [3]
+
+        def ack(transport: str, message_id: str) -> None:
+            with progress:
+                acked[transport].append(message_id)
+                progress.notify_all()
 
         def by_irc() -> None:
             c = sasl_client(server.port, "by_irc", "sesame123")
-            while not (acked["mcp"] and acked["a2a"]):  # the slower transports are sending too
-                assert not killed.wait(0.01)
+            with progress:  # the slower transports are sending too
+                progress.wait_for(lambda: bool(acked["mcp"] and acked["a2a"]) or killed.is_set(), 120)
+            assert not killed.is_set()
             for i in range(110):  # within the agreement's hourly budget; paced to outlast the others' start
                 killed.wait(0.01)
                 c.send(f"SEND inbox :irc {i}")
                 receipt = c.read_until(lambda m: m.command in ("SEND", "FAIL"))[-1]
                 assert receipt.command == "SEND", receipt
-                acked["irc"].append(receipt.params[2])
+                ack("irc", receipt.params[2])
 
         async def by_mcp() -> None:
             async with mcp(server, tokens["by_mcp"]) as client:
                 for i in range(110):
                     sent = await call(client, "send_direct_message", recipient="inbox", body=f"mcp {i}")
-                    acked["mcp"].append(sent["message"]["message_id"])
+                    ack("mcp", sent["message"]["message_id"])
 
         async def by_a2a() -> None:
             async with a2a(server, tokens["by_a2a"], "inbox") as client:
                 for i in range(110):
                     [sent] = await answers(client, request(f"a2a {i}", now=True))
-                    acked["a2a"].append(meta(sent.message)["message_id"])
+                    ack("a2a", meta(sent.message)["message_id"])
 
         def until_killed(work) -> None:
             try:
-                work()
-            except Exception:  # the server was killed under it: what it acknowledged is in ``acked``
-                pass
+                # the server was killed under it: what it acknowledged is in ``acked``
+                with contextlib.suppress(Exception):
+                    work()
+            finally:
+                with progress:
+                    running[0] -= 1
+                    progress.notify_all()
 
         threads = [threading.Thread(target=until_killed, args=(work,), daemon=True) for work in (
             by_irc, lambda: asyncio.run(by_mcp()), lambda: asyncio.run(by_a2a()))]
         for thread in threads:
             thread.start()
-        deadline = time.monotonic() + 120
-        while min(len(ids) for ids in acked.values()) < 10:  # every transport under way: a condition, polled
-            assert time.monotonic() < deadline and any(t.is_alive() for t in threads), acked
-            time.sleep(0.01)
+        with progress:  # every transport under way
+            progress.wait_for(lambda: min(len(ids) for ids in acked.values()) >= 10 or not running[0], 120)
+            assert min(len(ids) for ids in acked.values()) >= 10, acked
         server.kill9()
-        killed.set()
+        with progress:
+            killed.set()
+            progress.notify_all()
         for thread in threads:
             thread.join(60)
     finally:

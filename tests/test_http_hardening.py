@@ -40,11 +40,10 @@ def _get(host: str, port: int, source: str = "127.0.0.1") -> bytes:
         return _until_closed(sock)
 
 
-def _wait_for(condition, limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+def _released(server: LiveServer, condition) -> None:
+    """Return once ``condition()`` holds for the HTTP gate, checked as the gate releases connections
+    (the server sees a close only after the client made it)."""
+    server.until(server.server.http.gate, "release", condition)
 
 
 def _echo_route(server) -> None:
@@ -83,7 +82,7 @@ def test_a_connection_that_sends_nothing_or_half_a_head_gets_408_at_the_deadline
         assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
         assert answer.endswith(b"The request head took too long\n")
         assert 0.25 <= elapsed < 5, elapsed
-    _wait_for(lambda: not slow.server.http.gate.open)
+    _released(slow, lambda: not slow.server.http.gate.open)
 
 
 def test_a_kept_alive_connection_has_the_same_head_deadline(slow):
@@ -142,7 +141,7 @@ def test_per_address_connections_at_once_and_per_window(tmp_path):
         assert _get(host, port, source="127.0.0.2").startswith(b"HTTP/1.1 200 OK\r\n")
         for sock in held:
             sock.close()
-        _wait_for(lambda: "127.0.0.1" not in server.server.http.gate.per_source)
+        _released(server, lambda: "127.0.0.1" not in server.server.http.gate.per_source)
         # 3 held, the refused one not counted: 3 more new ones are served, then the window is full
         for _ in range(3):
             assert _get(host, port).startswith(b"HTTP/1.1 200 OK\r\n")
@@ -165,7 +164,7 @@ def test_one_address_gets_at_most_half_of_the_connections_and_a_full_listener_an
         assert b"\r\nretry-after: 5\r\n" in answer
         for sock in held:
             sock.close()
-        _wait_for(lambda: not server.server.http.gate.open and not server.server.http.gate.per_source)
+        _released(server, lambda: not server.server.http.gate.open and not server.server.http.gate.per_source)
         assert _get(host, port).startswith(b"HTTP/1.1 200 OK\r\n")
     finally:
         server.stop()
@@ -212,7 +211,7 @@ def test_a_websocket_connection_holds_its_place_until_it_closes(slow):
             if "PONG" in line and "tok" in line:
                 break
         assert len(gate.open) == 1
-    _wait_for(lambda: not gate.open)
+    _released(slow, lambda: not gate.open)
 
 
 def test_the_client_address_behind_trusted_proxies():

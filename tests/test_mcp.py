@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, AsyncIterator
+import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
-from tests.live import IRCClient, LiveServer, pircan_server
+from tests.live import IRCClient, LiveServer, pircan_server, whole_seconds_left
 
 PASSWORD = "sesame123"
 BODY_60000 = ("é" * 29_999) + "xy"  # 60,000 bytes of UTF-8: 29,999 two-byte characters and two one-byte
@@ -46,9 +49,28 @@ def token_for(server: LiveServer, account: str, name: str | None = None) -> str:
 
 @contextlib.asynccontextmanager
 async def mcp(server: LiveServer, token: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
-        async with Client(streamable_http_client(server.http_url + "/mcp", http_client=http)) as client:
-            yield client
+    async with (httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+                Client(streamable_http_client(server.http_url + "/mcp", http_client=http)) as client):
+        yield client
+
+
+def state_of(server: LiveServer) -> Any:
+    """PIRCAN's live state (the MCP route holds it)."""
+    return next(app for path, app in server.server.http.routes if path == "/mcp").state
+
+
+async def until_waiting(server: LiveServer, account: str, count: int = 1) -> None:
+    """Return once ``account`` has ``count`` waits in place (INBOX WAIT, wait_for_messages,
+    pircan:inbox wait): PIRCAN adds each with ``add_waiter``."""
+    state = state_of(server)
+    await asyncio.to_thread(server.until, state, "add_waiter", lambda: len(state.waiters.get(account, ())) == count)
+
+
+def until_gone(server: LiveServer, account: str) -> None:
+    """Return once ``account`` is present on no transport: an MCP caller leaves ``left_elsewhere``
+    ``pircan.mcp_presence_seconds`` after its last request ended."""
+    state = state_of(server)
+    server.until(state, "left_elsewhere", lambda: not state.present(account))
 
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
@@ -333,6 +355,7 @@ def test_the_agreement_budget_counts_both_transports(srv, clients):
     irc(bob, f"CONTACT ACCEPT {rid}")
 
     async def scenario() -> None:
+        started = time.time()  # the hour of the budget runs from the first of the 120
         async with mcp(srv, token) as alice:
             for i in range(60):  # new conversations: only the agreement budget counts
                 await call(alice, "send_direct_message", recipient="bob", body=f"m{i}")
@@ -344,7 +367,7 @@ def test_the_agreement_budget_counts_both_transports(srv, clients):
             assert code == "AGREEMENT_BUDGET"
             error = await error_of(alice, "send_direct_message", recipient="bob", body="and over MCP")
             assert error["next_step"] == "Wait for the retry time"
-            assert 3500 < error["retry_after_s"] <= 3600  # the first of the 120 leaves the hour then
+            assert error["retry_after_s"] in whole_seconds_left(3600, started)  # the first of the 120 leaves then
 
     def irc_agreement() -> str:
         return irc(bob, "CONTACT LIST agreements")[0][2]
@@ -359,14 +382,15 @@ def test_a_revoked_token_is_refused_mid_session_and_its_wait_ends(srv, clients):
     async def scenario() -> None:
         async with mcp(srv, token) as alice:
             assert (await call(alice, "list_agents"))["agents"][0]["name"] == "bob"
-            # a wait in flight (cancelled by the revocation), or refused (if the revocation came first)
+            # a wait in flight, cancelled by the revocation
             wait = asyncio.ensure_future(alice.call_tool("wait_for_messages", {"timeout_ms": 60_000}))
+            await until_waiting(srv, "alice")
             # the owner revokes alice's token over IRC
             olive = login(srv, clients, "olive")
             assert irc(olive, "TOKEN REVOKE alice laptop") == [["olive", "REVOKED", "alice", "1"]]
-            with pytest.raises(Exception):
+            with pytest.raises(MCPError):
                 await asyncio.wait_for(wait, 10)
-            with pytest.raises(Exception):
+            with pytest.raises(MCPError):
                 await alice.call_tool("list_agents", {})
         async with httpx2.AsyncClient() as http:
             r = await http.post(srv.http_url + "/mcp", headers={"Authorization": f"Bearer {token}"}, json={})
@@ -385,19 +409,13 @@ def test_list_agents_tells_running_idle_parked_and_offline(srv, clients):
     async def statuses(client: Any) -> dict[str, str]:
         return {a["name"]: a["status"] for a in (await call(client, "list_agents"))["agents"] if a["kind"] == "agent"}
 
-    async def until_listed(client: Any, wanted: dict[str, str]) -> None:
-        """The roster as wanted, polled with a deadline (the wait's start is not observable otherwise)."""
-        deadline = asyncio.get_running_loop().time() + 10
-        while (await statuses(client)) != wanted:
-            assert asyncio.get_running_loop().time() < deadline, await statuses(client)
-            await asyncio.sleep(0.01)
-
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "olive")) as olive, mcp(srv, token_for(srv, "alice")) as alice:
             await call(alice, "get_inbox")  # alice is on the network through MCP
             assert await statuses(olive) == {"alice": "running", "bob": "running", "carol": "offline"}
             waiting = asyncio.ensure_future(call(alice, "wait_for_messages", timeout_ms=30_000))
-            await until_listed(olive, {"alice": "idle", "bob": "running", "carol": "offline"})
+            await until_waiting(srv, "alice")
+            assert await statuses(olive) == {"alice": "idle", "bob": "running", "carol": "offline"}
             await call(olive, "set_profile", account="carol", a2a_endpoint="https://carol.example/a2a")
             await asyncio.to_thread(irc, bob, "AWAY :lunch")
             assert await statuses(olive) == {"alice": "idle", "bob": "idle", "carol": "parked"}
@@ -418,14 +436,18 @@ def test_tokens_are_checked_and_failures_throttled_per_address_not_for_valid_tok
             r = await http.post(url, json={})
             assert r.status_code == 401
             assert r.headers["www-authenticate"] == 'Bearer realm="pircd", error="invalid_token"'
+            started = time.time()  # the window of accounts.login_window (60 s) opens with the first failure
             for _ in range(20):  # a request without a token is not a failure
                 assert (await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})).status_code == 401
             r = await http.post(url, json={}, headers={"Authorization": "Bearer pircd_0_x"})
-            assert (r.status_code, r.headers["retry-after"]) == (429, "60")
+            retry = r.json()["error"]["data"]["retry_after_s"]
+            assert retry in whole_seconds_left(60, started)
+            assert (r.status_code, r.headers["retry-after"]) == (429, str(retry))
             assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32000, "message": "RATE_LIMITED: Too many failed token checks from your address. Retry in 60 s",
+                "code": -32000,
+                "message": f"RATE_LIMITED: Too many failed token checks from your address. Retry in {retry} s",
                 "data": {"code": "RATE_LIMITED", "context": [],
-                         "message": "Too many failed token checks from your address", "retry_after_s": 60}}}
+                         "message": "Too many failed token checks from your address", "retry_after_s": retry}}}
         async with mcp(srv, token_for(srv, "alice")) as alice:
             assert (await call(alice, "get_profile"))["account"] == "alice"
 

@@ -3,19 +3,14 @@ wait, two sessions of one account are both told (a message taken by one), the mo
 refusal of a wait for an account that does not exist.
 
 The server runs in-process (tests/live.py); the IRC side synchronises with PING/PONG; that a wait is
-in place is polled from the server's state with a deadline, never slept on.
+in place is watched on the server's own loop (until_waiting), never polled or slept on.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from tests.test_a2a_parity import state_of, until
-from tests.test_mcp import call, irc, login, mcp, refused, srv, token_for  # noqa: F401 - srv is a fixture
-
-
-def waiting(server, account: str, count: int = 1):
-    return lambda: len(state_of(server).waiters.get(account, ())) == count
+from tests.test_mcp import call, irc, login, mcp, refused, srv, token_for, until_waiting  # noqa: F401 - srv is a fixture
 
 
 def agreed(server, clients) -> tuple:
@@ -34,7 +29,7 @@ def test_two_sessions_of_one_account_are_both_told_and_a_message_is_taken_once(s
         async with mcp(srv, token) as one, mcp(srv, token) as two:
             first = asyncio.ensure_future(call(one, "wait_for_messages", kinds=["message"], timeout_ms=30_000))
             second = asyncio.ensure_future(call(two, "wait_for_messages", kinds=["message"], timeout_ms=30_000))
-            await until(waiting(srv, "alice", 2))
+            await until_waiting(srv, "alice", 2)
             mid = (await asyncio.to_thread(irc, bob, "SEND alice * :only once"))[0][2]
             answers = [await first, await second]
             taken = [a for a in answers if "message" in a]
@@ -48,7 +43,7 @@ def test_two_sessions_of_one_account_are_both_told_and_a_message_is_taken_once(s
             # an event is told to both sessions and consumed by neither
             first = asyncio.ensure_future(call(one, "wait_for_messages", kinds=["request"], timeout_ms=30_000))
             second = asyncio.ensure_future(call(two, "wait_for_messages", kinds=["request"], timeout_ms=30_000))
-            await until(waiting(srv, "alice", 2))
+            await until_waiting(srv, "alice", 2)
             await asyncio.to_thread(irc, bob, "CONTACT REQUEST alice task:sum 3 :summaries")
             both = [(await first)["event"], (await second)["event"]]
             assert [(e["kind"], e["taken"], e["request"]["requester"], e["request"]["purpose"]) for e in both] == [
@@ -63,7 +58,7 @@ def test_a_revoke_ends_a_wait_with_the_agreement(srv, clients):  # noqa: F811
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "bob")) as bob:
             wait = asyncio.ensure_future(call(bob, "wait_for_messages", kinds=["agreement"], timeout_ms=30_000))
-            await until(waiting(srv, "bob"))
+            await until_waiting(srv, "bob")
             await asyncio.to_thread(irc, alice, f"CONTACT REVOKE {aid}")
             event = (await wait)["event"]
             assert (event["kind"], event["id"], event["agreement"]["state"], event["agreement"]["revoked_by"]) == (
@@ -79,7 +74,7 @@ def test_mode_new_waits_past_an_old_unread_message(srv, clients):  # noqa: F811
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "alice")) as alice:
             wait = asyncio.ensure_future(call(alice, "wait_for_messages", mode="new", timeout_ms=30_000))
-            await until(waiting(srv, "alice"))
+            await until_waiting(srv, "alice")
             new = (await asyncio.to_thread(irc, bob, "SEND alice * :new"))[0][2]
             assert (await wait)["message"]["message_id"] == new
             unread = (await call(alice, "get_inbox"))["messages"]
@@ -116,7 +111,7 @@ def test_task_filters_and_the_snapshot_over_mcp(srv, clients):  # noqa: F811
             first = (await call(alice, "create_task", agent="bob", skill="sum", input="one"))["task"]["task_id"]
             second = (await call(alice, "create_task", agent="bob", skill="sum", input="two"))["task"]["task_id"]
             wait = asyncio.ensure_future(call(alice, "wait_for_messages", tasks=[second], timeout_ms=30_000))
-            await until(waiting(srv, "alice"))
+            await until_waiting(srv, "alice")
             await asyncio.to_thread(irc, bob, "SEND alice * :not a task")
             await asyncio.to_thread(irc, bob, f"TASK UPDATE {first} completed :1")
             await asyncio.to_thread(irc, bob, f"TASK UPDATE {second} working")
@@ -146,12 +141,12 @@ def test_send_and_await_returns_the_receipt_and_the_reply_or_a_clean_no_reply(sr
     async def scenario() -> None:
         async with mcp(srv, token_for(srv, "alice")) as alice:
             bob.send("INBOX WAIT alice 30000")  # bob waits: alice's message wakes him, and he answers
-            await until(waiting(srv, "bob"))
+            await until_waiting(srv, "bob")
             asking = asyncio.ensure_future(call(alice, "send_direct_message", recipient="bob", body="Deploy?",
                                                 await_reply=True, timeout_ms=30_000))
             got = await asyncio.to_thread(bob.read_until, lambda m: m.command == "INBOX" and m.params[1] == "END")
             mid = got[-1].params[2]
-            await until(waiting(srv, "alice"))
+            await until_waiting(srv, "alice")
             reply_id = (await asyncio.to_thread(irc, bob, f"SEND alice {mid} :Deploying"))[0][2]
             done = await asking
             assert (done["message"]["message_id"], done["delivery"], done["created"]) == (mid, "woken", True)
@@ -174,7 +169,7 @@ def test_a_wait_watching_a_channel_gets_the_post_as_history_shows_it(srv):  # no
             await call(bob, "join_channel", channel="#weekly")
             wait = asyncio.ensure_future(call(bob, "wait_for_messages", channels=["#weekly"], mode="new",
                                               timeout_ms=30_000))
-            await until(waiting(srv, "bob"))
+            await until_waiting(srv, "bob")
             posted = await call(alice, "send_channel_message", channel="#weekly", text="report is out")
             event = (await wait)["event"]
             history = (await call(bob, "get_channel_history", channel="#weekly"))["messages"]
@@ -199,8 +194,8 @@ def modern_call(name: str, arguments: dict) -> tuple[dict[str, str], dict]:
     return headers, body
 
 
-def test_a_sessionless_call_that_waits_keeps_its_event_stream_and_a_plain_one_is_json(srv, clients,
-                                                                                      monkeypatch):  # noqa: F811
+def test_a_sessionless_call_that_waits_keeps_its_event_stream_and_a_plain_one_is_json(srv, clients,  # noqa: F811
+                                                                                      monkeypatch):
     """A wait past the SDK's keep-alive interval (15 s, here 0.2 s) is answered as an event stream
     with keep-alive pings, so that no proxy closes it as idle; a call that cannot wait is answered
     with plain JSON."""

@@ -12,9 +12,9 @@ from a2a.utils.errors import InvalidParamsError
 
 from tests.test_a2a import a2a, agree, answers, refusal
 from tests.test_a2a_parity import call as skill
-from tests.test_a2a_parity import call_request, state_of
-from tests.test_mcp import PASSWORD, call, login, mcp, run, srv, token_for  # noqa: F401 - srv is a fixture
-from tests.test_pircan import S, P, network, send, sent_id, word
+from tests.test_a2a_parity import call_request
+from tests.test_mcp import PASSWORD, call, login, mcp, run, srv, state_of, token_for  # noqa: F401 - srv is a fixture
+from tests.test_pircan import P, S, network, send, sent_id, word
 from tests.test_pircan import agree as agree_here
 
 HOOKS = {"webhook_allowed_networks": ["127.0.0.0/8"]}
@@ -49,8 +49,8 @@ def test_send_star_reaches_the_live_agents_and_says_what_happened_to_each(p):
     mid = word(out[0], 4)
     assert out == [
         f"{S} SEND alice OK {mid} bob delivered {mid} 0",
-        f"{S} SEND alice REFUSED dave AGREEMENT_BUDGET :You sent 120 messages under this agreement in the last "
-        "hour. Wait for the retry time. Retry in 3600 s",
+        (f"{S} SEND alice REFUSED dave AGREEMENT_BUDGET :You sent 120 messages under this agreement in the last "
+         "hour. Wait for the retry time. Retry in 3600 s"),
         f"{S} SEND alice SKIPPED carol parked",
         f"{S} SEND alice SKIPPED eve offline",
         f"{S} SEND alice BROADCAST 1 1 2 :Sent to 1, refused for 1, 2 not live and skipped",
@@ -80,21 +80,21 @@ def test_send_star_in_a_batch_and_retried_with_its_label(p):
 def test_nobody_live_is_an_answer_and_bad_input_a_refusal(p):
     p.login("olive")
     assert p.cmd("olive", "SEND * :anyone?") == [
-        f"{S} SEND olive BROADCAST 0 0 0 :No live agent to send to: none of your message agreements is with an "
-        "agent that is running or idle"]
+        (f"{S} SEND olive BROADCAST 0 0 0 :No live agent to send to: none of your message agreements is with an "
+         "agent that is running or idle")]
     p.login("alice")
     p.login("carol")
     agree_here(p, "alice", "carol")
     p.h.disconnect("carol")
     assert p.cmd("alice", "SEND * :anyone?") == [
         f"{S} SEND alice SKIPPED carol offline",
-        f"{S} SEND alice BROADCAST 0 0 1 :No live agent to send to: none of your message agreements is with an "
-        "agent that is running or idle (send to a parked one by name to wake it)"]
+        (f"{S} SEND alice BROADCAST 0 0 1 :No live agent to send to: none of your message agreements is with an "
+         "agent that is running or idle (send to a parked one by name to wake it)")]
     assert p.cmd("alice", "SEND * :   ") == [f"{S} FAIL SEND EMPTY * :Empty message"]
     assert p.cmd("alice", "SEND * " + "x" * 201) == [f"{S} FAIL SEND TOO_LONG * :SEND text is at most 200 characters"]
     assert p.cmd("alice", "SEND * 0123456789abcdef :hi") == [
-        f"{S} FAIL SEND INVALID_PARAMS * :A broadcast starts a new conversation with each agent: SEND * :<text>, "
-        "without in-reply-to"]
+        (f"{S} FAIL SEND INVALID_PARAMS * :A broadcast starts a new conversation with each agent: SEND * :<text>, "
+         "without in-reply-to")]
     assert p.rows("SELECT COUNT(*) FROM pircan_messages") == [(0,)]
 
 

@@ -3,24 +3,22 @@ client that is still there (MCP ``wait_for_messages``, the A2A gateway's blockin
 
 Real clients over real HTTP on port 0: a raw streamable-HTTP MCP client that drops its connection
 mid-wait, as a client-side timeout or a lost network does, and the A2A SDK's client cancelled
-while its blocking send waits. Nothing sleeps: IRC synchronises with PING/PONG, the rest polls a
-condition with a deadline.
+while its blocking send waits. Nothing sleeps: IRC synchronises with PING/PONG, and that the server
+saw a caller go is watched on the server's own loop (until_gone).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
-import time
 from typing import Any
 
 import httpx
-
 import pytest
 
 from tests.test_a2a import a2a, agree, db_rows, live, request
-from tests.test_mcp import call, irc, login, mcp, token_for
+from tests.test_mcp import call, irc, login, mcp, token_for, until_gone
+
 
 @pytest.fixture
 def srv(tmp_path):
@@ -30,13 +28,6 @@ def srv(tmp_path):
 
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def until(predicate: Any, seconds: float = 10) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 async def raw_session(http: httpx.AsyncClient, url: str) -> dict[str, str]:
@@ -72,7 +63,8 @@ def test_an_mcp_wait_whose_client_disconnects_takes_nothing(srv, clients):
             # leaving the block closes the connection: the client is gone, its session stays
 
     asyncio.run(drop_mid_wait())
-    until(lambda: offline(bob, "alice"))  # the server saw the request end
+    until_gone(srv, "alice")  # the server saw the request end
+    assert offline(bob, "alice")
     sent = irc(bob, "SEND alice * :are you there?")
     assert sent[0][1] == "OK", sent
     mid = sent[0][2]
@@ -114,7 +106,8 @@ def test_an_mcp_wait_taken_after_the_client_left_is_put_back(srv, clients):
             return mid
 
     first = asyncio.run(scenario())
-    until(lambda: offline(bob, "alice"))
+    until_gone(srv, "alice")
+    assert offline(bob, "alice")
     second = irc(bob, "SEND alice * :second")[0][2]
     rows = db_rows(srv, "SELECT id, read_at IS NULL FROM pircan_messages WHERE recipient = 'alice' ORDER BY id")
     assert rows == [(int(first, 16), 0), (int(second, 16), 1)]
@@ -139,7 +132,8 @@ def test_an_a2a_blocking_send_whose_client_left_leaves_the_reply_unread(srv, cli
 
     asyncio.run(scenario())
     assert gone.is_set()
-    until(lambda: offline(bob, "alice"))
+    until_gone(srv, "alice")
+    assert offline(bob, "alice")
     taken = irc(bob, "INBOX TAKE")
     mid = taken[0][2]
     reply = irc(bob, f"SEND alice {mid} :Deploying")

@@ -10,8 +10,7 @@ from typing import Any
 from ext.pircan.service import contact, messages
 from ext.pircan.service import webhooks as hooks
 from tests.test_a2a import live
-from tests.test_a2a_parity import state_of
-from tests.test_mcp import PASSWORD, run
+from tests.test_mcp import PASSWORD, run, state_of
 from tests.webhook_receiver import Receiver
 
 
