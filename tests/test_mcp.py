@@ -188,7 +188,7 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
         async with mcp(srv, token) as alice:
             names = [t.name for t in (await alice.list_tools()).tools]
             assert names == ["send_direct_message", "get_inbox", "mark_messages_read", "wait_for_messages",
-                             "get_conversation", "request_contact", "respond_to_contact", "revoke_agreement",
+                             "get_conversation", "get_message", "take_message", "request_contact", "respond_to_contact", "revoke_agreement",
                              "list_requests", "list_agreements", "list_contacts", "list_agents", "list_channels",
                              "get_channel_history", "send_channel_message", "create_task", "update_task",
                              "provide_task_input", "cancel_task", "get_task", "list_tasks", "task_snapshot", "set_profile",
@@ -199,7 +199,8 @@ def test_an_mcp_agent_and_an_irc_agent_talk_with_full_length_bodies(srv, clients
                              "join_channel", "leave_channel", "invite_to_channel", "uninvite_from_channel",
                              "set_channel_topic",
                              "list_hosted_agents", "control_hosted_agent", "read_hosted_agent_logs",
-                             "write_hosted_agent_stdin", "signal_hosted_agent", "broadcast_message"]
+                             "write_hosted_agent_stdin", "signal_hosted_agent", "broadcast_message",
+                             "get_audit_trail", "create_agent"]
             # contact: alice asks over MCP, bob accepts over IRC
             asked = await call(alice, "request_contact", agent="bob", scopes=["message"], days=30,
                                purpose="Coordinate the report")

@@ -16,12 +16,12 @@ from typing import Any
 
 from ext.pircan import store as db
 from ext.pircan.a2a.args import Skill
-from ext.pircan.a2a.channel_skills import CHANNELS
 from ext.pircan.a2a.args import arg_int as _int
 from ext.pircan.a2a.args import arg_str as _str
 from ext.pircan.a2a.args import arg_strings as _strings
+from ext.pircan.a2a.channel_skills import CHANNELS
 from ext.pircan.ids import hexid
-from ext.pircan.service import broadcast, contact, messages, profile, roster, waits
+from ext.pircan.service import broadcast, contact, messages, profile, roster, search, waits
 from ext.pircan.service import intro as intros
 from ext.pircan.service.refusals import Refused
 from ext.pircan.service.schema import agreement_json, event_json, message_json, resource_json
@@ -158,6 +158,37 @@ async def _take(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, 
     return f"From {taken.sender}", {"message": {**message_json(taken), "read": True}}
 
 
+async def _inbox_read(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One whole message the caller sent or received, its read state unchanged (INBOX READ)."""
+    mid = _str(args, "message_id")
+    assert mid is not None
+    item = await messages.read_message(state, caller, mid)
+    return f"From {item.sender}", {"message": message_json(item)}
+
+
+async def _inbox_history(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The messages with an account, or of a conversation, both directions (INBOX HISTORY)."""
+    peer = _str(args, "with")
+    assert peer is not None
+    limit = _int(args, "limit", 1, messages.HISTORY_MAX) or 50
+    what, items = await messages.history(state, caller, peer, limit, _str(args, "before", required=False))
+    more = hexid(items[0].id) if len(items) == limit else None
+    return f"{len(items)} messages with {what}", {"with": what, "messages": [message_json(m) for m in items],
+                                                 "more": more}
+
+
+async def _inbox_search(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The caller's messages (or an owned agent's) whose body matches ``query`` (INBOX SEARCH)."""
+    query = _str(args, "query")
+    assert query is not None
+    found = await search.search_messages(state, caller, query, account=_str(args, "account", required=False),
+                                         limit=_int(args, "limit", 1, search.SEARCH_MAX) or search.SEARCH_PAGE,
+                                         before=_str(args, "before", required=False))
+    return f"{len(found.messages)} found", {"account": found.account,
+                                            "messages": [message_json(m) for m in found.messages],
+                                            "more": found.more}
+
+
 async def _wait(state: Pircan, caller: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """The next thing for the caller, as MCP wait_for_messages answers (``kinds``, ``mode``), waiting
     up to ``wait_ms`` (at most ``pircan.a2a_wait_ms``). A message stays unread until acknowledged
@@ -268,8 +299,13 @@ SKILLS: dict[str, Skill] = {s.id: s for s in (
           "you, waiting up to wait_ms, at most pircan.a2a_wait_ms: a message, which stays unread; a task change; "
           "or an event such as a contact request, a decision or an agreement change; kinds: the event kinds "
           "wanted, mode: oldest or new, sender, tasks: task ids to watch), 'ack' "
-          "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once).",
-          {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take}),
+          "(message_ids: mark them read once handled), 'take' (the oldest unread, marked read at once), "
+          "'read' (message_id: one whole message you sent or received, its read state unchanged), 'history' "
+          "(with: an account or a conversation id; both directions, the newest limit, oldest first; before: "
+          "the 'more' of the page before), 'search' (query; limit, before, account: an agent you own), as "
+          "IRC INBOX READ, HISTORY and SEARCH.",
+          {"list": _inbox, "wait": _wait, "ack": _ack, "take": _take, "read": _inbox_read,
+           "history": _inbox_history, "search": _inbox_search}),
     Skill("pircan:broadcast", "Broadcast", "One direct message to every agent you hold an active agreement "
           "with the message scope with and that is live now (running or idle), as IRC SEND * and MCP "
           "broadcast_message: action 'send' (body; idempotency_key). Each recipient is a message of its "

@@ -14,6 +14,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from ext.pircan.a2a.mcp_tools import register_intro_tool
 from ext.pircan.lazy import Built
 from ext.pircan.mcp import INSTRUCTIONS
+from ext.pircan.mcp.account_tools import register_account_tools
 from ext.pircan.mcp.broadcast_tools import register_broadcast_tools
 from ext.pircan.mcp.channel_tools import register_channel_tools
 from ext.pircan.mcp.host_tools import register_host_tools
@@ -65,7 +66,7 @@ async def start(state: Pircan, built: Built) -> None:
     mcp = _server(state)
     for register in (register_tools, register_task_tools, register_intro_tool, register_webhook_tools,
                      register_search_tools, register_profile_tools, register_channel_tools, register_host_tools,
-                     register_broadcast_tools):
+                     register_broadcast_tools, register_account_tools):
         register(mcp, state)
     hosts, origins = state.api.http_allowed_hosts_and_origins()
     manager = CappedSessionManager(

@@ -13,13 +13,12 @@ import asyncio
 import functools
 import json
 import time
-from typing import Annotated, Any, Awaitable, Callable, Literal
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
-
-from ircd.api import StoreUnavailable
 
 from ext.pircan.ids import hexid, ts
 from ext.pircan.mcp.http import IDENTITY_KEY
@@ -29,8 +28,9 @@ from ext.pircan.service import channels, contact, messages, roster
 from ext.pircan.service.refusals import Refused, refuse_nul
 from ext.pircan.service.schema import agreement_json, message_json
 from ext.pircan.state import Pircan
+from ircd.api import StoreUnavailable
 
-__all__ = ["register_tools", "refusal_result", "ok", "caller", "tool_of", "READ_ONLY", "WRITES"]
+__all__ = ["READ_ONLY", "WRITES", "caller", "ok", "refusal_result", "register_tools", "tool_of"]
 
 VIA = "mcp"
 
@@ -94,7 +94,7 @@ def tool_of(mcp: MCPServer, state: Pircan) -> Callable[..., Any]:
     return tool
 
 
-def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one place lists every tool
+def register_tools(mcp: MCPServer, state: Pircan) -> None:
     from ext.pircan.mcp import wait_tools  # it uses this module's helpers
 
     tool = tool_of(mcp, state)
@@ -168,16 +168,45 @@ def register_tools(mcp: MCPServer, state: Pircan) -> None:  # noqa: C901 - one p
     @tool(READ_ONLY)
     async def get_conversation(
         ctx: Context,
-        conversation_id: Annotated[str, Field(description="The conversation's id (the message_id of its first "
-                                                          "message; every message carries it).")],
+        conversation_id: Annotated[str | None, Field(description="The conversation's id (the message_id of its "
+                                                                 "first message; every message carries it).")]
+        = None,
+        account: Annotated[str | None, Field(description="Instead of conversation_id: every message between you "
+                                                         "and this account, in all your conversations.")] = None,
         limit: Annotated[int, Field(ge=1, le=200, description="At most this many messages, the newest.")] = 200,
         before: Annotated[str | None, Field(description="Only messages older than this message_id (paging).")] = None,
     ) -> CallToolResult:
-        """A whole thread, both directions, read and unread, oldest first. Only conversations you are a
+        """A whole thread (conversation_id), or every message between you and an account (account), as
+        IRC's INBOX HISTORY: both directions, read and unread, oldest first. Only conversations you are a
         party of exist for you."""
+        if (conversation_id is None) == (account is None):
+            raise Refused("NEED_MORE_PARAMS", text="Give conversation_id or account (one of the two)")
+        if account is not None:
+            peer, items = await messages.history(state, caller(ctx).account, account, limit, before)
+            return ok({"account": peer, "messages": [message_json(m) for m in items], "more": len(items) == limit})
+        assert conversation_id is not None
         items = await messages.conversation(state, caller(ctx).account, conversation_id, limit, before)
         return ok({"conversation_id": conversation_id, "messages": [message_json(m) for m in items],
                    "more": len(items) == limit})
+
+    @tool(READ_ONLY)
+    async def get_message(
+        ctx: Context,
+        message_id: Annotated[str, Field(description="The message's id.")],
+    ) -> CallToolResult:
+        """One whole message you sent or received, read or unread, as IRC's INBOX READ; its read state
+        does not change (mark_messages_read does that)."""
+        return ok({"message": message_json(await messages.read_message(state, caller(ctx).account, message_id))})
+
+    @tool()
+    async def take_message(
+        ctx: Context,
+        sender: Annotated[str | None, Field(description="Only a message from this account.")] = None,
+    ) -> CallToolResult:
+        """The oldest unread message to you (from sender), marked read at once, as IRC's INBOX TAKE; or
+        {message: null} when there is none. It does not wait: wait_for_messages does."""
+        taken = await messages.take(state, caller(ctx).account, sender)
+        return ok({"message": None if taken is None else {**message_json(taken), "read": True}})
 
     # contact and agreements ----------------------------------------------------------------
 
