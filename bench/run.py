@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         "--scenario",
         action="append",
         default=[],
-        help="scenario name or family (fanout, dm, connections, churn, sasl, pircan, mcp, mcp-mail, "
+        help="scenario name or family (fanout, dm, connections, churn, storm, sasl, pircan, mcp, mcp-mail, "
         "chathistory, http-load); "
         "repeatable or comma-separated",
     )
