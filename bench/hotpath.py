@@ -145,7 +145,7 @@ def _build(directory: Path, loop: asyncio.AbstractEventLoop):
     cheap_logins = "\n[accounts]\nargon2_time_cost = 1\nargon2_memory_kib = 8192\n"
     path.write_text(_pircd_config(directory, free_port()) + cheap_logins)
     server = build_server(load_config(str(path)))
-    server.schedule = lambda fn: None  # the benchmark writes the outboxes itself
+    server.delivery.schedule = lambda fn: None  # the benchmark writes the outboxes itself
     server.spawner = loop.create_task
     for start in server.on_startup:
         loop.run_until_complete(start())
@@ -287,7 +287,7 @@ def setup_send(server, loop: asyncio.AbstractEventLoop, pairs: int):
 
     from ircd.net.connection import Connection
 
-    server.schedule = loop.call_soon  # outboxes go out as in the server: once per event-loop pass
+    server.delivery.schedule = loop.call_soon  # outboxes go out as in the server: once per event-loop pass
     password = "hotpath-password"
     loop.run_until_complete(server.accounts.create("hotowner", password, kind="person"))
     names = [(f"hs{i}", f"hr{i}") for i in range(pairs)]

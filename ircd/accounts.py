@@ -36,13 +36,13 @@ from ircd.commands.registration import RESERVED_NICKS, set_nick_from_server
 from ircd.events import LoggedIn, LoggedOut
 from ircd.logins import KNOWN_PER_TARGET, Attempt, LoginLimits, source_of
 from ircd.proto import numerics as N
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
 from ircd.sasl.scram import derive_keys
 from ircd.store import Account, AccountExists, ScramKeys
 from ircd.store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.config import AccountsSection
     from ircd.server import Server
     from ircd.store import Store
@@ -222,14 +222,14 @@ class AccountService:
         reply.numeric(N.RPL_LOGGEDIN, mask, account.name, f"You are now logged in as {account.name}")
         log.info("login id=%d account=%s kind=%s", client.id, account.name, account.kind)
         if client.registered:
-            server.account_attached(client)
+            server.state.account_attached(client)
             if account.is_agent:
                 self.claim_nick(client, reply)
                 if "B" not in client.modes:
                     client.modes.add("B")
                     reply.send("MODE", client.nick, "+B", source=client.nick)
-            peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
-            server.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
+            peers = server.state.peers_with_cap(client, C.ACCOUNT_NOTIFY)
+            server.delivery.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
             server.events.publish(LoggedIn(client, account.name))
 
     def _wants_account_nick(self, client: Client) -> bool:
@@ -246,13 +246,13 @@ class AccountService:
         account = client.account
         if account is None:
             return
-        self.server.account_detached(client, client.account_folded)
+        self.server.state.account_detached(client, client.account_folded)
         client.account = client.account_folded = client.account_kind = None
         if reply is not None:
             reply.numeric(N.RPL_LOGGEDOUT, client.prefix, "You are now logged out")
         server = self.server
-        peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
-        server.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
+        peers = server.state.peers_with_cap(client, C.ACCOUNT_NOTIFY)
+        server.delivery.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
         server.events.publish(LoggedOut(client, account))
 
     # nick ownership ----------------------------------------------------------
@@ -262,7 +262,7 @@ class AccountService:
         folded = client.account_folded
         if folded is None or client.account is None or client.nick_folded == folded:
             return
-        holder = self.server.registry.nicks.get(folded)
+        holder = self.server.state.nick_holder(folded)
         if holder is not None and holder is not client:
             sessions = self.server.sessions
             if sessions.may_share(client, holder):  # another connection of the account
@@ -292,7 +292,7 @@ class AccountService:
             return
         reply = ReplyBuffer(server, holder)
         if not holder.registered:
-            server.registry.remove_nick(holder)
+            server.state.remove_nick(holder)
             holder.nick, holder.nick_folded = "*", ""
             holder.refused_nick = nick
             reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
@@ -316,7 +316,7 @@ class AccountService:
         for _ in range(100):
             nick = f"Guest{number}"
             folded = server.casefold(nick)
-            if len(nick) <= maxlen and folded not in server.registry.nicks and folded not in self.names:
+            if len(nick) <= maxlen and server.state.nick_holder(folded) is None and folded not in self.names:
                 return nick
             number = secrets.randbelow(10 ** (maxlen - len("Guest")))
         return None

@@ -182,17 +182,17 @@ def test_http_connections_are_kept_out_of_the_irc_share_of_descriptors(monkeypat
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1024))
     monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: None)
     listener_module.limit_clients(server)
-    assert server.max_clients == 1024 - 36 - listener_module.FD_RESERVE - 200
+    assert server.admission.max_clients == 1024 - 36 - listener_module.FD_RESERVE - 200
     assert server.http.fd_cap == 200
     server = Server(config(http={"max_connections": 1000}, connections={"max_clients": 100000}))
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (160, 160))
     listener_module.limit_clients(server)  # too few for both: HTTP keeps a small share
-    assert (server.http.fd_cap, server.max_clients) == (16, 160 - 36 - listener_module.FD_RESERVE - 16)
+    assert (server.http.fd_cap, server.admission.max_clients) == (16, 160 - 36 - listener_module.FD_RESERVE - 16)
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1024))
     cfg = config(http={"enabled": False}, connections={"max_clients": 100000})
     server = Server(cfg)
     listener_module.limit_clients(server)
-    assert server.max_clients == 1024 - 36 - listener_module.FD_RESERVE
+    assert server.admission.max_clients == 1024 - 36 - listener_module.FD_RESERVE
 
 
 def test_a_websocket_connection_holds_its_place_until_it_closes(slow):

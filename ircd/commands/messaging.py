@@ -11,17 +11,17 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Awaitable, Final
 
 from ircd import caps as C
-from ircd.channel import PREFIX_CHARS, PREFIX_MODES
+from ircd.state.channel import PREFIX_CHARS, PREFIX_MODES
 from ircd.commands import multiline
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
 from ircd.proto.lines import MAX_LINE, Message
-from ircd.replies import Relay
+from ircd.delivery.replies import Relay
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
 
 _STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
 _CHANNEL_START: Final = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
@@ -137,7 +137,7 @@ def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, 
         recipients = channel.members
     if command == "TAGMSG":
         recipients = [m for m in recipients if m.caps & C.MESSAGE_TAGS]
-    server.relay(recipients, relay, exclude=client)
+    server.delivery.relay(recipients, relay, exclude=client)
     if client.caps & C.ECHO_MESSAGE:
         ctx.reply.relay(relay)
     if not status and server.events.wants(ChannelMessage):
@@ -169,9 +169,9 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     # the delivery is a side effect, so only the echo-message copy (through the
     # reply buffer) carries the label (IRCv3 labeled-response).
     if target.group is not None or client.group is not None:  # nicks shared by several connections
-        server.relay(server.sessions.direct_recipients(client, target, command == "TAGMSG"), relay)
+        server.delivery.relay(server.sessions.direct_recipients(client, target, command == "TAGMSG"), relay)
     elif command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
-        server.relay((target,), relay)
+        server.delivery.relay((target,), relay)
     if client.caps & C.ECHO_MESSAGE:
         ctx.reply.relay(relay)
     if target.away is not None and command == "PRIVMSG":
@@ -245,7 +245,7 @@ def _to_target(
     service = server.services.get(folded)
     if service is not None:
         return service(ctx, text) if command == "PRIVMSG" and may_call_service else None
-    user = server.registry.nicks.get(folded)
+    user = server.state.nick_holder(folded)
     if user is None or not user.registered:
         if command != "NOTICE":
             ctx.reply.numeric(N.ERR_NOSUCHNICK, target, "No such nick/channel")

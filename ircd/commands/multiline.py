@@ -26,10 +26,10 @@ from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message, format_line
-from ircd.replies import Relay, ReplyBuffer
+from ircd.delivery.replies import Relay, ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 __all__ = ["BATCH_TYPE", "CONCAT_TAG", "MultilineRelay", "collect"]
@@ -209,7 +209,7 @@ def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
             reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, "Cannot send to channel (+C)")
             channel = None
     else:
-        target = server.registry.find_nick(name)
+        target = server.state.find_nick(name)
         if target is None or not target.registered:
             reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
             target = None

@@ -8,16 +8,16 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from ircd import __version__, passwords
-from ircd.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
+from ircd.state.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
 from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
 from ircd.proto import numerics as N
 from ircd.proto.isupport import format_token
 from ircd.proto.lines import Message, format_line, mask_matches, safe_param
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 log = logging.getLogger("pircd")
@@ -94,8 +94,8 @@ def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, in
     """(users, invisible, operators, unknown connections, channels, most users seen) as LUSERS
     shows them to ``viewer``."""
     # running counts: LUSERS is part of every registration, so it must not walk all clients
-    total = server.registered_count
-    invisible = server.invisible_count
+    total = server.state.registered_count
+    invisible = server.state.invisible_count
     # registered connections: the users, less always-on ones without a connection, plus the
     # connections that share a user's nick (ircd.sessions)
     sessions = server.sessions
@@ -104,10 +104,10 @@ def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, in
     exists = server.visibility.channel_exists_for
     # channels hidden from this client (PIRCAN private channels) are not counted either
     channels = 0
-    for ch in server.registry.channels.values():
+    for ch in server.state.all_channels():
         if (ch.members or ch.owner_account) and exists(viewer, ch):
             channels += 1
-    return total, invisible, server.oper_count, unknown, channels, server.max_clients_seen
+    return total, invisible, server.state.oper_count, unknown, channels, server.max_clients_seen
 
 
 def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
@@ -165,7 +165,7 @@ def try_register(ctx: CommandContext) -> None:
             continue
         refused_nick = client.nick
         if not refusal.disconnect:  # wait for the client to fix it (e.g. choose another nick)
-            server.registry.remove_nick(client)
+            server.state.remove_nick(client)
             client.nick, client.nick_folded = "*", ""
             client.refused_nick = refused_nick
         if refusal.numeric is not None:
@@ -174,31 +174,31 @@ def try_register(ctx: CommandContext) -> None:
         if refusal.disconnect:
             server.disconnect(client, refusal.text)
         return
-    holder = server.registry.nicks.get(client.nick_folded)
+    holder = server.state.nick_holder(client.nick_folded)
     if holder is not client:
         if holder is None:  # the connection whose nick it was to share has gone meanwhile
-            server.registry.add_nick(client)
+            server.state.add_nick(client)
         elif server.sessions.may_share(client, holder):
             _attach(server, client, holder, reply)
             return
         else:
-            server.registry.remove_nick(client)
+            server.state.remove_nick(client)
             client.nick, client.nick_folded = "*", ""
             client.refused_nick = holder.nick
             reply.numeric(N.ERR_NICKNAMEINUSE, holder.nick, "Nickname is already in use")
             return
     client.registered = True
     client.update_prefix()
-    server.account_attached(client)
+    server.state.account_attached(client)
     for mode in server.config.server.default_user_modes:
         if mode in "iwB":
             client.modes.add(mode)
     if client.tls:
         client.modes.add("Z")  # connected over TLS
-    server.registered_count += 1
+    server.state.registered_count += 1
     server.registrations += 1
     if "i" in client.modes:
-        server.invisible_count += 1
+        server.state.invisible_count += 1
     log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
     _welcome(server, client, reply)
     server.notify_monitors(client, online=True)
@@ -211,7 +211,7 @@ def _attach(server: Server, client: Client, holder: Client, reply: ReplyBuffer) 
     server.sessions.attach(client, holder)
     client.registered = True
     server.registrations += 1
-    server.account_attached(client)
+    server.state.account_attached(client)
     log.info("registered id=%d nick=%s user=%s ip=%s (shares the nick)", client.id, client.nick, client.user,
              client.ip)
     _welcome(server, client, reply)
@@ -376,7 +376,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
     if not valid_nick(server, nick, folded):
         ctx.reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
         return
-    holder = server.registry.nicks.get(folded)
+    holder = server.state.nick_holder(folded)
     if holder is not None and holder is not client:
         if server.sessions.may_share(client, holder):  # a connection of the same account: share it
             server.sessions.share_nick(client, holder)
@@ -417,24 +417,24 @@ def set_nick_from_server(
     old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
     if client.group is not None:
         server.sessions.become_face(client)
-    server.registry.remove_nick(client)
+    server.state.remove_nick(client)
     client.nick = nick
     client.nick_folded = folded
-    server.registry.add_nick(client)
+    server.state.add_nick(client)
     if not client.registered:
         return
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
     assert reply is not None, "a registered client's nick change is answered"
     reply.relay(relay)
-    peers = server.common_peers(client)
+    peers = server.state.common_peers(client)
     if client.group is not None:  # the connections sharing the nick change with it
         server.sessions.sync(client)
         peers.update(client.group.members)
         peers.discard(client)
-    server.relay(peers, relay)
+    server.delivery.relay(peers, relay)
     if old_folded != folded:
-        server.registry.remember_nick(old_nick, client, int(server.clock()))
+        server.state.remember_nick(old_nick, client, int(server.clock()))
         server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
         server.notify_monitors(client, online=True)
     server.events.publish(NickChanged(client, old_nick))
@@ -529,7 +529,7 @@ def refuse_other_server(ctx: CommandContext, msg: Message) -> bool:
     server, target = ctx.server, msg.params[0]
     if mask_matches(target, server.name, server.casefold):
         return False
-    user = server.registry.find_nick(target)
+    user = server.state.find_nick(target)
     if user is not None and user.registered:
         return False
     ctx.reply.numeric(N.ERR_NOSUCHSERVER, target, "No such server")
