@@ -118,7 +118,7 @@ def post(server: "Server", account: str, display: str, channel: "Channel", comma
     The source is the account's connection in the channel when it has one. The channel's rules
     for who may speak (+m, bans, mutes, +C) are those of a PRIVMSG; ``CannotSend`` when they
     refuse it."""
-    from ircd.commands.messaging import cannot_speak, is_restricted_ctcp
+    from ircd.commands.speech import cannot_speak, is_restricted_ctcp
 
     source = next((c for c in channel.members if c.account_folded == account), None)
     if source is None:

@@ -567,7 +567,7 @@ class ExtensionAPI:
         return account
 
     def valid_account_name(self, name: str) -> bool:
-        from ircd.accounts import valid_account_name
+        from ircd.accountnames import valid_account_name
 
         return valid_account_name(name, self._server.config.limits.nicklen)
 

@@ -167,7 +167,7 @@ class Server:
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
         self._isupport_lines: list[list[str]] | None = None
-        # the welcome burst formatted once (ircd.commands.registration.WelcomeTemplates)
+        # the welcome burst formatted once (ircd.commands.welcome.WelcomeTemplates)
         self.welcome_templates: Any = None
 
     def rehash(self, config: Config) -> None:
@@ -233,7 +233,7 @@ class Server:
 
     def isupport_tokens(self) -> list[str]:
         if self._isupport_cache is None:
-            from ircd.commands.registration import build_isupport
+            from ircd.commands.welcome import build_isupport
 
             self._isupport_cache = build_isupport(self)
         return self._isupport_cache

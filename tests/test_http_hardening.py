@@ -216,9 +216,10 @@ def test_a_websocket_connection_holds_its_place_until_it_closes(slow):
 
 
 def test_the_client_address_behind_trusted_proxies():
-    from ircd.net.http import _networks, client_address
+    from ircd.net.addresses import networks
+    from ircd.net.http import client_address
 
-    trusted = _networks(["127.0.0.1", "10.0.0.0/8"])
+    trusted = networks(["127.0.0.1", "10.0.0.0/8"])
     xff = [(b"x-forwarded-for", b"6.6.6.6, 203.0.113.7, 10.1.2.3")]
     assert client_address("127.0.0.1", xff, trusted) == "203.0.113.7"  # 6.6.6.6 is the client's own word
     assert client_address("192.0.2.9", xff, trusted) == "192.0.2.9"  # not a proxy: headers ignored

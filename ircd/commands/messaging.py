@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Awaitable, Final
 from ircd import caps as C
 from ircd.state.channel import PREFIX_CHARS, PREFIX_MODES
 from ircd.commands import multiline
+from ircd.commands.speech import cannot_send, client_tags, is_restricted_ctcp
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
@@ -20,53 +21,10 @@ from ircd.proto.lines import MAX_LINE, Message
 from ircd.delivery.replies import Relay
 
 if TYPE_CHECKING:
-    from ircd.state.channel import Channel
     from ircd.state.client import Client
 
 _STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
 _CHANNEL_START: Final = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
-
-
-def _client_tags(client: "Client", msg: Message) -> dict[str, str] | None:
-    tags = None
-    if msg.tags:
-        tags = {k: v for k, v in msg.tags.items() if k[:1] == "+"} or None
-    if "B" in client.modes:
-        tags = dict(tags or ())
-        tags["bot"] = ""
-    return tags
-
-
-def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
-    """Why ``client`` may not speak in ``channel``, or None."""
-    modes = channel.members.get(client)
-    if modes is None:
-        if "n" in channel.modes:
-            return "Cannot send to channel (+n)"
-        if "m" in channel.modes:
-            return "Cannot send to channel (+m)"
-        if channel.is_silenced(client, casefold):
-            return "Cannot send to channel (+b)"
-        return None
-    return cannot_speak(channel, client, modes, casefold)
-
-
-def cannot_speak(channel: "Channel", client: "Client", modes: str, casefold) -> str | None:
-    """Why a member with the prefix ``modes`` may not speak in ``channel`` (+m, a ban or a mute),
-    or None; an account that posts over HTTP is such a member too (``ircd.accountops.post``)."""
-    if modes:  # voice or better speaks through +m and bans
-        return None
-    if "m" in channel.modes:
-        return "Cannot send to channel (+m)"
-    if channel.lists["b"] and channel.is_silenced(client, casefold):
-        return "Cannot send to channel (+b)"
-    return None
-
-
-def is_restricted_ctcp(text: str) -> bool:
-    """A CTCP other than ACTION (what ``+C`` keeps out of a channel). Modern IRC on +C: "When this
-    mode is set, should not send CTCP messages, except CTCP Action (also known as /me)"."""
-    return text[:1] == "\x01" and not text.startswith("\x01ACTION")
 
 
 def relayable_text(ctx: CommandContext, command: str, target: str, text: str) -> str | None:
@@ -202,7 +160,7 @@ def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
         text = params[1]
     server = ctx.server
     client = ctx.client
-    tags = _client_tags(client, msg) if msg.tags or "B" in client.modes else None
+    tags = client_tags(client, msg) if msg.tags or "B" in client.modes else None
     first = params[0]
     if "," not in first:  # one target: the common case
         return _to_target(ctx, msg, first, text, tags)

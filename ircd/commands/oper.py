@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ircd import passwords
-from ircd.accounts import login_limits, throttled_text
+from ircd.logins import login_limits, throttled_text
 from ircd.config import OperBlock
 from ircd.dispatch import CommandContext, command
 from ircd.logins import source_of

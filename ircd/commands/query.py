@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from ircd import caps as C
 from ircd.state.channel import prefix_of
-from ircd.commands.registration import VERSION, refuse_other_server, send_isupport
+from ircd.commands.registration import refuse_other_server
+from ircd.commands.welcome import VERSION, send_isupport
 from ircd.dispatch import CommandContext, command
 from ircd.events import AwayChanged
 from ircd.proto import numerics as N
@@ -339,7 +340,7 @@ def whois_service(ctx: CommandContext, nick: str) -> bool:
     server = ctx.server
     if server.casefold(nick) not in server.services:
         return False
-    from ircd.commands.account import NICKSERV, NICKSERV_PREFIX
+    from ircd.commands.nickserv import NICKSERV, NICKSERV_PREFIX
 
     user, _, host = NICKSERV_PREFIX.partition("!")[2].partition("@")
     reply = ctx.reply

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import math
 import socket
@@ -28,6 +27,7 @@ from urllib.parse import urlsplit
 from ircd.config import parse_hostport
 from ircd.log import CountedLog
 from ircd.logins import source_of
+from ircd.net.addresses import in_networks, is_loopback, networks
 from ircd.net.connection import peer_ip
 from ircd.store.errors import StoreUnavailable
 
@@ -94,25 +94,6 @@ def canned(status: int, reason: str, text: str, retry_after: int | None = None) 
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def _networks(items: list[str]) -> list[Any]:
-    return [ipaddress.ip_network(item, strict=False) for item in items]
-
-
-def _in(ip: str, networks: list[Any]) -> bool:
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in networks)
-
-
-def is_loopback(ip: str) -> bool:
-    """127.0.0.0/8 or ::1 (an IPv4-mapped IPv6 address counts as its IPv4 address)."""
-    return _in(ip, _LOOPBACK)
-
-
 class HttpGate:
     """Every HTTP connection, counted from its accept to its close (also once it became a
     WebSocket): at most ``http.max_connections`` at once, and per address (``source_of``) at most
@@ -126,12 +107,12 @@ class HttpGate:
         self.per_source: dict[str, int] = {}
         self.recent: dict[str, deque[float]] = {}
         self.alarm = CountedLog(log)  # one line a minute per kind of refusal
-        self.trusted = _networks(server.config.http.trusted_proxies)
+        self.trusted = networks(server.config.http.trusted_proxies)
 
     def exempt(self, ip: str) -> bool:
         if self.server.config.connections.exempt_loopback and is_loopback(ip):
             return True
-        return _in(ip, self.trusted)
+        return in_networks(ip, self.trusted)
 
     def admit(self, transport: Any, ip: str) -> bytes | None:
         """Count a new connection, or return the response that refuses it."""
@@ -183,7 +164,6 @@ class HttpGate:
                 del self.recent[source]
 
 
-_LOOPBACK = _networks(["127.0.0.0/8", "::1/128"])
 
 
 def _protocols(gate: HttpGate, ws: str) -> tuple[type, type | None]:
@@ -329,7 +309,7 @@ def client_address(peer: str, headers: list[tuple[bytes, bytes]], trusted: list[
     address of ``X-Forwarded-For`` (or, without it, of ``Forwarded``) that is not a trusted proxy
     too, reading from the proxy back towards the client (the farther entries are the client's
     word, not a proxy's)."""
-    if not trusted or not _in(peer, trusted):
+    if not trusted or not in_networks(peer, trusted):
         return peer
     xff: list[str] = []
     forwarded: list[str] = []
@@ -341,7 +321,7 @@ def client_address(peer: str, headers: list[tuple[bytes, bytes]], trusted: list[
             forwarded += _forwarded_for(value.decode("latin-1"))
     chain = xff or forwarded
     for item in reversed(chain):
-        if not _in(item, trusted):
+        if not in_networks(item, trusted):
             return item.removeprefix("::ffff:")
     return chain[0] if chain else peer
 
@@ -565,7 +545,7 @@ class HttpListener:
 
             app = _WebSocketIrc(app, path, irc_endpoint(self.server))
         app = _HostCheck(app, self)
-        trusted = _networks(self.server.config.http.trusted_proxies)
+        trusted = networks(self.server.config.http.trusted_proxies)
         return _ClientAddress(app, trusted) if trusted else app
 
     async def start(self) -> list[tuple[str, int]]:
