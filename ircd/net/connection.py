@@ -164,7 +164,7 @@ class Connection(asyncio.Protocol):
         client = self.client
         if client is not None:
             self.server.connection_lost(client)
-            self.server.flush_all()
+            self.server.delivery.flush_all()
         self.client = None
 
     def eof_received(self) -> bool | None:
@@ -274,7 +274,7 @@ class Connection(asyncio.Protocol):
                 buf = bytes(self.inbuf)
                 self.inbuf = bytearray()
                 self._process(buf)
-            self.server.flush_all()
+            self.server.delivery.flush_all()
 
 
 def _too_long(line: bytes) -> bool:

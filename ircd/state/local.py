@@ -30,6 +30,8 @@ class LocalState:
     def __init__(self, casefold: Callable[[str], str], whowas_limit: int) -> None:
         self.casefold = casefold
         self.nicks: dict[str, Client] = {}
+        # the holder of a folded nick: the dict's own get, bound once (every direct message asks)
+        self.nick_holder: Callable[[str], Client | None] = self.nicks.get
         self.channels: dict[str, Channel] = {}
         self.whowas: dict[str, deque[WhowasEntry]] = {}
         self._whowas_order: deque[str] = deque()
@@ -45,9 +47,6 @@ class LocalState:
 
     def find_nick(self, nick: str) -> Client | None:
         return self.nicks.get(self.casefold(nick))
-
-    def nick_holder(self, folded: str) -> Client | None:
-        return self.nicks.get(folded)
 
     def users(self) -> Collection[Client]:
         return self.nicks.values()
