@@ -420,7 +420,7 @@ class Server:
             state.unwatch_all(client, client.monitoring)
         log.info("disconnect id=%d nick=%s reason=%r", client.id, client.nick, quit_message)
         self.events.publish(Quit(client, quit_message))
-        self.flush_all()
+        self.delivery.flush_all()
 
     # timers --------------------------------------------------------------
 
@@ -449,12 +449,12 @@ class Server:
         self.sweep(now)
         for hook in self.tick_hooks:
             hook()
-        self.flush_all()
+        self.delivery.flush_all()
 
     def shutdown_clients(self, reason: str) -> None:
         for client in list(self.clients):
             self.disconnect(client, reason)
-        self.flush_all()
+        self.delivery.flush_all()
 
     def server_time(self) -> str:
         """The current time in server-time format (formatted at most once per millisecond)."""
