@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent / "ircd"
 LONG_MODULES = {
     "ircd.api": "the extension API: the one documented surface ext/ imports (tests/test_ext_boundary.py); "
     "splitting it would change what extensions import",
-    "ircd.net.http": "the HTTP/1.1 server: connection, parser and router share one per-connection state",
 }
 MAX_LINES = 500
 
