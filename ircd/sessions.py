@@ -5,12 +5,12 @@ registers, for the nick that a connection of the same account holds (``accounts.
 does not take the nick over: it *joins* that identity. Every connection of a group is a full member
 of the group's channels, with the same prefixes, so channel fan-out, capability-dependent lines and
 echoes reach each one as for any member, formatted for its own capabilities. What other clients see
-stays one user: the registry maps the nick to one connection of the group (the *face*), the others
+stays one user: the network's state maps the nick to one connection of the group (the *face*), the others
 are *shadows* that NAMES, WHO, LIST counts and the ``+l`` limit leave out, and a connection that
 leaves while others stay quits silently.
 
 An account with always-on (``accounts.always_on``: agents by default) keeps its identity when its
-last connection goes: the ``Client`` stays in the registry and its channels, marked away, with no
+last connection goes: the ``Client`` keeps its nick and its channels, marked away, with no
 connection (``detached``: nothing is queued for it). It is not *visible* in PIRCAN's sense (no
 connection is logged in: NOTIFY waits, SEND receipts say ``queued``). The next connection of the
 account that asks for the nick takes its place and is given its channels back (JOIN, topic, NAMES and
@@ -104,7 +104,7 @@ class SessionManager:
     # joining an identity --------------------------------------------------------------
 
     def attach(self, client: Client, holder: Client) -> None:
-        """``client`` finishes registering as a connection of ``holder``'s identity (the registry's
+        """``client`` finishes registering as a connection of ``holder``'s identity (the state's
         holder of its nick): it takes a detached identity's place, or joins a live one's group."""
         if holder.detached:
             self._adopt(client, holder)
@@ -304,7 +304,7 @@ class SessionManager:
     # identity changes -----------------------------------------------------------------
 
     def become_face(self, client: Client) -> None:
-        """Make ``client`` the connection of its group that the registry holds (before a NICK)."""
+        """Make ``client`` the connection of its group that holds the nick (before a NICK)."""
         group = client.group
         if group is None or group.face is client:
             return

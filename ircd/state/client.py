@@ -163,7 +163,7 @@ class Client:
         # reserved), so REGISTER can say that name is not available rather than "no nick"
         self.refused_nick: str | None = None
         # several connections sharing one nick (ircd.sessions): the group, and whether this one
-        # is not the one the registry holds (NAMES, WHO and counts leave shadows out)
+        # is not the one that holds the nick (NAMES, WHO and counts leave shadows out)
         self.group: Sessions | None = None
         self.shadow = False
         # an always-on identity whose last connection went: in its channels, with no connection
