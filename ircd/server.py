@@ -16,7 +16,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ircd import caps as C
 from ircd.admission import Admission
 from ircd.caps import CapRegistry
 from ircd.commands.intake import Intake
@@ -177,42 +176,14 @@ class Server:
             old, new = getattr(getattr(self.config, section), key), getattr(getattr(config, section), key)
             if old != new:
                 raise ValueError(f"{section}.{key} cannot change while the server runs (restart instead)")
-        before = self._cap_snapshot()
+        from ircd.commands.cap import announce_cap_changes, cap_snapshot
+
+        before = cap_snapshot(self)
         self._apply_config(config)
-        self._announce_cap_changes(before)
+        announce_cap_changes(self, before)
         from ircd.events import Rehashed
 
         self.events.publish(Rehashed(config))
-
-    def _cap_snapshot(self) -> dict[str, tuple[int, str]]:
-        """Offered capabilities: name -> (bit, CAP LS 302 token)."""
-        offered = self.caps.offered(self)
-        tokens = self.caps.ls_tokens(self, 302)
-        return {cap.name: (cap.bit, token) for cap, token in zip(offered, tokens)}
-
-    def _announce_cap_changes(self, before: dict[str, tuple[int, str]]) -> None:
-        """IRCv3 cap-notify: CAP DEL for capabilities no longer offered (they are also
-        switched off), CAP NEW for new ones and for ones whose value changed."""
-        after = self._cap_snapshot()
-        removed = [name for name in before if name not in after]
-        added = [name for name in after if before.get(name) != after[name]]
-        if not removed and not added:
-            return
-        removed_bits = 0
-        for name in removed:
-            removed_bits |= before[name][0]
-        for client in self.clients:
-            if client.closing or not client.caps & C.CAP_NOTIFY:
-                continue
-            client.set_caps(client.caps & ~removed_bits)
-            reply = ReplyBuffer(self, client)
-            head = f":{self.name} CAP {client.nick}"
-            for chunk in C.line_chunks(removed, head + " DEL", continued=False) if removed else ():
-                reply.send("CAP", client.nick, "DEL", chunk)
-            tokens = [after[n][1] if client.cap_version >= 302 else n for n in added]
-            for chunk in C.line_chunks(tokens, head + " NEW", continued=False) if tokens else ():
-                reply.send("CAP", client.nick, "NEW", chunk)
-            reply.flush()
 
     def now(self) -> float:
         return self.clock()
