@@ -148,7 +148,7 @@ def _build(directory: Path, loop: asyncio.AbstractEventLoop):
                     "agents_per_owner = 100000\nlogin_ip_attempts = 100000\n")
     path.write_text(_pircd_config(directory, free_port()) + cheap_logins)
     server = build_server(load_config(str(path)))
-    server.schedule = lambda fn: None  # the benchmark writes the outboxes itself
+    server.delivery.schedule = lambda fn: None  # the benchmark writes the outboxes itself
     server.spawner = loop.create_task
     for start in server.on_startup:
         loop.run_until_complete(start())
@@ -174,7 +174,7 @@ def bench_dm(server, messages: int) -> float:
     text = "x" * 100
     to_b = f"PRIVMSG dmb :{text}\r\n".encode()
     to_a = f"PRIVMSG dma :{text}\r\n".encode()
-    flush = server.flush_all
+    flush = server.delivery.flush_all  # what the event loop calls at the end of a pass
     before = tb.written
     start = time.process_time()
     for _ in range(messages // 2):
@@ -200,7 +200,7 @@ def bench_fanout(server, receivers: int, reads: int) -> float:
         conns.append((conn, transport))
     server.flush_all()
     chunk = b"".join(f"PRIVMSG #hot :{i:04d}{'y' * 96}\r\n".encode() for i in range(128))
-    flush = server.flush_all
+    flush = server.delivery.flush_all  # what the event loop calls at the end of a pass
     start = time.process_time()
     for _ in range(reads):
         sender.data_received(chunk)
@@ -218,7 +218,7 @@ def bench_register(server, count: int) -> float:
     from ircd.net.connection import Connection
 
     hello = [f"NICK reg{i}\r\nUSER reg 0 * :reg\r\n".encode() for i in range(count)]
-    flush = server.flush_all
+    flush = server.delivery.flush_all  # what the event loop calls at the end of a pass
     start = time.process_time()
     for data in hello:
         conn = Connection(server)
@@ -246,7 +246,7 @@ def bench_churn(loop: asyncio.AbstractEventLoop, server, count: int, members: in
     hello = [f"NICK k{i}\r\nUSER k{i} 0 * :bench client\r\n".encode() for i in range(count)]
     join = b"JOIN #churn\r\n"
     talk = [f"PRIVMSG #churn :hello from k{i}\r\nQUIT :bye\r\n".encode() for i in range(count)]
-    flush = server.flush_all
+    flush = server.delivery.flush_all  # what the event loop calls at the end of a pass
 
     async def cycles() -> float:
         start = time.process_time()
@@ -290,7 +290,7 @@ def setup_send(server, loop: asyncio.AbstractEventLoop, pairs: int):
 
     from ircd.net.connection import Connection
 
-    server.schedule = loop.call_soon  # outboxes go out as in the server: once per event-loop pass
+    server.delivery.schedule = loop.call_soon  # outboxes go out as in the server: once per event-loop pass
     password = "hotpath-password"
     loop.run_until_complete(server.accounts.create("hotowner", password, kind="person"))
     names = [(f"hs{i}", f"hr{i}") for i in range(pairs)]

@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ircd.client import Client
+from ircd.state.client import Client
 from ircd.events import ChannelMessage
-from ircd.replies import Relay
+from ircd.delivery.replies import Relay
 from ircd.store import history as rows
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
+    from ircd.state.channel import Channel
     from ircd.server import Server
 
 __all__ = ["CannotSend", "ChannelInfo", "visible_channels", "find_channel", "is_member", "post", "history", "viewer_for",
@@ -55,13 +55,13 @@ class ChannelInfo:
 
 
 def _connections(server: "Server", account: str) -> list[Client]:
-    return list(server.by_account.get(account, ()))
+    return list(server.state.account_clients(account))
 
 
 def viewer_for(server: "Server", account: str, name: str | None = None) -> Client:
     """A detached client logged in to ``account``: a viewer and a source for an account with no
     connection. Its host says where it came from (``http.<server name>``)."""
-    client = Client(server, _NoConn(), "0.0.0.0")
+    client = server.new_client(_NoConn(), "0.0.0.0")
     nick = name or account
     client.nick, client.nick_folded, client.user = nick, account, "http"
     client.host = f"http.{server.name}"
@@ -87,7 +87,7 @@ def _exists_for(server: "Server", account: str, channel: "Channel") -> bool:
 
 def find_channel(server: "Server", account: str, name: str) -> "Channel | None":
     """The channel of that name if it exists for ``account`` (None exactly as for an unused name)."""
-    channel = server.registry.find_channel(name)
+    channel = server.state.find_channel(name)
     if channel is None or not _exists_for(server, account, channel):
         return None
     return channel
@@ -97,7 +97,7 @@ def visible_channels(server: "Server", account: str) -> list[ChannelInfo]:
     """The channels LIST would show the account (its own and every one it may see), by name."""
     viewers = _viewers(server, account)
     found = []
-    for channel in server.registry.channels.values():
+    for channel in server.state.all_channels():
         member = is_member(server, account, channel)
         if not member and not any(server.visibility.channel_listed_for(v, channel) for v in viewers):
             continue
@@ -118,7 +118,7 @@ def post(server: "Server", account: str, display: str, channel: "Channel", comma
     The source is the account's connection in the channel when it has one. The channel's rules
     for who may speak (+m, bans, mutes, +C) are those of a PRIVMSG; ``CannotSend`` when they
     refuse it."""
-    from ircd.commands.messaging import cannot_speak, is_restricted_ctcp
+    from ircd.commands.speech import cannot_speak, is_restricted_ctcp
 
     source = next((c for c in channel.members if c.account_folded == account), None)
     if source is None:
@@ -130,7 +130,7 @@ def post(server: "Server", account: str, display: str, channel: "Channel", comma
         raise CannotSend(why)
     msgid, time = server.message_stamp()
     relay = Relay(source.prefix, command, [channel.name, text], msgid=msgid, time=time, account=source.account)
-    server.relay(channel.members, relay)
+    server.delivery.relay(channel.members, relay)
     if server.events.wants(ChannelMessage):
         server.events.publish(ChannelMessage(source, channel, command, text, msgid, server.clock(), None, relay))
     server.flush_all()
@@ -157,7 +157,7 @@ async def run_as(server: "Server", account: str, name: str, verb: str, params: l
     client holds its nick, or always-on is off for it)."""
     from ircd.dispatch import CommandContext
     from ircd.proto.lines import Message
-    from ircd.replies import ReplyBuffer
+    from ircd.delivery.replies import ReplyBuffer
 
     client = server.sessions.summon(account, name)
     spec = server.commands.get(verb)

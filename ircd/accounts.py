@@ -21,9 +21,7 @@ another process (the ``pircd account`` CLI) changes the database.
 from __future__ import annotations
 
 import ipaddress
-import math
 import logging
-import re
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, Callable
@@ -32,17 +30,18 @@ import anyio
 
 from ircd import caps as C
 from ircd import passwords
-from ircd.commands.registration import RESERVED_NICKS, set_nick_from_server
+from ircd.accountnames import InvalidAccountName, account_name_problem, valid_account_name
+from ircd.commands.registration import set_nick_from_server
 from ircd.events import LoggedIn, LoggedOut
-from ircd.logins import KNOWN_PER_TARGET, Attempt, LoginLimits, source_of
+from ircd.logins import KNOWN_PER_TARGET, Attempt, login_limits, source_of, throttled_text
 from ircd.proto import numerics as N
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
 from ircd.sasl.scram import derive_keys
 from ircd.store import Account, AccountExists, ScramKeys
 from ircd.store.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.config import AccountsSection
     from ircd.server import Server
     from ircd.store import Store
@@ -50,29 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["AccountService", "InvalidAccountName", "Refusal", "account_name_problem", "valid_account_name"]
 
 log = logging.getLogger("pircd")
-_NAME_RE = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]*$")
-
-
-def account_name_problem(name: str, maxlen: int) -> str | None:
-    """Why ``name`` cannot be an account, or None. The one rule for every way an account
-    is made (the CLI, REGISTER, NickServ, AGENTS CREATE through ``AccountService.create``):
-    names follow the nick grammar, because an agent's nick is its account name, and a name
-    reserved as a nick (``NickServ``, ``ChanServ``, ...) would be an account that can never
-    connect."""
-    if not 0 < len(name) <= maxlen or _NAME_RE.match(name) is None:
-        return f"not a valid account name (nick rules, at most {maxlen} characters)"
-    # the reserved nicks are ASCII letters, so lowering is their fold under either case mapping
-    if name.lower() in RESERVED_NICKS:
-        return "reserved for the server's own services"
-    return None
-
-
-def valid_account_name(name: str, maxlen: int) -> bool:
-    return account_name_problem(name, maxlen) is None
-
-
-class InvalidAccountName(ValueError):
-    pass
+# (accounts config, to, subject, body) -> None when sent, else the reason for the log
+SendMail = Callable[["AccountsSection", str, str, str], Awaitable["str | None"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +62,6 @@ class Refusal:
     disconnect: bool = True
 
 
-def throttled_text(wait: float) -> str:
-    return f"Too many failed attempts; try again in {math.ceil(wait)} seconds"
-
-
 def _is_loopback(ip: str) -> bool:
     try:
         return ipaddress.ip_address(ip).is_loopback
@@ -96,9 +70,12 @@ def _is_loopback(ip: str) -> bool:
 
 
 class AccountService:
-    def __init__(self, server: "Server", store: "Store") -> None:
+    def __init__(self, server: "Server", store: "Store", send_mail: SendMail | None = None) -> None:
         self.server = server
         self.store = store
+        # how a verification code goes out (ircd.net.mail.send_mail, given by ircd.app): the
+        # transport is handed down, so that accounts never import the network layer
+        self.send_mail = send_mail
         self.names: dict[str, str] = {}  # folded account name -> kind
         self.scram_secret = secrets.token_bytes(32)
         self._data_version: int | None = None
@@ -222,14 +199,14 @@ class AccountService:
         reply.numeric(N.RPL_LOGGEDIN, mask, account.name, f"You are now logged in as {account.name}")
         log.info("login id=%d account=%s kind=%s", client.id, account.name, account.kind)
         if client.registered:
-            server.account_attached(client)
+            server.state.account_attached(client)
             if account.is_agent:
                 self.claim_nick(client, reply)
                 if "B" not in client.modes:
                     client.modes.add("B")
                     reply.send("MODE", client.nick, "+B", source=client.nick)
-            peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
-            server.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
+            peers = server.state.peers_with_cap(client, C.ACCOUNT_NOTIFY)
+            server.delivery.relay(peers, server.relay_from(client, "ACCOUNT", account.name))
             server.events.publish(LoggedIn(client, account.name))
 
     def _wants_account_nick(self, client: Client) -> bool:
@@ -246,13 +223,13 @@ class AccountService:
         account = client.account
         if account is None:
             return
-        self.server.account_detached(client, client.account_folded)
+        self.server.state.account_detached(client, client.account_folded)
         client.account = client.account_folded = client.account_kind = None
         if reply is not None:
             reply.numeric(N.RPL_LOGGEDOUT, client.prefix, "You are now logged out")
         server = self.server
-        peers = server.peers_with_cap(client, C.ACCOUNT_NOTIFY)
-        server.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
+        peers = server.state.peers_with_cap(client, C.ACCOUNT_NOTIFY)
+        server.delivery.relay(peers, server.relay_from(client, "ACCOUNT", "*"))
         server.events.publish(LoggedOut(client, account))
 
     # nick ownership ----------------------------------------------------------
@@ -262,7 +239,7 @@ class AccountService:
         folded = client.account_folded
         if folded is None or client.account is None or client.nick_folded == folded:
             return
-        holder = self.server.registry.nicks.get(folded)
+        holder = self.server.state.nick_holder(folded)
         if holder is not None and holder is not client:
             sessions = self.server.sessions
             if sessions.may_share(client, holder):  # another connection of the account
@@ -292,7 +269,7 @@ class AccountService:
             return
         reply = ReplyBuffer(server, holder)
         if not holder.registered:
-            server.registry.remove_nick(holder)
+            server.state.remove_nick(holder)
             holder.nick, holder.nick_folded = "*", ""
             holder.refused_nick = nick
             reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
@@ -316,7 +293,7 @@ class AccountService:
         for _ in range(100):
             nick = f"Guest{number}"
             folded = server.casefold(nick)
-            if len(nick) <= maxlen and folded not in server.registry.nicks and folded not in self.names:
+            if len(nick) <= maxlen and server.state.nick_holder(folded) is None and folded not in self.names:
                 return nick
             number = secrets.randbelow(10 ** (maxlen - len("Guest")))
         return None
@@ -378,7 +355,6 @@ class AccountService:
         """REGISTER with ``accounts.email_required``: send a code to ``email`` and keep the
         registration until VERIFY. Returns ("", <address>) when the code went out, else a FAIL
         code of account-registration and its text."""
-        from ircd.net.mail import MailError, build_message, send_message
         from ircd.verification import Pending, new_code, valid_email
 
         server, cfg = self.server, self.cfg
@@ -402,23 +378,17 @@ class AccountService:
             f"The code is valid for {minutes} minutes. If you did not ask for this account, "
             "ignore this message.\n"
         )
-        msg = build_message(cfg, email, f"Your code for the account {name} on {network}", body)
-        try:
-            await send_message(cfg, msg)
-        except MailError as exc:
-            log.warning("verification code not sent account=%s: %s", name, exc)
+        failed = (
+            "no way to send mail" if self.send_mail is None
+            else await self.send_mail(cfg, email, f"Your code for the account {name} on {network}", body)
+        )
+        if failed is not None:
+            log.warning("verification code not sent account=%s: %s", name, failed)
             return "TEMPORARILY_UNAVAILABLE", "The verification code could not be sent; try again later"
         now = server.clock()
         self.verifications.add(Pending(name, folded, email, hashed, keys, code, now + cfg.email_code_lifetime, source))
         log.info("verification code sent account=%s ip=%s", name, client.ip)
         return "", email
-
-
-def login_limits(cfg: AccountsSection) -> LoginLimits:
-    """The login throttle's limits from ``[accounts]`` (SASL, NickServ and OPER share them)."""
-    return LoginLimits(
-        cfg.login_attempts, cfg.login_ip_attempts, cfg.login_account_attempts, cfg.login_window
-    )
 
 
 __all__ += ["AccountExists"]

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ValidationError
 from ircd import caps as _caps
 from ircd.accounts import Refusal
 from ircd.caps import Capability
-from ircd.channel import Channel
-from ircd.client import Client
+from ircd.state.channel import Channel
+from ircd.state.client import Client
 from ircd.config import ConfigError
 from ircd.dispatch import CommandContext, make_spec
 from ircd.metrics import CALL_BOUNDS, MetricsOut, Timings, TimingsByLabel
@@ -44,7 +44,7 @@ from ircd.events import (
 from ircd.log import CountedLog
 from ircd.logins import source_of
 from ircd.proto.lines import Message, format_line
-from ircd.replies import Relay, ReplyBuffer
+from ircd.delivery.replies import Relay, ReplyBuffer
 from ircd.store import AccountExists, Batched, TooManyAgents
 from ircd.store.dialect import PerDialect, dialect_of, postgres_ddl, table_exists
 from ircd.store.errors import (
@@ -455,20 +455,20 @@ class ExtensionAPI:
         return self._server.casefold(name)
 
     def find_nick(self, nick: str) -> Client | None:
-        return self._server.registry.find_nick(nick)
+        return self._server.state.find_nick(nick)
 
     def find_channel(self, name: str) -> Channel | None:
-        return self._server.registry.find_channel(name)
+        return self._server.state.find_channel(name)
 
     def channels(self) -> Iterable[Channel]:
-        return self._server.registry.channels.values()
+        return self._server.state.all_channels()
 
     def clients_for_account(self, account_folded: str) -> list[Client]:
         """The registered connections logged in to an account (empty: the account is not visible)."""
-        return list(self._server.by_account.get(account_folded, ()))
+        return list(self._server.state.account_clients(account_folded))
 
     def is_visible(self, account_folded: str) -> bool:
-        return account_folded in self._server.by_account
+        return self._server.state.account_online(account_folded)
 
     def account_kind(self, account_folded: str) -> str | None:
         """'person', 'agent', or None when no such account exists (from the server's cache)."""
@@ -567,7 +567,7 @@ class ExtensionAPI:
         return account
 
     def valid_account_name(self, name: str) -> bool:
-        from ircd.accounts import valid_account_name
+        from ircd.accountnames import valid_account_name
 
         return valid_account_name(name, self._server.config.limits.nicklen)
 
@@ -596,7 +596,7 @@ class ExtensionAPI:
         folded = self._server.casefold(account_or_nick)
         targets = self.clients_for_account(folded)
         if not targets:
-            client = self._server.registry.nicks.get(folded)
+            client = self._server.state.nick_holder(folded)
             targets = [client] if client is not None and client.registered and not client.closing else []
         for client in targets:
             self.send(client, command, *params, source=source)

@@ -51,7 +51,9 @@ def attach_store(server: Server, path: str | None = None) -> None:
     from ircd.accounts import AccountService
     from ircd.chanreg import ChannelRegistry
     from ircd.history import History
-    from ircd.commands.account import NICKSERV, install_caps, nickserv
+    from ircd.net.mail import send_mail
+    from ircd.commands.account import install_caps
+    from ircd.commands.nickserv import NICKSERV, nickserv
     from ircd.store import Store
     from ircd.tokens import TokenService
 
@@ -62,7 +64,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
     )
     store = Store(path or config.server.db, config.storage.durability)
     server.store = store
-    accounts = AccountService(server, store)
+    accounts = AccountService(server, store, send_mail)
     server.accounts = accounts
     channels = ChannelRegistry(server, store)
     tokens = server.tokens = TokenService(server, store)

@@ -9,14 +9,25 @@ here; the CAP command itself is in ``commands/cap.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Final
+from typing import TYPE_CHECKING, Any, Callable, Final, Protocol
 
 from ircd.proto.lines import MAX_LINE
 
 if TYPE_CHECKING:
-    from ircd.server import Server
+    from ircd.config import Config
 
-__all__ = ["Capability", "CapRegistry"]
+__all__ = ["CapHost", "Capability", "CapRegistry"]
+
+
+class CapHost(Protocol):
+    """What the core's capabilities read of the server (``Server`` is one): its configuration,
+    and whether it keeps history. Extensions' callables are given the same server."""
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def history(self) -> object | None: ...
 
 # Bits of the core capabilities, fixed so the hot path can use constants.
 ACCOUNT_NOTIFY: Final = 1 << 0
@@ -62,26 +73,26 @@ class Capability:
     """A capability. ``value`` is shown in CAP LS 302 (a callable is asked each time)."""
 
     name: str
-    value: str | Callable[["Server"], str | None] | None = None
+    value: str | Callable[[Any], str | None] | None = None  # called with the server (a CapHost)
     bit: int = 0
     # A callable saying whether the capability is offered right now (config-dependent).
-    available: Callable[["Server"], bool] | None = None
+    available: Callable[[Any], bool] | None = None
 
 
-def _multiline_value(server: "Server") -> str:
+def _multiline_value(server: CapHost) -> str:
     limits = server.config.limits
     return f"max-bytes={limits.multiline_max_bytes},max-lines={limits.multiline_max_lines}"
 
 
-def _history_on(server: "Server") -> bool:
+def _history_on(server: CapHost) -> bool:
     return server.history is not None and server.config.history.enabled
 
 
-def _metadata_on(server: Server) -> bool:
+def _metadata_on(server: CapHost) -> bool:
     return server.config.metadata.enabled
 
 
-def _metadata_value(server: Server) -> str:
+def _metadata_value(server: CapHost) -> str:
     cfg = server.config.metadata
     return f"before-connect,max-subs={cfg.max_subs},max-keys={cfg.max_keys},max-value-bytes={cfg.max_value_bytes}"
 
@@ -132,13 +143,13 @@ class CapRegistry:
         self._by_name[cap.name] = cap
         return cap
 
-    def get(self, name: str, server: "Server") -> Capability | None:
+    def get(self, name: str, server: CapHost) -> Capability | None:
         cap = self._by_name.get(name)
         if cap is None or (cap.available is not None and not cap.available(server)):
             return None
         return cap
 
-    def offered(self, server: "Server") -> list[Capability]:
+    def offered(self, server: CapHost) -> list[Capability]:
         return [
             cap
             for cap in self._by_name.values()
@@ -148,7 +159,7 @@ class CapRegistry:
     def names(self, mask: int) -> list[str]:
         return [cap.name for cap in self._by_name.values() if cap.bit & mask]
 
-    def ls_tokens(self, server: "Server", version: int) -> list[str]:
+    def ls_tokens(self, server: CapHost, version: int) -> list[str]:
         tokens = []
         for cap in self.offered(server):
             value = cap.value(server) if callable(cap.value) else cap.value

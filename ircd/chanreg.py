@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.channel import Channel, ListEntry, normalize_mask
+from ircd.state.channel import Channel, ListEntry, normalize_mask
 from ircd.events import ChannelModeChanged, Joined, TopicChanged
 from ircd.store import ChannelRow
 
 if TYPE_CHECKING:
-    from ircd.client import Client
-    from ircd.replies import ReplyBuffer
+    from ircd.state.client import Client
+    from ircd.delivery.replies import ReplyBuffer
     from ircd.server import Server
     from ircd.store import Store
 
@@ -52,10 +52,10 @@ def snapshot(channel: Channel) -> ChannelRow:
 
 
 def restore(server: "Server", row: ChannelRow) -> Channel:
-    channel = server.registry.channels.get(row.folded)
+    channel = server.state.channel(row.folded)
     if channel is None:
         channel = Channel(row.name, row.folded, row.created_at)
-        server.registry.channels[row.folded] = channel
+        server.state.add_channel(channel)
     channel.owner_account = row.owner
     channel.topic, channel.topic_setter, channel.topic_time = row.topic, row.topic_setter, row.topic_time
     channel.modes = set(row.modes)

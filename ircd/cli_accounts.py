@@ -19,7 +19,7 @@ from typing import NoReturn
 import click
 
 from ircd.store.writes import Conn
-from ircd.accounts import valid_account_name
+from ircd.accountnames import valid_account_name
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load
 from ircd.proto.casemap import get_casefold
 from ircd.store import accounts as rows

@@ -13,10 +13,10 @@ import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.proto.lines import Message
     from ircd.server import Server
 

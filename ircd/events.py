@@ -19,9 +19,9 @@ from typing import Any, Callable
 # Imported at run time, not only for type checking: in the compiled build
 # (docs/compiled.md) these dataclasses' fields are typed with the native classes,
 # which must exist before this module's classes are built.
-from ircd.channel import Channel
-from ircd.client import Client
-from ircd.replies import Relay
+from ircd.state.channel import Channel
+from ircd.state.client import Client
+from ircd.delivery.replies import Relay
 
 __all__ = [
     "EventBus",

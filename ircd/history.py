@@ -34,9 +34,9 @@ from ircd.events import ChannelMessage, ChannelRenamed, DirectMessage, TopicChan
 from ircd.proto.timestamps import first_id_at
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.config import HistorySection
-    from ircd.replies import Relay
+    from ircd.delivery.replies import Relay
     from ircd.server import Server
     from ircd.store import Store
     from ircd.timers import TimerHandle
@@ -223,7 +223,7 @@ class History:
         """The party a direct message to the nick ``name`` is stored under: its holder's, or the
         account (``a:``) or nick (``n:``) of that name when no one registered holds it."""
         server = self.server
-        other = server.registry.find_nick(name)
+        other = server.state.find_nick(name)
         if other is not None and other.registered:
             return party(other)
         folded = server.casefold(name)

@@ -1,7 +1,7 @@
 """Logging: one line per event on stderr, plain text or JSON.
 
 Handlers log with ``key=value`` pairs in the message; nothing logs a
-password, a SASL payload or any other secret (see ``server._redact``).
+password, a SASL payload or any other secret (see ``ircd.commands.intake._redact``).
 In JSON, those pairs are fields of the object as well, so a log collector
 can filter on ``ip`` or ``account`` without parsing the text.
 """

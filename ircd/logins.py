@@ -31,12 +31,17 @@ Records older than the window are forgotten at most once a minute, when an attem
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ircd.timers import forget_idle
 
-__all__ = ["KNOWN_PER_TARGET", "Attempt", "LoginLimits", "LoginThrottle", "source_of"]
+if TYPE_CHECKING:
+    from ircd.config import AccountsSection
+
+__all__ = ["KNOWN_PER_TARGET", "Attempt", "LoginLimits", "LoginThrottle", "login_limits", "source_of", "throttled_text"]
 
 KNOWN_PER_TARGET = 16  # sources remembered per target (the most recent successful ones)
 _PRUNE_EVERY = 60.0
@@ -170,3 +175,14 @@ class LoginThrottle:
 
     def __len__(self) -> int:
         return len(self._times)
+
+
+def login_limits(cfg: AccountsSection) -> LoginLimits:
+    """The login throttle's limits from ``[accounts]`` (SASL, NickServ and OPER share them)."""
+    return LoginLimits(
+        cfg.login_attempts, cfg.login_ip_attempts, cfg.login_account_attempts, cfg.login_window
+    )
+
+
+def throttled_text(wait: float) -> str:
+    return f"Too many failed attempts; try again in {math.ceil(wait)} seconds"

@@ -1,6 +1,6 @@
 """Metrics: numbers the server keeps as plain ints, turned into Prometheus text when scraped.
 
-The per-line path only adds to ints on objects it already touches (``Server.lines_in``, ...);
+The per-line path only adds to ints on objects it already touches (``Intake.lines_in``, ``Delivery.lines_out``, ...);
 nothing calls into ``prometheus_client`` per line or per message. A scrape runs the collectors
 (the core's, then those extensions add with ``api.metrics_collector``), each writing families into
 a ``MetricsOut``, and renders them with a registry of this server's own (never the process-wide
@@ -178,24 +178,24 @@ def core_metrics(server: "Server") -> Callable[[MetricsOut], None]:
             by_transport[(_transport(client),)] += 1
         out.gauge("pircd_connections", "IRC connections open now, by transport", by_transport, ("transport",))
         out.gauge("pircd_tls_handshakes", "Accepted TLS connections still in their handshake",
-                  server.handshaking)
+                  server.admission.handshaking)
         gate = server.http.gate
         out.gauge("pircd_http_connections", "HTTP connections open now (WebSocket ones included)",
                   len(gate.open) if gate is not None else 0)
-        out.gauge("pircd_users", "Registered users (as LUSERS counts them)", server.registered_count)
-        out.gauge("pircd_channels", "Channels that exist now", len(server.registry.channels))
-        out.counter("pircd_connections_accepted_total", "IRC connections accepted", server.accepted)
+        out.gauge("pircd_users", "Registered users (as LUSERS counts them)", server.state.registered_count)
+        out.gauge("pircd_channels", "Channels that exist now", len(server.state.all_channels()))
+        out.counter("pircd_connections_accepted_total", "IRC connections accepted", server.admission.accepted)
         refused: dict[Labels, float] = {(reason,): 0 for reason in _REFUSALS.values()}
-        for reason, n in server.refused.items():
+        for reason, n in server.admission.refused.items():
             refused[(_REFUSALS.get(reason, reason),)] = n
         out.counter("pircd_connections_refused_total", "IRC connections refused at accept, by reason",
                     refused, ("reason",))
         out.counter("pircd_registrations_total", "Connections that completed registration",
                     server.registrations)
-        out.counter("pircd_lines_in_total", "IRC lines received", server.lines_in)
-        out.counter("pircd_lines_out_total", "IRC lines sent", server.lines_out)
+        out.counter("pircd_lines_in_total", "IRC lines received", server.intake.lines_in)
+        out.counter("pircd_lines_out_total", "IRC lines sent", server.delivery.lines_out)
         out.counter("pircd_sendq_drops_total", "Connections closed for exceeding their SendQ",
-                    server.sendq_drops)
+                    server.delivery.sendq_drops)
         store = server.store
         if store is not None:
             db = store.db

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from ircd import caps as C
 from ircd.events import LoggedIn, LoggedOut, Quit, Registered
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
     from ircd.server import Server
 
 __all__ = ["CAP_NAME", "ReadMarkers"]
@@ -95,7 +95,7 @@ class ReadMarkers:
     def account_gone(self, account: str) -> None:
         """A connection or the always-on identity of ``account`` ended: its markers are forgotten
         unless a connection of the account is there, or its always-on identity stays."""
-        if account not in self.server.by_account and account not in self.server.sessions.ghosts:
+        if not self.server.state.account_online(account) and account not in self.server.sessions.ghosts:
             self.by_account.pop(account, None)
 
     # reading and setting ----------------------------------------------------------
@@ -135,7 +135,7 @@ class ReadMarkers:
         """Tell the account's other connections that have the capability."""
         if client.account_folded is None:
             return
-        for other in self.server.by_account.get(client.account_folded, ()):
+        for other in self.server.state.account_clients(client.account_folded):
             if other is not client and other.caps & C.READ_MARKER:
                 self._send(other, target, time)
 

@@ -5,12 +5,12 @@ registers, for the nick that a connection of the same account holds (``accounts.
 does not take the nick over: it *joins* that identity. Every connection of a group is a full member
 of the group's channels, with the same prefixes, so channel fan-out, capability-dependent lines and
 echoes reach each one as for any member, formatted for its own capabilities. What other clients see
-stays one user: the registry maps the nick to one connection of the group (the *face*), the others
+stays one user: the network's state maps the nick to one connection of the group (the *face*), the others
 are *shadows* that NAMES, WHO, LIST counts and the ``+l`` limit leave out, and a connection that
 leaves while others stay quits silently.
 
 An account with always-on (``accounts.always_on``: agents by default) keeps its identity when its
-last connection goes: the ``Client`` stays in the registry and its channels, marked away, with no
+last connection goes: the ``Client`` keeps its nick and its channels, marked away, with no
 connection (``detached``: nothing is queued for it). It is not *visible* in PIRCAN's sense (no
 connection is logged in: NOTIFY waits, SEND receipts say ``queued``). The next connection of the
 account that asks for the nick takes its place and is given its channels back (JOIN, topic, NAMES and
@@ -19,7 +19,7 @@ REHASH no longer allows it, or the server stops.
 
 Invariants: the connections of a group have the same nick, user, host, real name, account, away and
 user modes (one ``set`` object); each is in every channel of the group with the same prefix string;
-exactly one of them (the face) is in ``registry.nicks``, and only the others have ``shadow`` set.
+exactly one of them (the face) holds the nick in ``server.state``, and only the others have ``shadow`` set.
 """
 
 from __future__ import annotations
@@ -28,27 +28,18 @@ import logging
 from typing import TYPE_CHECKING
 
 from ircd import caps as C
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
+from ircd.state.client import Sessions
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
     from ircd.server import Server
 
 __all__ = ["AWAY_TEXT", "SessionManager", "Sessions"]
 
 log = logging.getLogger("pircd")
 AWAY_TEXT = "Not connected"
-
-
-class Sessions:
-    """The connections sharing one nick; ``face`` is the one the registry holds."""
-
-    __slots__ = ("face", "members")
-
-    def __init__(self, face: Client) -> None:
-        self.face = face
-        self.members: list[Client] = [face]
 
 
 class _Detached:
@@ -71,7 +62,7 @@ DETACHED = _Detached()
 
 class SessionManager:
     def __init__(self, server: Server) -> None:
-        from ircd.events import Rehashed  # ircd.events imports ircd.client, which imports this module
+        from ircd.events import Rehashed  # ircd.events imports ircd.state.client, which imports this module
 
         self.server = server
         self.ghosts: dict[str, Client] = {}  # always-on identities without a connection, by account
@@ -106,15 +97,14 @@ class SessionManager:
 
     def share_nick(self, client: Client, holder: Client) -> None:
         """Before registration: ``client`` goes by ``holder``'s nick and joins it when it registers."""
-        registry = self.server.registry
-        registry.remove_nick(client)
+        self.server.state.remove_nick(client)
         client.nick, client.nick_folded = holder.nick, holder.nick_folded
         client.refused_nick = None
 
     # joining an identity --------------------------------------------------------------
 
     def attach(self, client: Client, holder: Client) -> None:
-        """``client`` finishes registering as a connection of ``holder``'s identity (the registry's
+        """``client`` finishes registering as a connection of ``holder``'s identity (the state's
         holder of its nick): it takes a detached identity's place, or joins a live one's group."""
         if holder.detached:
             self._adopt(client, holder)
@@ -137,7 +127,7 @@ class SessionManager:
         server = self.server
         self.ghosts.pop(ghost.account_folded or "", None)
         _copy_identity(ghost, client)
-        server.registry.nicks[client.nick_folded] = client
+        server.state.add_nick(client)
         for channel in list(ghost.channels.values()):
             modes = channel.members.pop(ghost, "")
             channel.members[client] = modes
@@ -146,7 +136,7 @@ class SessionManager:
         if client.auto_away:
             client.away = None
             client.auto_away = False
-            server.relay(server.peers_with_cap(client, C.AWAY_NOTIFY), server.relay_from(client, "AWAY"))
+            server.delivery.relay(server.state.peers_with_cap(client, C.AWAY_NOTIFY), server.relay_from(client, "AWAY"))
 
     def rejoin_burst(self, client: Client, reply: ReplyBuffer) -> None:
         """After the welcome: the identity's channels, as if the connection had joined each (JOIN,
@@ -186,7 +176,7 @@ class SessionManager:
         from ircd.accountops import viewer_for
 
         server = self.server
-        holder = server.registry.nicks.get(account)
+        holder = server.state.nick_holder(account)
         if holder is not None:
             return holder if holder.registered and holder.account_folded == account else None
         ghost = viewer_for(server, account, name)
@@ -199,10 +189,10 @@ class SessionManager:
                 ghost.modes.add(mode)
         if ghost.account_kind == "agent":
             ghost.modes.add("B")  # as an agent's login sets it (ircd.accounts)
-        server.registry.add_nick(ghost)
-        server.registered_count += 1
+        server.state.add_nick(ghost)
+        server.state.registered_count += 1
         if "i" in ghost.modes:
-            server.invisible_count += 1
+            server.state.invisible_count += 1
         self._detach(ghost)
         server.notify_monitors(ghost, online=True)
         return ghost
@@ -231,7 +221,7 @@ class SessionManager:
             face.shadow = False
             self.shadows -= 1
             group.face = face
-            server.registry.nicks[face.nick_folded] = face
+            server.state.add_nick(face)
         for channel in client.channels.values():
             if channel.members.pop(client, None) is not None:
                 channel.shadows -= 1
@@ -253,7 +243,7 @@ class SessionManager:
             client.away = AWAY_TEXT
             client.auto_away = True
             relay = server.relay_from(client, "AWAY", AWAY_TEXT)
-            server.relay(server.peers_with_cap(client, C.AWAY_NOTIFY), relay)
+            server.delivery.relay(server.state.peers_with_cap(client, C.AWAY_NOTIFY), relay)
         log.info("detached id=%d nick=%s account=%s", client.id, client.nick, client.account)
 
     def drop(self, ghost: Client, reason: str) -> None:
@@ -262,18 +252,18 @@ class SessionManager:
         if self.ghosts.get(ghost.account_folded or "") is ghost:
             del self.ghosts[ghost.account_folded or ""]
         ghost.detached = False  # closing stays: nothing more is written to it
-        server.relay(server.common_peers(ghost), server.relay_from(ghost, "QUIT", reason))
+        server.delivery.relay(server.state.common_peers(ghost), server.relay_from(ghost, "QUIT", reason))
         for channel in list(ghost.channels.values()):
             channel.remove_member(ghost)
             server.drop_channel_if_empty(channel)
-        server.registered_count -= 1
+        server.state.registered_count -= 1
         if "i" in ghost.modes:
-            server.invisible_count -= 1
+            server.state.invisible_count -= 1
         if "o" in ghost.modes:
-            server.oper_count -= 1
-        server.registry.remember(ghost, int(server.clock()))
+            server.state.oper_count -= 1
+        server.state.remember(ghost, int(server.clock()))
         server.notify_monitors(ghost, online=False)
-        server.registry.remove_nick(ghost)
+        server.state.remove_nick(ghost)
         if ghost.account_folded is not None:
             server.read_markers.account_gone(ghost.account_folded)
         log.info("always-on ended nick=%s account=%s reason=%r", ghost.nick, ghost.account, reason)
@@ -314,14 +304,14 @@ class SessionManager:
     # identity changes -----------------------------------------------------------------
 
     def become_face(self, client: Client) -> None:
-        """Make ``client`` the connection of its group that the registry holds (before a NICK)."""
+        """Make ``client`` the connection of its group that holds the nick (before a NICK)."""
         group = client.group
         if group is None or group.face is client:
             return
         old = group.face
-        registry = self.server.registry
-        registry.remove_nick(old)
-        registry.nicks[client.nick_folded] = client
+        state = self.server.state
+        state.remove_nick(old)
+        state.add_nick(client)
         old.shadow, client.shadow = True, False
         group.face = client
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ircd.accounts import login_limits
+from ircd.logins import login_limits
 from ircd.logins import LoginLimits, source_of
 from ircd.store import tokens as rows
 from ircd.store.errors import IntegrityError

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
 
 __all__ = ["Visibility"]
 

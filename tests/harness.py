@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Iterable
 
-from ircd.client import Client
+from ircd.state.client import Client
 from ircd.config import Config, from_dict
 from ircd.proto.lines import Message, parse_line
 from ircd.server import Server

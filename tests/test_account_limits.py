@@ -56,7 +56,7 @@ def test_registered_channels_per_account(db):
             ":irc.test 366 a #three :End of /NAMES list",
         ]
         h.send("a", "PART #three")
-        assert h.server.registry.find_channel("#three") is None
+        assert h.server.state.find_channel("#three") is None
         h.settle()
     finally:
         h.close()

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from ircd.accounts import InvalidAccountName, account_name_problem
+from ircd.accountnames import InvalidAccountName, account_name_problem
 from tests.harness import Harness, config
 from tests.proc import cli
 

@@ -338,7 +338,7 @@ def test_register_taken_name_leaves_nothing_half_written(ah):
     ah.register("a", "d2")
     before = ah.run(ah.server.store.list_accounts())
     ah.server.accounts.names.pop("dupe")  # force the race path: the store refuses the duplicate
-    ah.server.registry.remove_nick(ah.clients["a"])
+    ah.server.state.remove_nick(ah.clients["a"])
     ah.clients["a"].nick, ah.clients["a"].nick_folded = "dupe", "dupe"
     ah.send("a", "REGISTER * * password123")
     assert ah.lines("a") == [":irc.test FAIL REGISTER ACCOUNT_EXISTS dupe :That account already exists"]
@@ -390,7 +390,7 @@ def test_registered_channel_survives_restart(tmp_path):
 
     h2 = Harness(cfg, db=db)
     try:
-        channel = h2.server.registry.find_channel("#club")
+        channel = h2.server.state.find_channel("#club")
         assert channel is not None and channel.owner_account == "alice"
         assert channel.topic == "Club topic" and channel.modes == {"i", "n"}
         assert (channel.key, channel.limit) == ("secret", 7)

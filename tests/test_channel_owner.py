@@ -38,7 +38,7 @@ def test_creator_of_a_registered_channel_is_an_operator(oh):
         ":irc.test 353 al = #mine @al",
         ":irc.test 366 al #mine :End of /NAMES list",
     ]
-    assert oh.server.registry.find_channel("#mine").owner_account == "alice"
+    assert oh.server.state.find_channel("#mine").owner_account == "alice"
     oh.register("w", "watcher")
     oh.send("w", "WHOIS al")
     assert ":irc.test 319 watcher al @#mine" in oh.lines("w")

@@ -122,7 +122,7 @@ def test_kick_several_users(four, channels):
     kicks = [":foo!foo@127.0.0.1 KICK #chan bar bye", ":foo!foo@127.0.0.1 KICK #chan baz bye"]
     assert h.lines("qux") == kicks
     assert h.lines("foo") == kicks
-    assert {c.nick for c in h.server.registry.find_channel("#chan").members} == {"foo", "qux"}
+    assert {c.nick for c in h.server.state.find_channel("#chan").members} == {"foo", "qux"}
 
 
 def test_kick_pairs_channels_with_users(h):

@@ -199,7 +199,7 @@ def test_a_client_gone_while_its_account_is_made_is_not_logged_in(eh, tmp_path):
     eh.send("bar", f"VERIFY bar {code}")
     eh.settle()
     assert accounts_in(str(tmp_path / "e.db")) == [("bar", "bar@example.org")]
-    assert "bar" not in eh.server.by_account
+    assert "bar" not in eh.server.state.by_account
     assert eh.clients["bar"].account is None
 
 

@@ -122,7 +122,7 @@ def test_the_loaders_use_importlib():
         ("import ircd\n", ["x.py:1 imports ircd"]),
         ("from ircd.apiary import x\n", ["x.py:1 imports ircd.apiary.x"]),
         ("import importlib\nimportlib.import_module('ircd.channel')\n", ["x.py:2 imports ircd.channel"]),
-        ("def f():\n    from ircd.replies import ReplyBuffer\n", ["x.py:2 imports ircd.replies.ReplyBuffer"]),
+        ("def f():\n    from ircd.delivery.replies import ReplyBuffer\n", ["x.py:2 imports ircd.delivery.replies.ReplyBuffer"]),
     ],
 )
 def test_the_ext_checker_itself(source, expected):

@@ -156,7 +156,7 @@ def test_account_mute_and_the_older_account_form(tmp_path):
         conn.execute("UPDATE channel_lists SET mask = '$a:carol' WHERE mask = 'a:carol'")
     h2 = Harness(cfg(), db=db)
     try:
-        channel = h2.server.registry.find_channel("#club")
+        channel = h2.server.state.find_channel("#club")
         assert [e.mask for e in channel.lists["b"]] == ["m:a:bob", "a:carol"]
         login(h2, "a", "al", "alice")
         h2.send("a", "MODE #club -b $a:carol")

@@ -181,17 +181,17 @@ def test_http_connections_are_kept_out_of_the_irc_share_of_descriptors(monkeypat
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1024))
     monkeypatch.setattr(resource, "setrlimit", lambda kind, limits: None)
     listener_module.limit_clients(server)
-    assert server.max_clients == 1024 - 36 - listener_module.FD_RESERVE - 200
+    assert server.admission.max_clients == 1024 - 36 - listener_module.FD_RESERVE - 200
     assert server.http.fd_cap == 200
     server = Server(config(http={"max_connections": 1000}, connections={"max_clients": 100000}))
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (160, 160))
     listener_module.limit_clients(server)  # too few for both: HTTP keeps a small share
-    assert (server.http.fd_cap, server.max_clients) == (16, 160 - 36 - listener_module.FD_RESERVE - 16)
+    assert (server.http.fd_cap, server.admission.max_clients) == (16, 160 - 36 - listener_module.FD_RESERVE - 16)
     monkeypatch.setattr(resource, "getrlimit", lambda kind: (1024, 1024))
     cfg = config(http={"enabled": False}, connections={"max_clients": 100000})
     server = Server(cfg)
     listener_module.limit_clients(server)
-    assert server.max_clients == 1024 - 36 - listener_module.FD_RESERVE
+    assert server.admission.max_clients == 1024 - 36 - listener_module.FD_RESERVE
 
 
 def test_a_websocket_connection_holds_its_place_until_it_closes(slow):
@@ -215,9 +215,10 @@ def test_a_websocket_connection_holds_its_place_until_it_closes(slow):
 
 
 def test_the_client_address_behind_trusted_proxies():
-    from ircd.net.http import _networks, client_address
+    from ircd.net.addresses import networks
+    from ircd.net.http import client_address
 
-    trusted = _networks(["127.0.0.1", "10.0.0.0/8"])
+    trusted = networks(["127.0.0.1", "10.0.0.0/8"])
     xff = [(b"x-forwarded-for", b"6.6.6.6, 203.0.113.7, 10.1.2.3")]
     assert client_address("127.0.0.1", xff, trusted) == "203.0.113.7"  # 6.6.6.6 is the client's own word
     assert client_address("192.0.2.9", xff, trusted) == "192.0.2.9"  # not a proxy: headers ignored

@@ -162,7 +162,7 @@ def test_stalled_tls_handshakes_count_against_the_per_ip_limit(tls_server, clien
     plain_port, tls_port = srv.addresses[0][1], srv.addresses[1][1]
     stalled = [socket.create_connection(("127.0.0.1", tls_port)) for _ in range(3)]
     try:
-        _until(srv, lambda: srv.server.handshaking == 3)
+        _until(srv, lambda: srv.server.admission.handshaking == 3)
         with pytest.raises(OSError):  # closed before the handshake: EOF or reset
             client_factory(tls_port, tls=ctx, server_hostname="irc.test")
         plain = client_factory(plain_port)
@@ -170,11 +170,11 @@ def test_stalled_tls_handshakes_count_against_the_per_ip_limit(tls_server, clien
             "ERROR :Closing link: 127.0.0.1 (Too many connections from your IP address)"
         ]
         stalled.pop().close()
-        _until(srv, lambda: srv.server.handshaking == 2)
+        _until(srv, lambda: srv.server.admission.handshaking == 2)
         secure = client_factory(tls_port, tls=ctx, server_hostname="irc.test")
         assert secure.register("alice")[-1].command in ("376", "422")
-        assert srv.call(lambda: (srv.server.handshaking, srv.server.ip_counts.get("127.0.0.1"))) == (2, 1)
+        assert srv.call(lambda: (srv.server.admission.handshaking, srv.server.admission.ip_counts.get("127.0.0.1"))) == (2, 1)
     finally:
         for sock in stalled:
             sock.close()
-    _until(srv, lambda: srv.server.handshaking == 0)
+    _until(srv, lambda: srv.server.admission.handshaking == 0)

@@ -112,7 +112,7 @@ def test_sendq_drops_and_the_lines_written_in_the_harness(make_harness):
         h.send(name, "JOIN #a")
     for name in ("alice", "slow"):
         h.lines(name)  # the JOINs
-    before = h.server.lines_out  # the welcomes and JOINs
+    before = h.server.delivery.lines_out  # the welcomes and JOINs
     h.conns["slow"].backlog = 8000  # the kernel buffer is full: nothing drains
     for i in range(30):
         h.send("alice", f"PRIVMSG #a :{i} {'x' * 400}")
@@ -137,7 +137,7 @@ def test_replies_and_multiline_batches_count_as_their_lines():
             h.send(name, "JOIN #test")
         for name in ("alice", "bob", "dave"):
             h.take(name)
-        before = h.server.lines_out
+        before = h.server.delivery.lines_out
         got = 0
         for line in (*HOW_IS, "BATCH -123"):
             h.send("alice", line)
@@ -145,7 +145,7 @@ def test_replies_and_multiline_batches_count_as_their_lines():
         for name in ("alice", "bob", "dave"):
             got += len(h.lines(name))
         assert got > 10
-        assert h.server.lines_out - before == got
+        assert h.server.delivery.lines_out - before == got
     finally:
         h.close()
 

@@ -58,7 +58,7 @@ def test_agent_reconnecting_with_its_own_nick_takes_it_over(nh):
     assert nh.lines("old") == [
         "ERROR :Closing link: 127.0.0.1 (Nick taken over by a new connection of its account)"
     ]
-    assert nh.server.registry.find_nick("helper") is nh.clients["new"]
+    assert nh.server.state.find_nick("helper") is nh.clients["new"]
 
 
 def test_guest_holding_an_agents_name_is_renamed(nh):

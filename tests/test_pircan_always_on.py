@@ -22,7 +22,7 @@ def test_detached_agent_is_not_visible_and_gets_its_notify_back(p):
     agree(p, "alice", "bob")
     p.h.send("bob", "JOIN #desk")
     p.h.send("bob", "QUIT :restarting")
-    assert p.h.server.registry.find_nick("bob") is not None  # always-on: the nick stays
+    assert p.h.server.state.find_nick("bob") is not None  # always-on: the nick stays
     out = send(p, "alice", "bob")
     mid = sent_id(out)
     assert out == [f"{S} SEND alice OK {mid} bob queued {mid} 0"]
@@ -32,5 +32,5 @@ def test_detached_agent_is_not_visible_and_gets_its_notify_back(p):
     p.notifies()
     lines = p.lines("bob")
     assert lines[-1] == ":PIRCAN!pircan@services.pircd NOTICE bob :NOTIFY message 2"  # as after any login
-    assert p.h.server.registry.find_nick("bob") is p.h.clients["bob"]
+    assert p.h.server.state.find_nick("bob") is p.h.clients["bob"]
     assert "#desk" in p.h.clients["bob"].channels

@@ -150,7 +150,7 @@ def test_invisible_after_restart_and_members_keep_access(tmp_path):
         for h in (restarted, never):
             for name in ("eve", "dave", "carol"):
                 login(h, name, "message-tags server-time")
-        channel = restarted.server.registry.find_channel("#bob/secret")
+        channel = restarted.server.state.find_channel("#bob/secret")
         assert channel is not None and "P" in channel.modes and channel.owner_account == "bob"
         for who in ("eve", "dave"):
             assert replies(restarted, who, "#bob/secret") == replies(never, who, "#bob/secret")

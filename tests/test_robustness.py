@@ -110,11 +110,11 @@ def test_connection_throttle_forgets_quiet_addresses(make_harness):
     h.clock.advance(30)
     h.connect("b", ip="198.51.100.8")
     h.tick(31)  # the first sweep: .7 connected 61 s ago, .8 30 s ago
-    assert sorted(h.server.throttle) == ["198.51.100.8"]
+    assert sorted(h.server.admission.throttle) == ["198.51.100.8"]
     h.tick(59)  # no sweep within a minute of the last one
-    assert sorted(h.server.throttle) == ["198.51.100.8"]
+    assert sorted(h.server.admission.throttle) == ["198.51.100.8"]
     h.tick(1)
-    assert h.server.throttle == {}
+    assert h.server.admission.throttle == {}
 
 
 def test_loopback_is_exempt_by_default(make_harness):
@@ -185,7 +185,7 @@ def test_async_handler_exception(h):
 
 def test_exception_log_redacts_secrets(h, caplog):
     """Logs never carry a password: the parameters of PASS/OPER/AUTHENTICATE are cut."""
-    from ircd.server import _redact
+    from ircd.commands.intake import _redact
 
     assert _redact(b"OPER root hunter2") == b"OPER <redacted>"
     assert _redact(b"@label=1 PASS hunter2") == b"@label=1 PASS <redacted>"
@@ -518,7 +518,7 @@ def test_lines_wait_while_the_clients_output_waits(make_harness):
     transport = _HeldTransport()
     transport.protocol = conn
     conn.connection_made(transport)
-    assert transport.high == h.server.write_at == 2048  # a quarter of the SendQ
+    assert transport.high == h.server.delivery.write_at == 2048  # a quarter of the SendQ
     conn.data_received(b"NICK reader\r\nUSER r 0 * :R\r\n")
     h.server.flush_all()
     transport.drain()

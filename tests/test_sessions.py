@@ -86,13 +86,13 @@ def test_second_connection_shares_the_nick_and_is_put_in_its_channels(sh):
     assert welcome(sh, "a2", "alice", "al") == [
         ":al!a1@127.0.0.1 JOIN #room",
         ":irc.test 332 al #room :the topic",
-        f":irc.test 333 al #room al!a1@127.0.0.1 {int(sh.server.registry.find_channel('#room').topic_time)}",
+        f":irc.test 333 al #room al!a1@127.0.0.1 {int(sh.server.state.find_channel('#room').topic_time)}",
         ":irc.test 353 al = #room :@al bob",
         ":irc.test 366 al #room :End of /NAMES list",
     ]
     assert sh.lines("a1") == []
     assert sh.lines("b") == []  # nothing changes for the others: still one user
-    assert sh.server.registry.find_nick("al") is sh.clients["a1"]
+    assert sh.server.state.find_nick("al") is sh.clients["a1"]
     sh.send("b", "NAMES #room")
     assert sh.lines("b") == [":irc.test 353 bob = #room :@al bob", ":irc.test 366 bob #room :End of /NAMES list"]
     sh.send("b", "LUSERS")
@@ -132,13 +132,13 @@ def test_one_connection_leaving_is_silent_the_last_one_quits(sh):
     assert sh.lines("a1") == ["ERROR :Closing link: 127.0.0.1 (Quit: one out)"]
     assert sh.lines("b") == []
     assert sh.lines("a2") == []
-    assert sh.server.registry.find_nick("al") is sh.clients["a2"]
+    assert sh.server.state.find_nick("al") is sh.clients["a2"]
     sh.send("b", "PRIVMSG #room :still there?")
     assert sh.lines("a2") == [":bob!b@127.0.0.1 PRIVMSG #room :still there?"]
     sh.send("a2", "QUIT :two out")
     assert sh.lines("b") == [":al!a1@127.0.0.1 QUIT :Quit: two out"]
-    assert sh.server.registry.find_nick("al") is None
-    assert sh.server.registry.find_channel("#room").user_count() == 1
+    assert sh.server.state.find_nick("al") is None
+    assert sh.server.state.find_channel("#room").user_count() == 1
 
 
 def test_join_part_and_nick_of_one_connection_move_them_all(sh):
@@ -222,7 +222,7 @@ def test_agent_keeps_its_channels_while_disconnected_and_gets_them_back(sh):
     assert sh.lines("b") == [":irc.test 353 bob = #work :@helper bob", ":irc.test 366 bob #work :End of /NAMES list"]
     sh.send("b", "PRIVMSG helper :are you there")
     assert sh.lines("b") == [":irc.test 301 bob helper :Not connected"]
-    assert "helper" not in sh.server.by_account  # not visible: no connection is logged in
+    assert "helper" not in sh.server.state.by_account  # not visible: no connection is logged in
     # the agent comes back: its channel, its read marker; the others see it come back from away
     assert agent_login(sh, "h2", caps=RM) == [
         ":helper!h1@127.0.0.1 JOIN #work",
@@ -231,8 +231,8 @@ def test_agent_keeps_its_channels_while_disconnected_and_gets_them_back(sh):
         ":irc.test 366 helper #work :End of /NAMES list",
     ]
     assert sh.lines("b") == [":helper!h1@127.0.0.1 AWAY"]
-    assert sh.server.registry.find_nick("helper") is sh.clients["h2"]
-    assert sh.server.by_account["helper"] == {sh.clients["h2"]}
+    assert sh.server.state.find_nick("helper") is sh.clients["h2"]
+    assert sh.server.state.by_account["helper"] == {sh.clients["h2"]}
 
 
 def test_agent_takeover_keeps_the_channels(sh):
@@ -250,7 +250,7 @@ def test_agent_takeover_keeps_the_channels(sh):
     ]
     assert sh.lines("h1") == ["ERROR :Closing link: 127.0.0.1 (Nick taken over by a new connection of its account)"]
     assert sh.lines("b") == []
-    assert sh.server.registry.find_nick("helper") is sh.clients["h2"]
+    assert sh.server.state.find_nick("helper") is sh.clients["h2"]
 
 
 def test_kill_ends_a_detached_identity(sh):
@@ -260,9 +260,9 @@ def test_kill_ends_a_detached_identity(sh):
     sh.send("b", "JOIN #work")
     sh.disconnect("h1")
     sh.take("b")
-    sh.server.disconnect(sh.server.registry.find_nick("helper"), "Killed", quit_message="Killed (oper)")
+    sh.server.disconnect(sh.server.state.find_nick("helper"), "Killed", quit_message="Killed (oper)")
     assert sh.lines("b") == [":helper!h1@127.0.0.1 QUIT :Killed (oper)"]
-    assert sh.server.registry.find_nick("helper") is None
+    assert sh.server.state.find_nick("helper") is None
     assert not sh.server.sessions.ghosts
 
 
@@ -270,14 +270,14 @@ def test_person_is_not_always_on_by_default_but_may_be(tmp_path, sh):
     welcome(sh, "a1", "alice", "al")
     sh.send("a1", "JOIN #room")
     sh.disconnect("a1")
-    assert sh.server.registry.find_nick("al") is None
+    assert sh.server.state.find_nick("al") is None
     (tmp_path / "all").mkdir()
     h = make(tmp_path / "all", always_on="all")
     try:
         welcome(h, "a1", "alice", "al")
         h.send("a1", "JOIN #room")
         h.disconnect("a1")
-        assert h.server.registry.find_nick("al") is not None
+        assert h.server.state.find_nick("al") is not None
         assert welcome(h, "a2", "alice", "al") == [
             ":al!a1@127.0.0.1 JOIN #room",
             ":irc.test 353 al = #room @al",
@@ -318,9 +318,9 @@ def test_kill_closes_every_connection_and_ends_always_on(tmp_path):
         h.send("o", "KILL helper :bye")  # connected: not left behind always-on
         assert h.lines("h1") == ["ERROR :Closing link: 127.0.0.1 (Killed (bob (bye)))"]
         assert h.lines("o") == [":helper!h1@127.0.0.1 QUIT :Killed (bob (bye))"]
-        assert h.server.registry.find_nick("helper") is None
+        assert h.server.state.find_nick("helper") is None
         assert not h.server.sessions.ghosts
-        assert h.server.registry.find_channel("#room").user_count() == 1
+        assert h.server.state.find_channel("#room").user_count() == 1
     finally:
         h.close()
 
@@ -335,7 +335,7 @@ def test_deleting_the_account_ends_the_detached_identity(sh):
     assert sh.run(sh.server.store.write(rows.delete_account, "helper"))
     sh.run(sh.server.accounts.refresh())
     assert sh.lines("a") == [":helper!h1@127.0.0.1 QUIT :Account deleted"]
-    assert sh.server.registry.find_nick("helper") is None
+    assert sh.server.state.find_nick("helper") is None
     assert not sh.server.sessions.ghosts
 
 
@@ -349,7 +349,7 @@ def test_rehash_without_always_on_ends_detached_identities(sh):
     sh.server.rehash(config(storage={"durability": "off"}, flood={"enabled": False},
                             accounts={"argon2_time_cost": 1, "argon2_memory_kib": 8192, "always_on": "off"}))
     assert sh.lines("a") == [":helper!h1@127.0.0.1 QUIT :Always-on turned off"]
-    assert sh.server.registry.find_nick("helper") is None
+    assert sh.server.state.find_nick("helper") is None
 
 
 def test_a_logged_in_connection_taking_the_nick_ends_its_detached_identity(tmp_path):
@@ -372,7 +372,7 @@ def test_a_logged_in_connection_taking_the_nick_ends_its_detached_identity(tmp_p
         h.send("b", "NAMES #room")
         assert h.lines("b") == [":irc.test 353 bob = #room bob", ":irc.test 366 bob #room :End of /NAMES list"]
         assert h.server.sessions.ghosts == {"alice": h.clients["a2"]}
-        assert h.server.registered_count == 2  # bob, and alice's identity
+        assert h.server.state.registered_count == 2  # bob, and alice's identity
     finally:
         h.close()
 
@@ -392,12 +392,12 @@ def test_an_identity_ended_while_detached_leaves_no_oper_count_or_read_markers(t
         h.run(h.server.accounts.create("helper", AGENT_PW, kind="agent", owner="bob"))
         agent_login(h, "h1", caps=RM)
         h.send("h1", "OPER root s3cret")
-        assert h.server.oper_count == 1
+        assert h.server.state.oper_count == 1
         h.disconnect("h1")
-        assert h.server.oper_count == 1  # the always-on identity keeps +o, and its read markers
+        assert h.server.state.oper_count == 1  # the always-on identity keeps +o, and its read markers
         assert "helper" in h.server.read_markers.by_account
-        h.server.disconnect(h.server.registry.find_nick("helper"), "Killed", quit_message="Killed (oper)")
-        assert (h.server.oper_count, h.server.registered_count) == (0, 0)
+        h.server.disconnect(h.server.state.find_nick("helper"), "Killed", quit_message="Killed (oper)")
+        assert (h.server.state.oper_count, h.server.state.registered_count) == (0, 0)
         assert "helper" not in h.server.read_markers.by_account
     finally:
         h.close()

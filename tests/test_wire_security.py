@@ -9,7 +9,7 @@ import pytest
 
 from ircd.dispatch import CommandContext, make_spec
 from ircd.proto.lines import Message
-from ircd.server import INPUT_TOO_LONG_TEXT
+from ircd.commands.intake import INPUT_TOO_LONG_TEXT
 from tests.harness import Harness, config
 
 CR_REFUSED = "FAIL {verb} INVALID_CHARACTERS :Message rejected, your message contained a CR or NUL character"
@@ -148,7 +148,7 @@ def test_over_long_line_costs_a_token_and_waits_when_there_is_none(flooded):
     h = flooded
     client = h.clients["alice"]
     line = b"PRIVMSG bob :" + b"x" * 600
-    results = [h.server.line_too_long(client, line) for _ in range(17)]
+    results = [h.server.intake.line_too_long(client, line) for _ in range(17)]
     h.server.flush_all()
     assert results[:16] == [None] * 16
     assert results[16] == pytest.approx(0.25)

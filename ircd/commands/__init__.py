@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 MODULES = ("registration", "cap", "channel", "modes", "messaging", "query", "oper", "monitor", "help", "account",
-           "multiline", "markread", "chathistory", "token", "rename", "redact", "metadata")
+           "nickserv", "multiline", "markread", "chathistory", "token", "rename", "redact", "metadata")
 
 _loaded = False
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ircd import caps as C
 from ircd.caps import ls_chunks
 from ircd.commands.registration import try_register
+from ircd.delivery.replies import ReplyBuffer
 from ircd.dispatch import CommandContext, command
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message
+
+if TYPE_CHECKING:
+    from ircd.server import Server
 
 # Capabilities a client cannot switch off once CAP LS 302 enabled them.
 _STICKY_302 = C.CAP_NOTIFY
@@ -100,3 +106,38 @@ def handle_cap(ctx: CommandContext, msg: Message) -> None:
             try_register(ctx)
     else:
         reply.numeric(N.ERR_INVALIDCAPCMD, msg.params[0], "Invalid CAP command")
+
+
+# cap-notify after a REHASH ------------------------------------------------------------------
+
+
+def cap_snapshot(server: Server) -> dict[str, tuple[int, str]]:
+    """Offered capabilities: name -> (bit, CAP LS 302 token)."""
+    offered = server.caps.offered(server)
+    tokens = server.caps.ls_tokens(server, 302)
+    return {cap.name: (cap.bit, token) for cap, token in zip(offered, tokens)}
+
+
+def announce_cap_changes(server: Server, before: dict[str, tuple[int, str]]) -> None:
+    """IRCv3 cap-notify: CAP DEL for capabilities no longer offered (they are also
+    switched off), CAP NEW for new ones and for ones whose value changed."""
+    after = cap_snapshot(server)
+    removed = [name for name in before if name not in after]
+    added = [name for name in after if before.get(name) != after[name]]
+    if not removed and not added:
+        return
+    removed_bits = 0
+    for name in removed:
+        removed_bits |= before[name][0]
+    for client in server.clients:
+        if client.closing or not client.caps & C.CAP_NOTIFY:
+            continue
+        client.set_caps(client.caps & ~removed_bits)
+        reply = ReplyBuffer(server, client)
+        head = f":{server.name} CAP {client.nick}"
+        for chunk in C.line_chunks(removed, head + " DEL", continued=False) if removed else ():
+            reply.send("CAP", client.nick, "DEL", chunk)
+        tokens = [after[n][1] if client.cap_version >= 302 else n for n in added]
+        for chunk in C.line_chunks(tokens, head + " NEW", continued=False) if tokens else ():
+            reply.send("CAP", client.nick, "NEW", chunk)
+        reply.flush()

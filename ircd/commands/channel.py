@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ircd import caps as C
-from ircd.channel import CHANNEL_TYPES, Channel, prefix_of
+from ircd.state.channel import CHANNEL_TYPES, Channel, prefix_of
 from ircd.dispatch import CommandContext, command
 from ircd.events import Joined, Kicked, Parted, TopicChanged
 from ircd.proto import numerics as N
 from ircd.proto.elist import parse_list_query
 from ircd.proto.lines import Message
-from ircd.replies import Relay, ReplyBuffer
+from ircd.delivery.replies import Relay, ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 _BAD_CHANNEL_CHARS = frozenset(" ,\x07\x00\r\n")
@@ -67,13 +67,13 @@ def broadcast_join(ctx: CommandContext, client: "Client", channel: Channel, echo
         if away is not None and member.caps & C.AWAY_NOTIFY:
             away_to.append(member)
     if plain_to:
-        server.relay(plain_to, plain)
+        server.delivery.relay(plain_to, plain)
     # the extended form is formatted only when someone gets it
     extended = extended_join(client, channel, plain) if extended_to or client.caps & C.EXTENDED_JOIN else plain
     if extended_to:
-        server.relay(extended_to, extended)
+        server.delivery.relay(extended_to, extended)
     if away_to:
-        server.relay(away_to, server.relay_from(client, "AWAY", away or ""))
+        server.delivery.relay(away_to, server.relay_from(client, "AWAY", away or ""))
     if echo:
         ctx.reply.relay(extended if client.caps & C.EXTENDED_JOIN else plain)
     else:
@@ -130,11 +130,11 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         return
     created = channel is None
     if channel is None:
-        if server.registry.channels.get(server.casefold(name)) is not None:
+        if server.state.channel(server.casefold(name)) is not None:
             # exists but hidden from this client: refuse exactly like an unknown name would be
             no_such_channel(reply, name)
             return
-        channel = server.create_channel(name)
+        channel = server.state.create_channel(name, int(server.clock()))
         channel.modes.update("nt")
         if client.account_folded is not None and server.config.channels.registration:
             channel.owner_account = client.account_folded  # registered to its creator
@@ -193,7 +193,7 @@ def part_channel(ctx: CommandContext, channel: Channel, reason: str) -> None:
     params = [channel.name, reason] if reason else [channel.name]
     relay = server.relay_from(client, "PART", *params)
     ctx.reply.relay(relay)
-    server.relay(channel.members, relay, exclude=client)
+    server.delivery.relay(channel.members, relay, exclude=client)
     channel.remove_member(client)
     server.events.publish(Parted(client, channel, reason))
     server.drop_channel_if_empty(channel)
@@ -251,7 +251,7 @@ def handle_topic(ctx: CommandContext, msg: Message) -> None:
     channel.topic_time = int(server.clock())
     relay = server.relay_from(client, "TOPIC", channel.name, topic, msgid=True)
     reply.relay(relay)
-    server.relay(channel.members, relay, exclude=client)
+    server.delivery.relay(channel.members, relay, exclude=client)
     server.events.publish(TopicChanged(client, channel, relay))
 
 
@@ -338,7 +338,7 @@ def handle_list(ctx: CommandContext, msg: Message) -> None:
     else:
         now = server.clock()
         channels = [
-            ch for ch in server.registry.channels.values()
+            ch for ch in server.state.all_channels()
             if query.matches(ch.folded, ch.user_count(), ch.created, ch.topic_time if ch.topic else 0, now)
         ]
     for channel in channels:
@@ -368,7 +368,7 @@ def handle_invite(ctx: CommandContext, msg: Message) -> None:
         reply.numeric(N.ERR_NEEDMOREPARAMS, "INVITE", "Not enough parameters")
         return
     nick, name = msg.params[0], msg.params[1]
-    target = server.registry.find_nick(nick)
+    target = server.state.find_nick(nick)
     if target is None or not target.registered:
         reply.numeric(N.ERR_NOSUCHNICK, nick, "No such nick/channel")
         return
@@ -400,7 +400,7 @@ def handle_invite(ctx: CommandContext, msg: Message) -> None:
         m for m in channel.members
         if m.caps & C.INVITE_NOTIFY and m is not client and m is not target and channel.is_op(m)
     ]
-    server.relay(notify, relay)
+    server.delivery.relay(notify, relay)
     for hook in server.invite_hooks:
         hook(client, target, channel)
 
@@ -410,7 +410,7 @@ def _list_invites(ctx: CommandContext) -> None:
     channels the sender is invited to as RPL_INVITELIST (336) numerics, ending with a
     RPL_ENDOFINVITELIST (337) numeric." """
     folded = ctx.client.nick_folded
-    for channel in ctx.server.registry.channels.values():
+    for channel in ctx.server.state.all_channels():
         if folded in channel.invited:
             ctx.reply.numeric(N.RPL_INVITED, channel.name)
     ctx.reply.numeric(N.RPL_ENDOFINVITED, "End of /INVITE list")
@@ -461,7 +461,7 @@ def _kick_one(ctx: CommandContext, name: str, nick: str, reason: str) -> bool:
     if not channel.is_op(client):
         reply.numeric(N.ERR_CHANOPRIVSNEEDED, channel.name, "You're not channel operator")
         return False
-    target = server.registry.find_nick(nick)
+    target = server.state.find_nick(nick)
     if target is None or target not in channel.members:
         reply.numeric(N.ERR_USERNOTINCHANNEL, nick, channel.name, "They aren't on that channel")
         return True
@@ -476,7 +476,7 @@ def kick_member(ctx: CommandContext, channel: Channel, target: "Client", reason:
     server, client = ctx.server, ctx.client
     relay = server.relay_from(client, "KICK", channel.name, target.nick, reason)
     ctx.reply.relay(relay)
-    server.relay(channel.members, relay, exclude=client)
+    server.delivery.relay(channel.members, relay, exclude=client)
     channel.remove_member(target)
     server.events.publish(Kicked(client, channel, target, reason))
     server.drop_channel_if_empty(channel)

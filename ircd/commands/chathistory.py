@@ -27,13 +27,13 @@ from __future__ import annotations
 import logging
 
 from ircd import caps as C
-from ircd.channel import CHANNEL_TYPES
+from ircd.state.channel import CHANNEL_TYPES
 from ircd.dispatch import CommandContext, command
 from ircd.history import PLAIN_COMMANDS
 from ircd.proto.lines import Message
 from ircd.proto.msgid import format_id, parse_id
 from ircd.proto.timestamps import MAX_ID, first_id_at, last_id_at, parse_timestamp
-from ircd.replies import Relay, ReplyBuffer
+from ircd.delivery.replies import Relay, ReplyBuffer
 from ircd.store import HistoryRow
 from ircd.store import history as rows
 

@@ -11,62 +11,20 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Awaitable, Final
 
 from ircd import caps as C
-from ircd.channel import PREFIX_CHARS, PREFIX_MODES
+from ircd.state.channel import PREFIX_CHARS, PREFIX_MODES
 from ircd.commands import multiline
+from ircd.commands.speech import cannot_send, client_tags, is_restricted_ctcp
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
 from ircd.proto.lines import MAX_LINE, Message
-from ircd.replies import Relay
+from ircd.delivery.replies import Relay
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.client import Client
 
 _STATUS_RANK = {PREFIX_CHARS[m]: PREFIX_MODES.index(m) for m in PREFIX_MODES}
 _CHANNEL_START: Final = frozenset(["#", *_STATUS_RANK])  # a channel, or a status prefix before one
-
-
-def _client_tags(client: "Client", msg: Message) -> dict[str, str] | None:
-    tags = None
-    if msg.tags:
-        tags = {k: v for k, v in msg.tags.items() if k[:1] == "+"} or None
-    if "B" in client.modes:
-        tags = dict(tags or ())
-        tags["bot"] = ""
-    return tags
-
-
-def cannot_send(channel: "Channel", client: "Client", casefold) -> str | None:
-    """Why ``client`` may not speak in ``channel``, or None."""
-    modes = channel.members.get(client)
-    if modes is None:
-        if "n" in channel.modes:
-            return "Cannot send to channel (+n)"
-        if "m" in channel.modes:
-            return "Cannot send to channel (+m)"
-        if channel.is_silenced(client, casefold):
-            return "Cannot send to channel (+b)"
-        return None
-    return cannot_speak(channel, client, modes, casefold)
-
-
-def cannot_speak(channel: "Channel", client: "Client", modes: str, casefold) -> str | None:
-    """Why a member with the prefix ``modes`` may not speak in ``channel`` (+m, a ban or a mute),
-    or None; an account that posts over HTTP is such a member too (``ircd.accountops.post``)."""
-    if modes:  # voice or better speaks through +m and bans
-        return None
-    if "m" in channel.modes:
-        return "Cannot send to channel (+m)"
-    if channel.lists["b"] and channel.is_silenced(client, casefold):
-        return "Cannot send to channel (+b)"
-    return None
-
-
-def is_restricted_ctcp(text: str) -> bool:
-    """A CTCP other than ACTION (what ``+C`` keeps out of a channel). Modern IRC on +C: "When this
-    mode is set, should not send CTCP messages, except CTCP Action (also known as /me)"."""
-    return text[:1] == "\x01" and not text.startswith("\x01ACTION")
 
 
 def relayable_text(ctx: CommandContext, command: str, target: str, text: str) -> str | None:
@@ -137,7 +95,7 @@ def _to_channel(ctx: CommandContext, msg: Message, target_name: str, text: str, 
         recipients = channel.members
     if command == "TAGMSG":
         recipients = [m for m in recipients if m.caps & C.MESSAGE_TAGS]
-    server.relay(recipients, relay, exclude=client)
+    server.delivery.relay(recipients, relay, exclude=client)
     if client.caps & C.ECHO_MESSAGE:
         ctx.reply.relay(relay)
     if not status and server.events.wants(ChannelMessage):
@@ -169,9 +127,9 @@ def _to_nick(ctx: CommandContext, command: str, target: "Client", text: str, tag
     # the delivery is a side effect, so only the echo-message copy (through the
     # reply buffer) carries the label (IRCv3 labeled-response).
     if target.group is not None or client.group is not None:  # nicks shared by several connections
-        server.relay(server.sessions.direct_recipients(client, target, command == "TAGMSG"), relay)
+        server.delivery.relay(server.sessions.direct_recipients(client, target, command == "TAGMSG"), relay)
     elif command != "TAGMSG" or target.caps & C.MESSAGE_TAGS:
-        server.relay((target,), relay)
+        server.delivery.relay((target,), relay)
     if client.caps & C.ECHO_MESSAGE:
         ctx.reply.relay(relay)
     if target.away is not None and command == "PRIVMSG":
@@ -202,7 +160,7 @@ def _message(ctx: CommandContext, msg: Message) -> Awaitable[None] | None:
         text = params[1]
     server = ctx.server
     client = ctx.client
-    tags = _client_tags(client, msg) if msg.tags or "B" in client.modes else None
+    tags = client_tags(client, msg) if msg.tags or "B" in client.modes else None
     first = params[0]
     if "," not in first:  # one target: the common case
         return _to_target(ctx, msg, first, text, tags)
@@ -245,7 +203,7 @@ def _to_target(
     service = server.services.get(folded)
     if service is not None:
         return service(ctx, text) if command == "PRIVMSG" and may_call_service else None
-    user = server.registry.nicks.get(folded)
+    user = server.state.nick_holder(folded)
     if user is None or not user.registered:
         if command != "NOTICE":
             ctx.reply.numeric(N.ERR_NOSUCHNICK, target, "No such nick/channel")

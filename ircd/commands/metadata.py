@@ -23,6 +23,7 @@ use the names the metadata-3 draft and Ergo use (``INVALID_KEY``,
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -30,11 +31,11 @@ from typing import TYPE_CHECKING
 from ircd import caps as C
 from ircd.dispatch import CommandContext, command
 from ircd.proto.lines import Message
-from ircd.replies import ReplyBuffer
+from ircd.delivery.replies import ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
     from ircd.server import Server
 
 __all__ = ["MAX_KEY", "install", "provided_keys", "user_values", "valid_key"]
@@ -140,7 +141,7 @@ def _registered(ctx: CommandContext, sub: str, target_name: str, params: list[st
     elif target_name[:1] == "#":
         channel = server.find_channel(target_name, client)
     else:
-        found = server.registry.find_nick(target_name)
+        found = server.state.find_nick(target_name)
         user = found if found is not None and found.registered else None
     if user is None and channel is None:
         reply.fail("METADATA", "INVALID_TARGET", target_name, "Invalid metadata target")
@@ -384,11 +385,9 @@ def _broadcast(server: Server, origin: Client, user: Client | None, channel: Cha
         audience: Iterable[Client] = channel.members
     else:
         assert user is not None
-        peers = server.common_peers(user)
+        peers = server.state.common_peers(user)
         peers.add(user)
-        watchers = server.monitors.get(user.nick_folded)
-        if watchers:
-            peers.update(watchers)
+        peers.update(server.state.watchers(user.nick_folded))
         audience = peers
     for viewer in audience:
         if viewer is origin or not viewer.caps & C.METADATA or viewer.closing:
@@ -421,12 +420,11 @@ def _sync_channel(server: Server, client: Client, reply: ReplyBuffer, channel: C
 # hooks ------------------------------------------------------------------------
 
 
-def _joined(client: Client, channel: Channel, reply: ReplyBuffer) -> None:
+def _joined(server: Server, client: Client, channel: Channel, reply: ReplyBuffer) -> None:
     """"On joining a channel, users will get the channel's current metadata sent to them ... and
     get the same information for all users who are in the channel" (for their subscribed keys)."""
     if not client.caps & C.METADATA or not _subs(client):
         return
-    server = client.server
     probe = ReplyBuffer(server, client)
     _sync_channel(server, client, probe, channel, include_self=False)
     if not probe.lines:
@@ -436,10 +434,9 @@ def _joined(client: Client, channel: Channel, reply: ReplyBuffer) -> None:
     reply.end_batch(ref)
 
 
-def _welcome(client: Client, reply: ReplyBuffer) -> None:
+def _welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
     """At registration: keys set before it take effect, and a client with the capability gets its
     own metadata in a ``metadata`` batch ("If none exists, the server MUST send an empty batch")."""
-    server = client.server
     state = _state(client)
     if state is not None and state.prereg:
         limit = server.config.metadata.max_keys
@@ -455,16 +452,16 @@ def _welcome(client: Client, reply: ReplyBuffer) -> None:
     reply.end_batch(ref)
 
 
-def _whois(viewer: Client, target: Client, reply: ReplyBuffer) -> None:
+def _whois(server: Server, viewer: Client, target: Client, reply: ReplyBuffer) -> None:
     if not viewer.caps & C.METADATA:
         return
-    for key, value in user_values(viewer.server, target).items():
+    for key, value in user_values(server, target).items():
         reply.numeric(RPL_WHOISKEYVALUE, target.nick, key, "*", value)
 
 
 def install(server: Server) -> None:
     """Wire the metadata hooks into a server (JOIN, registration, WHOIS)."""
-    if _joined not in server.join_hooks:
-        server.join_hooks.append(_joined)
-        server.welcome_hooks.append(_welcome)
-        server.whois_hooks.append(_whois)
+    if not any(getattr(hook, "func", None) is _joined for hook in server.join_hooks):
+        server.join_hooks.append(functools.partial(_joined, server))
+        server.welcome_hooks.append(functools.partial(_welcome, server))
+        server.whois_hooks.append(functools.partial(_whois, server))

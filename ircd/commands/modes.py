@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ircd.channel import EXTBAN_MUTE, Channel, normalize_mask
+from ircd.state.channel import EXTBAN_MUTE, Channel, normalize_mask
 from ircd.commands.channel import no_such_channel
 from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelModeChanged
@@ -13,7 +13,7 @@ from ircd.proto.lines import Message
 from ircd.proto.modes import ALWAYS, FLAG, LIST, PREFIX, SET_ONLY, ModeChange, format_changes, parse_modes
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 CHANNEL_MODE_KINDS = {
@@ -56,7 +56,7 @@ def handle_mode(ctx: CommandContext, msg: Message) -> None:
 
 def user_mode(ctx: CommandContext, msg: Message) -> None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
-    target = server.registry.find_nick(msg.params[0])
+    target = server.state.find_nick(msg.params[0])
     if target is None:
         reply.numeric(N.ERR_NOSUCHNICK, msg.params[0], "No such nick/channel")
         return
@@ -77,14 +77,14 @@ def user_mode(ctx: CommandContext, msg: Message) -> None:
                 client.modes.add(ch)
                 applied.append(ModeChange(True, ch, None))
                 if ch == "i":
-                    server.invisible_count += 1
+                    server.state.invisible_count += 1
             elif not adding and ch in client.modes:
                 client.modes.discard(ch)
                 applied.append(ModeChange(False, ch, None))
                 if ch == "i":
-                    server.invisible_count -= 1
+                    server.state.invisible_count -= 1
                 if ch == "o":
-                    server.oper_count -= 1
+                    server.state.oper_count -= 1
                     client.oper_name = None
         elif ch in "oZr":
             continue  # server-controlled modes: silently not changed
@@ -146,7 +146,7 @@ def channel_mode(ctx: CommandContext, msg: Message) -> None:
         modestr, params = format_changes(applied)
         relay = server.relay_from(client, "MODE", channel.name, modestr, *params)
         reply.relay(relay)
-        server.relay(channel.members, relay, exclude=client)
+        server.delivery.relay(channel.members, relay, exclude=client)
         server.events.publish(ChannelModeChanged(client, channel, modestr, tuple(params)))
 
 
@@ -224,7 +224,7 @@ def apply_change(ctx: CommandContext, channel: Channel, change: ModeChange) -> M
 
 def _apply_prefix(ctx: CommandContext, channel: Channel, change: ModeChange) -> ModeChange | None:
     server, client, reply = ctx.server, ctx.client, ctx.reply
-    target = server.registry.find_nick(change.arg or "")
+    target = server.state.find_nick(change.arg or "")
     if target is None:
         reply.numeric(N.ERR_NOSUCHNICK, change.arg or "*", "No such nick/channel")
         return None
@@ -252,7 +252,7 @@ def client_mode_string(client: "Client") -> str:
 
 def server_set_mode(server: "Server", channel: Channel, modestr: str, *params: str) -> None:
     """Announce a mode change made by the server itself (e.g. owner status on join)."""
-    from ircd.replies import Relay
+    from ircd.delivery.replies import Relay
 
     relay = Relay(server.name, "MODE", [channel.name, modestr, *params], time=server.server_time())
-    server.relay(channel.members, relay)
+    server.delivery.relay(channel.members, relay)

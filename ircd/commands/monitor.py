@@ -11,7 +11,7 @@ def _status(ctx: CommandContext, nicks: list[str]) -> None:
     server, reply = ctx.server, ctx.reply
     online, offline = [], []
     for nick in nicks:
-        target = server.registry.find_nick(nick)
+        target = server.state.find_nick(nick)
         if target is not None and target.registered:
             online.append(target.prefix)
         else:
@@ -43,11 +43,7 @@ def handle_monitor(ctx: CommandContext, msg: Message) -> None:
             for nick in nicks:
                 folded = server.casefold(nick)
                 watching.discard(folded)
-                watchers = server.monitors.get(folded)
-                if watchers is not None:
-                    watchers.discard(client)
-                    if not watchers:
-                        del server.monitors[folded]
+                server.state.unwatch(client, folded)
             client.monitoring = watching or None
             return
         limit = server.config.limits.monitor
@@ -60,17 +56,12 @@ def handle_monitor(ctx: CommandContext, msg: Message) -> None:
                 reply.numeric(N.ERR_MONLISTFULL, str(limit), ",".join(nicks[i:]), "Monitor list is full")
                 break
             watching.add(folded)
-            server.monitors.setdefault(folded, set()).add(client)
+            server.state.watch(client, folded)
             added.append(nick)
         client.monitoring = watching or None
         _status(ctx, added)
     elif sub.upper() == "C":
-        for folded in watching:
-            watchers = server.monitors.get(folded)
-            if watchers is not None:
-                watchers.discard(client)
-                if not watchers:
-                    del server.monitors[folded]
+        server.state.unwatch_all(client, watching)
         client.monitoring = None
     elif sub.upper() == "L":
         names = sorted(watching)

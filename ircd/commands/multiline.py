@@ -26,10 +26,10 @@ from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelMessage, DirectMessage
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message, format_line
-from ircd.replies import Relay, ReplyBuffer
+from ircd.delivery.replies import Relay, ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 __all__ = ["BATCH_TYPE", "CONCAT_TAG", "MultilineRelay", "collect"]
@@ -74,9 +74,9 @@ def handle_batch(ctx: CommandContext, msg: Message) -> None:
             client.set_ext_state(_STATE, None)
             reply.fail("BATCH", "MULTILINE_INVALID", "A multiline batch is already open")
             return
-        from ircd.commands.messaging import _client_tags
+        from ircd.commands.speech import client_tags
 
-        client.set_ext_state(_STATE, _OpenBatch(param[1:], msg.params[2], ctx.detach(), _client_tags(client, msg)))
+        client.set_ext_state(_STATE, _OpenBatch(param[1:], msg.params[2], ctx.detach(), client_tags(client, msg)))
         return
     if param[:1] != "-" or batch is None or param[1:] != batch.ref:
         if batch is not None:
@@ -188,7 +188,7 @@ def _send_batch(client: Client, data: bytes) -> None:
 
 
 def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
-    from ircd.commands.messaging import cannot_send, is_restricted_ctcp
+    from ircd.commands.speech import cannot_send, is_restricted_ctcp
 
     reply = batch.reply
     if not any(text for text, _ in batch.lines):
@@ -209,7 +209,7 @@ def _deliver(server: Server, client: Client, batch: _OpenBatch) -> None:
             reply.numeric(N.ERR_CANNOTSENDTOCHAN, channel.name, "Cannot send to channel (+C)")
             channel = None
     else:
-        target = server.registry.find_nick(name)
+        target = server.state.find_nick(name)
         if target is None or not target.registered:
             reply.numeric(N.ERR_NOSUCHNICK, name, "No such nick/channel")
             target = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ircd import passwords
-from ircd.accounts import login_limits, throttled_text
+from ircd.logins import login_limits, throttled_text
 from ircd.config import OperBlock
 from ircd.dispatch import CommandContext, command
 from ircd.logins import source_of
@@ -51,7 +51,7 @@ async def handle_oper(ctx: CommandContext, msg: Message) -> None:
         return
     if "o" not in client.modes:
         client.modes.add("o")
-        server.oper_count += 1
+        server.state.oper_count += 1
     client.oper_name = name
     log.info("oper id=%d nick=%s name=%s", client.id, client.nick, name)
     reply.numeric(N.RPL_YOUREOPER, "You are now an IRC operator")
@@ -70,7 +70,7 @@ def handle_kill(ctx: CommandContext, msg: Message) -> None:
     """KILL <nick> :<reason>
     Disconnects a user (operators only)."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
-    target = server.registry.find_nick(msg.params[0])
+    target = server.state.find_nick(msg.params[0])
     if target is None or not target.registered:
         reply.numeric(N.ERR_NOSUCHNICK, msg.params[0], "No such nick/channel")
         return
@@ -106,4 +106,4 @@ def handle_wallops(ctx: CommandContext, msg: Message) -> None:
     Sends a message to every user with user mode +w (operators only)."""
     server = ctx.server
     relay = server.relay_from(ctx.client, "WALLOPS", msg.params[0])
-    server.relay([c for c in server.clients if c.registered and "w" in c.modes], relay)
+    server.delivery.relay([c for c in server.clients if c.registered and "w" in c.modes], relay)

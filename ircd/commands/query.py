@@ -7,8 +7,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ircd import caps as C
-from ircd.channel import prefix_of
-from ircd.commands.registration import VERSION, refuse_other_server, send_isupport
+from ircd.state.channel import prefix_of
+from ircd.commands.registration import refuse_other_server
+from ircd.commands.welcome import VERSION, send_isupport
 from ircd.dispatch import CommandContext, command
 from ircd.events import AwayChanged
 from ircd.proto import numerics as N
@@ -16,8 +17,8 @@ from ircd.proto.glob import Glob
 from ircd.proto.lines import Message
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
     from ircd.server import Server
 
 WHOX_FIELDS = "tcuihsnfdlaor"
@@ -103,13 +104,13 @@ def handle_who(ctx: CommandContext, msg: Message) -> None:
         if mask in ("0", "*"):
             mask = "*"
         cf = server.casefold
-        exact = server.registry.find_nick(mask) if "*" not in mask and "?" not in mask else None
+        exact = server.state.find_nick(mask) if "*" not in mask and "?" not in mask else None
         if exact is not None:
             targets = [exact] if exact.registered else []
         else:
             glob = Glob(mask, cf)
             targets = [  # one per nick: connections sharing a nick are listed once
-                c for c in server.registry.nicks.values()
+                c for c in server.state.users()
                 if c.registered and server.visibility.user_listed_for(client, c) and (
                     glob.matches(c.nick_folded) or glob.matches(cf(c.host))
                     or glob.matches(cf(c.user)) or glob.matches(cf(c.realname))
@@ -144,7 +145,7 @@ def handle_whois(ctx: CommandContext, msg: Message) -> None:
     Shows who a user is: user and host, real name, channels, account, away and idle time."""
     server, client, reply = ctx.server, ctx.client, ctx.reply
     nick = msg.params[-1]
-    target = server.registry.find_nick(nick)
+    target = server.state.find_nick(nick)
     if target is None and whois_service(ctx, nick):
         return
     if target is None or not target.registered:
@@ -197,7 +198,7 @@ def handle_whowas(ctx: CommandContext, msg: Message) -> None:
             count = int(msg.params[1])
         except ValueError:
             count = 0
-    entries = list(server.registry.whowas.get(server.casefold(nick), ()))
+    entries = list(server.state.whowas_of(server.casefold(nick)))
     if count > 0:
         entries = entries[:count]
     if not entries:
@@ -218,7 +219,7 @@ def handle_ison(ctx: CommandContext, msg: Message) -> None:
     online = []
     for param in msg.params:
         for nick in param.split():
-            target = ctx.server.registry.find_nick(nick)
+            target = ctx.server.state.find_nick(nick)
             if target is not None and target.registered:
                 online.append(target.nick)
     ctx.reply.numeric(N.RPL_ISON, " ".join(online))
@@ -230,7 +231,7 @@ def handle_userhost(ctx: CommandContext, msg: Message) -> None:
     Shows user@host of up to five nicks (* marks operators, - away)."""
     out = []
     for nick in " ".join(msg.params).split()[:5]:
-        target = ctx.server.registry.find_nick(nick)
+        target = ctx.server.state.find_nick(nick)
         if target is None or not target.registered:
             continue
         oper = "*" if target.is_oper else ""
@@ -255,7 +256,7 @@ def handle_away(ctx: CommandContext, msg: Message) -> None:
         relay = server.relay_from(client, "AWAY")
     client.auto_away = False
     server.sessions.sync(client)
-    server.relay(server.peers_with_cap(client, C.AWAY_NOTIFY), relay)
+    server.delivery.relay(server.state.peers_with_cap(client, C.AWAY_NOTIFY), relay)
     server.events.publish(AwayChanged(client))
 
 
@@ -273,7 +274,7 @@ def handle_setname(ctx: CommandContext, msg: Message) -> None:
     relay = server.relay_from(client, "SETNAME", realname)
     if client.caps & C.SETNAME:
         reply.relay(relay)
-    server.relay(server.peers_with_cap(client, C.SETNAME), relay)
+    server.delivery.relay(server.state.peers_with_cap(client, C.SETNAME), relay)
 
 
 def change_host(server: "Server", client: "Client", user: str, host: str) -> None:
@@ -289,19 +290,19 @@ def change_host(server: "Server", client: "Client", user: str, host: str) -> Non
     relay = server.relay_from_prefix(old_prefix, client, "CHGHOST", user, host)
     if client.caps & C.CHGHOST:
         client.send(relay.for_client(client))
-    server.relay(server.peers_with_cap(client, C.CHGHOST), relay)
-    others = [p for p in server.common_peers(client) if not p.caps & C.CHGHOST]
+    server.delivery.relay(server.state.peers_with_cap(client, C.CHGHOST), relay)
+    others = [p for p in server.state.common_peers(client) if not p.caps & C.CHGHOST]
     if others:
-        server.relay(others, server.relay_from_prefix(old_prefix, client, "QUIT", "Changing host"))
+        server.delivery.relay(others, server.relay_from_prefix(old_prefix, client, "QUIT", "Changing host"))
         for channel in client.channels.values():
             join = server.relay_from(client, "JOIN", channel.name)
             targets = [m for m in channel.members if m in others]
-            server.relay(targets, join)
+            server.delivery.relay(targets, join)
             modes = channel.members.get(client) or ""
             if modes:
                 mode = server.relay_from_prefix(server.name, client, "MODE", channel.name, "+" + modes,
                                                 *([client.nick] * len(modes)))
-                server.relay(targets, mode)
+                server.delivery.relay(targets, mode)
 
 
 @command("VERSION")
@@ -339,7 +340,7 @@ def whois_service(ctx: CommandContext, nick: str) -> bool:
     server = ctx.server
     if server.casefold(nick) not in server.services:
         return False
-    from ircd.commands.account import NICKSERV, NICKSERV_PREFIX
+    from ircd.commands.nickserv import NICKSERV, NICKSERV_PREFIX
 
     user, _, host = NICKSERV_PREFIX.partition("!")[2].partition("@")
     reply = ctx.reply

@@ -23,7 +23,8 @@ from ircd.proto.lines import Message
 from ircd.proto.msgid import parse_id
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
+    from ircd.server import Server
     from ircd.store import HistoryRow
 
 log = logging.getLogger("pircd")
@@ -49,7 +50,7 @@ async def handle_redact(ctx: CommandContext, msg: Message) -> None:
             return
         key: str | None = channel.folded
     else:
-        recipient = server.registry.find_nick(target)
+        recipient = server.state.find_nick(target)
         if recipient is not None and not recipient.registered:
             recipient = None
         key = history.conversation_with(client, target) if history is not None else None
@@ -64,7 +65,7 @@ async def handle_redact(ctx: CommandContext, msg: Message) -> None:
     if row is None or row.command not in _REDACTABLE:
         reply.fail("REDACT", "UNKNOWN_MSGID", target, msgid, "This message does not exist or is too old")
         return
-    may = _is_sender(client, row) or client.is_oper
+    may = _is_sender(server, client, row) or client.is_oper
     if channel is not None and not may:
         may = client in channel.members and channel.is_op(client)
     if not may:
@@ -80,18 +81,18 @@ async def handle_redact(ctx: CommandContext, msg: Message) -> None:
     relay = server.relay_from(client, "REDACT", *params)
     if channel is not None:
         if server.find_channel(channel.name) is channel:
-            server.relay((m for m in channel.members if m.caps & C.MESSAGE_REDACTION), relay, exclude=client)
+            server.delivery.relay((m for m in channel.members if m.caps & C.MESSAGE_REDACTION), relay, exclude=client)
     elif recipient is not None and recipient is not client:
         # every connection of the recipient's nick, and the sender's other ones (as the message went)
         found = server.sessions.direct_recipients(client, recipient, False)
-        server.relay((c for c in found if c.caps & C.MESSAGE_REDACTION), relay)
+        server.delivery.relay((c for c in found if c.caps & C.MESSAGE_REDACTION), relay)
     reply.relay(relay)
     log.info("redact by=%s target=%s msgid=%s sender=%s", client.prefix, target, msgid, row.source)
 
 
-def _is_sender(client: Client, row: HistoryRow) -> bool:
+def _is_sender(server: Server, client: Client, row: HistoryRow) -> bool:
     """The message is the client's own: the same account, or (sent without one) the same
     nick!user@host by a client without an account."""
     if row.account is not None:
-        return client.account is not None and client.server.casefold(row.account) == client.account_folded
+        return client.account is not None and server.casefold(row.account) == client.account_folded
     return client.account is None and row.source == client.prefix

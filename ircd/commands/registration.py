@@ -1,38 +1,30 @@
-"""Connection registration: PASS, NICK, USER, PING, PONG, QUIT; the welcome burst."""
+"""Connection registration: PASS, NICK, USER, PING, PONG, QUIT, LUSERS, MOTD (the welcome burst
+itself is ``ircd.commands.welcome``)."""
 
 from __future__ import annotations
 
 import hmac
 import logging
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from ircd import __version__, passwords
-from ircd.channel import CHANNEL_TYPES, PREFIX_CHARS, PREFIX_MODES
+from ircd import passwords
+from ircd.accountnames import RESERVED_NICKS
 from ircd.dispatch import CommandContext, command
 from ircd.events import NickChanged, Registered
 from ircd.proto import numerics as N
-from ircd.proto.isupport import format_token
-from ircd.proto.lines import Message, format_line, mask_matches, safe_param
-from ircd.replies import ReplyBuffer
+from ircd.proto.lines import Message, mask_matches, safe_param
+from ircd.commands.welcome import send_lusers, send_motd, welcome
+from ircd.delivery.replies import ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 log = logging.getLogger("pircd")
 
-USER_MODES = "BiowZ"
-CHANNEL_MODES = "CbeIiklmnoqstv"
-CHANNEL_MODES_WITH_PARAM = "beIkloqv"
-VERSION = f"pircd-{__version__}"
-
 _NICK_RE = re.compile(r"^[A-Za-z\[\]\\`_^{|}][A-Za-z0-9\[\]\\`_^{|}-]*$")
 _USER_RE = re.compile(r"^[^\s@!:\x00-\x1f]+$")
-# Names that would confuse clients or impersonate the server's own services.
-RESERVED_NICKS = frozenset({"nickserv", "chanserv", "pircan", "saslserv", "*"})
-
-
 def valid_nick(server: "Server", nick: str, folded: str | None = None) -> bool:
     """``folded``: the nick casefolded, when the caller has it already."""
     return (
@@ -40,105 +32,6 @@ def valid_nick(server: "Server", nick: str, folded: str | None = None) -> bool:
         and _NICK_RE.match(nick) is not None
         and (server.casefold(nick) if folded is None else folded) not in RESERVED_NICKS
     )
-
-
-def build_isupport(server: "Server") -> list[str]:
-    cfg = server.config
-    lim = cfg.limits
-    prefix = "(" + PREFIX_MODES + ")" + "".join(PREFIX_CHARS[m] for m in PREFIX_MODES)
-    targmax = (
-        f"PRIVMSG:{lim.targets},NOTICE:{lim.targets},TAGMSG:{lim.targets},JOIN:,PART:,"
-        f"KICK:{lim.targets},NAMES:{lim.targets},WHOIS:1,LIST:,MONITOR:,ISON:,USERHOST:5"
-    )
-    tokens: dict[str, str | int | None] = {
-        "AWAYLEN": lim.awaylen,
-        "BOT": "B",
-        "CASEMAPPING": cfg.server.casemapping,
-        "CHANLIMIT": f"#:{lim.channels_per_client}",
-        "CHANMODES": "beI,k,l,Cimnst" + "".join(sorted(server.channel_flags)),
-        "CHANNELLEN": lim.channellen,
-        "CHANTYPES": CHANNEL_TYPES,
-        "ELIST": "CMNTU",
-        "EXCEPTS": "e",
-        "HOSTLEN": 64,
-        "INVEX": "I",
-        "KICKLEN": lim.kicklen,
-        "MAXLIST": f"b:{lim.list_entries},e:{lim.list_entries},I:{lim.list_entries}",  # each list its own
-        # no prefix: a:<account> matches a logged-in account in b/e/I lists, m:<mask> in b mutes
-        "EXTBAN": ",am",
-        "ACCOUNTEXTBAN": "a",  # IRCv3 account-extban: the EXTBAN name that matches accounts
-        "MAXTARGETS": lim.targets,
-        "MODES": lim.modes_per_line,
-        "MONITOR": lim.monitor,
-        "NETWORK": cfg.server.network,
-        "NICKLEN": lim.nicklen,
-        "PREFIX": prefix,
-        "STATUSMSG": "".join(PREFIX_CHARS[m] for m in PREFIX_MODES),
-        "TARGMAX": targmax,
-        "TOPICLEN": lim.topiclen,
-        "USERLEN": lim.userlen,
-        "WHOX": None,
-    }
-    if cfg.server.utf8only:
-        tokens["UTF8ONLY"] = None
-    tokens.update(server.isupport_extra)
-    return [format_token(name, tokens[name]) for name in sorted(tokens)]
-
-
-def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
-    for group in server.isupport_lines():
-        reply.numeric(N.RPL_ISUPPORT, *group, "are supported by this server")
-
-
-def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, int, int, int]:
-    """(users, invisible, operators, unknown connections, channels, most users seen) as LUSERS
-    shows them to ``viewer``."""
-    # running counts: LUSERS is part of every registration, so it must not walk all clients
-    total = server.registered_count
-    invisible = server.invisible_count
-    # registered connections: the users, less always-on ones without a connection, plus the
-    # connections that share a user's nick (ircd.sessions)
-    sessions = server.sessions
-    unknown = len(server.clients) - (total - len(sessions.ghosts) + sessions.shadows)
-    server.max_clients_seen = max(server.max_clients_seen, total)
-    exists = server.visibility.channel_exists_for
-    # channels hidden from this client (PIRCAN private channels) are not counted either
-    channels = 0
-    for ch in server.registry.channels.values():
-        if (ch.members or ch.owner_account) and exists(viewer, ch):
-            channels += 1
-    return total, invisible, server.oper_count, unknown, channels, server.max_clients_seen
-
-
-def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
-    total, invisible, opers, unknown, channels, most = lusers_counts(server, reply.client)
-    reply.numeric(
-        N.RPL_LUSERCLIENT,
-        f"There are {total - invisible} users and {invisible} invisible on 1 servers",
-    )
-    reply.numeric(N.RPL_LUSEROP, str(opers), "IRC Operators online")
-    reply.numeric(N.RPL_LUSERUNKNOWN, str(unknown), "unknown connection(s)")
-    reply.numeric(N.RPL_LUSERCHANNELS, str(channels), "channels formed")
-    reply.numeric(N.RPL_LUSERME, f"I have {total} clients and 0 servers")
-    top = str(most)
-    reply.numeric(N.RPL_LOCALUSERS, str(total), top, f"Current local users {total}, max {top}")
-    reply.numeric(N.RPL_GLOBALUSERS, str(total), top, f"Current global users {total}, max {top}")
-
-
-def motd_lines(server: "Server") -> list[str] | None:
-    """The MOTD, read when the config was (re)loaded: no file I/O on the event loop."""
-    return server.motd
-
-
-def send_motd(server: "Server", reply: ReplyBuffer) -> None:
-    lines = motd_lines(server)
-    if not lines:
-        reply.numeric(N.ERR_NOMOTD, "MOTD File is missing")
-        return
-    reply.numeric(N.RPL_MOTDSTART, f"- {server.name} Message of the day - ")
-    for line in lines:
-        reply.numeric(N.RPL_MOTD, f"- {line}")
-    reply.numeric(N.RPL_ENDOFMOTD, "End of /MOTD command")
 
 
 def try_register(ctx: CommandContext) -> None:
@@ -165,7 +58,7 @@ def try_register(ctx: CommandContext) -> None:
             continue
         refused_nick = client.nick
         if not refusal.disconnect:  # wait for the client to fix it (e.g. choose another nick)
-            server.registry.remove_nick(client)
+            server.state.remove_nick(client)
             client.nick, client.nick_folded = "*", ""
             client.refused_nick = refused_nick
         if refusal.numeric is not None:
@@ -174,33 +67,33 @@ def try_register(ctx: CommandContext) -> None:
         if refusal.disconnect:
             server.disconnect(client, refusal.text)
         return
-    holder = server.registry.nicks.get(client.nick_folded)
+    holder = server.state.nick_holder(client.nick_folded)
     if holder is not client:
         if holder is None:  # the connection whose nick it was to share has gone meanwhile
-            server.registry.add_nick(client)
+            server.state.add_nick(client)
         elif server.sessions.may_share(client, holder):
             _attach(server, client, holder, reply)
             return
         else:
-            server.registry.remove_nick(client)
+            server.state.remove_nick(client)
             client.nick, client.nick_folded = "*", ""
             client.refused_nick = holder.nick
             reply.numeric(N.ERR_NICKNAMEINUSE, holder.nick, "Nickname is already in use")
             return
     client.registered = True
     client.update_prefix()
-    server.account_attached(client)
+    server.state.account_attached(client)
     for mode in server.config.server.default_user_modes:
         if mode in "iwB":
             client.modes.add(mode)
     if client.tls:
         client.modes.add("Z")  # connected over TLS
-    server.registered_count += 1
+    server.state.registered_count += 1
     server.registrations += 1
     if "i" in client.modes:
-        server.invisible_count += 1
+        server.state.invisible_count += 1
     log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
-    _welcome(server, client, reply)
+    welcome(server, client, reply)
     server.notify_monitors(client, online=True)
     server.events.publish(Registered(client))
 
@@ -211,135 +104,12 @@ def _attach(server: Server, client: Client, holder: Client, reply: ReplyBuffer) 
     server.sessions.attach(client, holder)
     client.registered = True
     server.registrations += 1
-    server.account_attached(client)
+    server.state.account_attached(client)
     log.info("registered id=%d nick=%s user=%s ip=%s (shares the nick)", client.id, client.nick, client.user,
              client.ip)
-    _welcome(server, client, reply)
+    welcome(server, client, reply)
     server.sessions.rejoin_burst(client, reply)
     server.events.publish(Registered(client))
-
-
-def _welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
-    templates = server.welcome_templates
-    if templates is None:
-        templates = server.welcome_templates = welcome_templates(server)
-    nick = client.nick.encode("utf-8", "replace")
-    if templates.intro is None or templates.closing is None:  # text the templates cannot hold
-        _welcome_lines(server, client, reply)
-        return
-    # the burst's fixed text was formatted once (welcome_templates): here only the values go in
-    intro = templates.intro
-    reply.preformatted(intro.fmt % ((nick, client.prefix.encode("utf-8", "replace")) + (nick,) * (intro.count - 1)),
-                       intro.count)
-    for hook in server.welcome_hooks:
-        hook(client, reply)
-    total, invisible, opers, unknown, channels, most = lusers_counts(server, client)
-    closing = templates.closing
-    reply.preformatted(
-        closing.fmt % (nick, total - invisible, invisible, nick, opers, nick, unknown, nick, channels, nick, total,
-                       nick, total, most, total, most, nick, total, most, total, most,
-                       *(nick,) * (closing.count - 7)),
-        closing.count,
-    )
-    if client.modes:
-        reply.send("MODE", client.nick, "+" + "".join(sorted(client.modes)), source=client.nick)
-
-
-def _welcome_lines(server: Server, client: Client, reply: ReplyBuffer) -> None:
-    """The welcome burst line by line (what the templates hold, formatted for one client)."""
-    cfg = server.config
-    reply.numeric(N.RPL_WELCOME, f"Welcome to the {cfg.server.network} IRC Network {client.prefix}")
-    for code, params in _intro(server):
-        reply.numeric(code, *params)
-    for hook in server.welcome_hooks:
-        hook(client, reply)
-    send_lusers(server, reply)
-    send_motd(server, reply)
-    if client.modes:
-        reply.send("MODE", client.nick, "+" + "".join(sorted(client.modes)), source=client.nick)
-
-
-def _intro(server: Server) -> list[tuple[str, list[str]]]:
-    """The burst's lines after 001 up to the hooks: 002-004, then ISUPPORT."""
-    chan_modes = CHANNEL_MODES + "".join(sorted(server.channel_flags))
-    lines = [
-        (N.RPL_YOURHOST, [f"Your host is {server.name}, running version {VERSION}"]),
-        (N.RPL_CREATED, [f"This server was created {server.created_str}"]),
-        (N.RPL_MYINFO, [server.name, VERSION, USER_MODES, chan_modes, CHANNEL_MODES_WITH_PARAM]),
-    ]
-    lines.extend((N.RPL_ISUPPORT, [*group, "are supported by this server"]) for group in server.isupport_lines())
-    return lines
-
-
-def _motd(server: Server) -> list[tuple[str, list[str]]]:
-    lines = motd_lines(server)
-    if not lines:
-        return [(N.ERR_NOMOTD, ["MOTD File is missing"])]
-    return [
-        (N.RPL_MOTDSTART, [f"- {server.name} Message of the day - "]),
-        *((N.RPL_MOTD, [f"- {line}"]) for line in lines),
-        (N.RPL_ENDOFMOTD, ["End of /MOTD command"]),
-    ]
-
-
-# Placeholders in the templates' text: a value given as bytes (a nick, a prefix), and a number.
-_TEXT: Final = "\x00"
-_NUMBER: Final = "\x01"
-
-
-class Template:
-    """Lines formatted once by ``format_line``, with ``%s`` and ``%d`` where the values go: the same
-    bytes as formatting each line with its values, for the cost of one ``%``."""
-
-    __slots__ = ("fmt", "count")
-
-    def __init__(self, fmt: bytes, count: int) -> None:
-        self.fmt = fmt
-        self.count = count
-
-
-def make_template(server: Server, lines: list[tuple[str, list[str]]], values: int) -> Template | None:
-    """A template of numerics to the client (``_TEXT`` for its nick, then the params, in which
-    ``values`` placeholders in all, the nicks counted, stand for the values); None when the text
-    itself holds a placeholder character or a line break (the lines are then formatted one by one)."""
-    data = b"".join(format_line(code, [_TEXT, *params], server.name) for code, params in lines)
-    if data.count(b"\x00") + data.count(b"\x01") != values:
-        return None
-    if data.count(b"\n") != len(lines) or data.count(b"\r") != len(lines):  # CR LF ends each line, and only there
-        return None
-    fmt = data.replace(b"%", b"%%").replace(b"\x00", b"%s").replace(b"\x01", b"%d")
-    return Template(fmt, len(lines))
-
-
-class WelcomeTemplates:
-    """The welcome burst, formatted once per configuration (``Server.welcome_templates``, dropped when
-    the configuration or ISUPPORT changes): ``intro`` is 001-005, ``closing`` LUSERS and the MOTD."""
-
-    __slots__ = ("intro", "closing")
-
-    def __init__(self, intro: Template | None, closing: Template | None) -> None:
-        self.intro = intro
-        self.closing = closing
-
-
-def welcome_templates(server: Server) -> WelcomeTemplates:
-    n = _NUMBER
-    welcome = (N.RPL_WELCOME, [f"Welcome to the {server.config.server.network} IRC Network {_TEXT}"])
-    lusers = [
-        (N.RPL_LUSERCLIENT, [f"There are {n} users and {n} invisible on 1 servers"]),
-        (N.RPL_LUSEROP, [n, "IRC Operators online"]),
-        (N.RPL_LUSERUNKNOWN, [n, "unknown connection(s)"]),
-        (N.RPL_LUSERCHANNELS, [n, "channels formed"]),
-        (N.RPL_LUSERME, [f"I have {n} clients and 0 servers"]),
-        (N.RPL_LOCALUSERS, [n, n, f"Current local users {n}, max {n}"]),
-        (N.RPL_GLOBALUSERS, [n, n, f"Current global users {n}, max {n}"]),
-    ]
-    intro = [welcome, *_intro(server)]
-    closing = lusers + _motd(server)
-    return WelcomeTemplates(
-        make_template(server, intro, len(intro) + 1),  # 001 has the prefix too
-        make_template(server, closing, 21 + len(closing) - len(lusers)),  # the numbers of LUSERS, nicks
-    )
 
 
 @command(
@@ -376,7 +146,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
     if not valid_nick(server, nick, folded):
         ctx.reply.numeric(N.ERR_ERRONEUSNICKNAME, safe_param(nick), "Erroneous nickname")
         return
-    holder = server.registry.nicks.get(folded)
+    holder = server.state.nick_holder(folded)
     if holder is not None and holder is not client:
         if server.sessions.may_share(client, holder):  # a connection of the same account: share it
             server.sessions.share_nick(client, holder)
@@ -417,24 +187,24 @@ def set_nick_from_server(
     old_nick, old_folded, old_prefix = client.nick, client.nick_folded, client.prefix
     if client.group is not None:
         server.sessions.become_face(client)
-    server.registry.remove_nick(client)
+    server.state.remove_nick(client)
     client.nick = nick
     client.nick_folded = folded
-    server.registry.add_nick(client)
+    server.state.add_nick(client)
     if not client.registered:
         return
     client.update_prefix()
     relay = server.relay_from_prefix(old_prefix, client, "NICK", nick)
     assert reply is not None, "a registered client's nick change is answered"
     reply.relay(relay)
-    peers = server.common_peers(client)
+    peers = server.state.common_peers(client)
     if client.group is not None:  # the connections sharing the nick change with it
         server.sessions.sync(client)
         peers.update(client.group.members)
         peers.discard(client)
-    server.relay(peers, relay)
+    server.delivery.relay(peers, relay)
     if old_folded != folded:
-        server.registry.remember_nick(old_nick, client, int(server.clock()))
+        server.state.remember_nick(old_nick, client, int(server.clock()))
         server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
         server.notify_monitors(client, online=True)
     server.events.publish(NickChanged(client, old_nick))
@@ -529,7 +299,7 @@ def refuse_other_server(ctx: CommandContext, msg: Message) -> bool:
     server, target = ctx.server, msg.params[0]
     if mask_matches(target, server.name, server.casefold):
         return False
-    user = server.registry.find_nick(target)
+    user = server.state.find_nick(target)
     if user is not None and user.registered:
         return False
     ctx.reply.numeric(N.ERR_NOSUCHSERVER, target, "No such server")

@@ -22,11 +22,11 @@ from ircd.dispatch import CommandContext, command
 from ircd.events import ChannelRenamed
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message
-from ircd.replies import Relay, ReplyBuffer
+from ircd.delivery.replies import Relay, ReplyBuffer
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.client import Client
+    from ircd.state.channel import Channel
+    from ircd.state.client import Client
     from ircd.server import Server
 
 
@@ -77,7 +77,7 @@ def _refusal(server: Server, client: Client, channel: Channel, new_name: str) ->
     if not valid_channel_name(server, new_name):
         return "CANNOT_RENAME", "That is not a valid channel name"
     folded = server.casefold(new_name)
-    if folded != channel.folded and folded in server.registry.channels:
+    if folded != channel.folded and server.state.channel(folded) is not None:
         return "CHANNEL_NAME_IN_USE", "The channel name is already taken"
     if any(letter in channel.modes for letter in server.channel_flags):
         return "CANNOT_RENAME", "This channel cannot be renamed"
@@ -89,15 +89,14 @@ def _refusal(server: Server, client: Client, channel: Channel, new_name: str) ->
 
 
 def rename_channel(server: Server, channel: Channel, new_name: str) -> None:
-    """Give ``channel`` its new name in the registry and in each member's channel index."""
+    """Give ``channel`` its new name in the network's state and in each member's channel index."""
     old_folded = channel.folded
-    folded = server.casefold(new_name)
-    channels = server.registry.channels
-    if channels.get(old_folded) is channel:
-        del channels[old_folded]
+    state = server.state
+    state.remove_channel(channel)
     channel.name = new_name
-    channel.folded = folded
-    channels[folded] = channel
+    channel.folded = server.casefold(new_name)
+    state.add_channel(channel)
+    folded = channel.folded
     for member in channel.members:
         member.channels.pop(old_folded, None)
         member.channels[folded] = channel

@@ -15,7 +15,7 @@ registered yet also waits for its turn when many register at once
 (``Arrivals``: a bounded number of their lines per pass of the event loop).
 
 Output: while the transport holds more than its high-water mark
-(``Server.write_at``: a quarter of the SendQ, at most 64 KiB) of unsent output
+(``Delivery.write_at``: a quarter of the SendQ, at most 64 KiB) of unsent output
 for this client (``pause_writing`` until ``resume_writing``), its next lines
 wait too. A client that asks for a lot in one go (WHO on many
 channels) is then answered as fast as it reads, and only a client that does
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Final
 from ircd.proto.lines import MAX_LINE, MAX_TAGS
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
     from ircd.server import Server
 
 log = logging.getLogger("pircd")
@@ -131,7 +131,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        self.transport.set_write_buffer_limits(high=self.server.write_at)  # type: ignore[union-attr]
+        self.transport.set_write_buffer_limits(high=self.server.delivery.write_at)  # type: ignore[union-attr]
         ip = peer_ip(transport.get_extra_info("peername"))
         ssl_object = transport.get_extra_info("ssl_object")
         tls = ssl_object is not None
@@ -164,7 +164,7 @@ class Connection(asyncio.Protocol):
         client = self.client
         if client is not None:
             self.server.connection_lost(client)
-            self.server.flush_all()
+            self.server.delivery.flush_all()
         self.client = None
 
     def eof_received(self) -> bool | None:
@@ -207,8 +207,8 @@ class Connection(asyncio.Protocol):
         client = self.client
         if client is None:
             return
-        server = self.server
-        arrivals: Arrivals | None = server.arrivals
+        intake = self.server.intake
+        arrivals: Arrivals | None = self.server.arrivals
         # One split for up to a pass of lines; the last item is the rest: b"" when the
         # read ended with a line (the usual case), else an unfinished line or more lines.
         lines = buf.split(b"\n", _LINES_PER_PASS)
@@ -229,9 +229,9 @@ class Connection(asyncio.Protocol):
                 line = line[:-1]
             result: float | Awaitable[None] | None
             if len(line) > MAX_LINE - 2 and _too_long(line):
-                result = server.line_too_long(client, line)
+                result = intake.line_too_long(client, line)
             else:
-                result = server.handle_line(client, line)
+                result = intake.handle_line(client, line)
             if result is None:
                 if client.closing:
                     break
@@ -259,7 +259,7 @@ class Connection(asyncio.Protocol):
         elif len(rest) > _MAX_RAW:
             # no line end in sight: answer once, then drop up to the next newline
             if not self.skipping:
-                server.line_too_long(client, rest, hold=False)
+                intake.line_too_long(client, rest, hold=False)
                 self.skipping = True
             return
         self.inbuf += rest
@@ -274,7 +274,7 @@ class Connection(asyncio.Protocol):
                 buf = bytes(self.inbuf)
                 self.inbuf = bytearray()
                 self._process(buf)
-            self.server.flush_all()
+            self.server.delivery.flush_all()
 
 
 def _too_long(line: bytes) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import math
 import socket
@@ -28,8 +27,9 @@ from urllib.parse import urlsplit
 from ircd.config import parse_hostport
 from ircd.log import CountedLog
 from ircd.logins import source_of
+from ircd.net.addresses import in_networks, is_loopback, networks
+from ircd.net.asgi import BodyLimit, ClientAddress, HostCheck, Unavailable, WebSocketIrc, client_address, guarded
 from ircd.net.connection import peer_ip
-from ircd.store.errors import StoreUnavailable
 
 WS_MAX_MESSAGE = 65536  # the largest WebSocket message (ircd/net/websocket.py); past it, close 1009
 
@@ -94,25 +94,6 @@ def canned(status: int, reason: str, text: str, retry_after: int | None = None) 
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def _networks(items: list[str]) -> list[Any]:
-    return [ipaddress.ip_network(item, strict=False) for item in items]
-
-
-def _in(ip: str, networks: list[Any]) -> bool:
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in networks)
-
-
-def is_loopback(ip: str) -> bool:
-    """127.0.0.0/8 or ::1 (an IPv4-mapped IPv6 address counts as its IPv4 address)."""
-    return _in(ip, _LOOPBACK)
-
-
 class HttpGate:
     """Every HTTP connection, counted from its accept to its close (also once it became a
     WebSocket): at most ``http.max_connections`` at once, and per address (``source_of``) at most
@@ -126,12 +107,12 @@ class HttpGate:
         self.per_source: dict[str, int] = {}
         self.recent: dict[str, deque[float]] = {}
         self.alarm = CountedLog(log)  # one line a minute per kind of refusal
-        self.trusted = _networks(server.config.http.trusted_proxies)
+        self.trusted = networks(server.config.http.trusted_proxies)
 
     def exempt(self, ip: str) -> bool:
         if self.server.config.connections.exempt_loopback and is_loopback(ip):
             return True
-        return _in(ip, self.trusted)
+        return in_networks(ip, self.trusted)
 
     def admit(self, transport: Any, ip: str) -> bytes | None:
         """Count a new connection, or return the response that refuses it."""
@@ -183,7 +164,6 @@ class HttpGate:
                 del self.recent[source]
 
 
-_LOOPBACK = _networks(["127.0.0.0/8", "::1/128"])
 
 
 def _protocols(gate: HttpGate, ws: str) -> tuple[type, type | None]:
@@ -307,215 +287,6 @@ def _protocols(gate: HttpGate, ws: str) -> tuple[type, type | None]:
     return Http, WebSocket
 
 
-def _forwarded_for(value: str) -> list[str]:
-    """The ``for=`` addresses of a ``Forwarded`` header (RFC 7239), nearest the client first."""
-    found = []
-    for element in value.split(","):
-        for pair in element.split(";"):
-            name, _, item = pair.strip().partition("=")
-            if name.strip().lower() != "for":
-                continue
-            item = item.strip().strip('"')
-            if item.startswith("["):
-                item = item[1:].partition("]")[0]
-            elif item.count(":") == 1:
-                item = item.partition(":")[0]
-            found.append(item)
-    return found
-
-
-def client_address(peer: str, headers: list[tuple[bytes, bytes]], trusted: list[Any]) -> str:
-    """The client's address: ``peer`` itself, unless ``peer`` is a trusted proxy; then the nearest
-    address of ``X-Forwarded-For`` (or, without it, of ``Forwarded``) that is not a trusted proxy
-    too, reading from the proxy back towards the client (the farther entries are the client's
-    word, not a proxy's)."""
-    if not trusted or not _in(peer, trusted):
-        return peer
-    xff: list[str] = []
-    forwarded: list[str] = []
-    for key, value in headers:
-        name = key.lower()
-        if name == b"x-forwarded-for":
-            xff += [item.strip() for item in value.decode("latin-1").split(",") if item.strip()]
-        elif name == b"forwarded":
-            forwarded += _forwarded_for(value.decode("latin-1"))
-    chain = xff or forwarded
-    for item in reversed(chain):
-        if not _in(item, trusted):
-            return item.removeprefix("::ffff:")
-    return chain[0] if chain else peer
-
-
-class _ClientAddress:
-    """Behind ``http.trusted_proxies``, the client of a request is the address the proxy names
-    (``client_address``), for every limit, log line and IRC connection made over WebSocket."""
-
-    def __init__(self, app: Any, trusted: list[Any]) -> None:
-        self.app = app
-        self.trusted = trusted
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket") and scope.get("client"):
-            peer = scope["client"][0]
-            ip = client_address(peer, scope.get("headers", ()), self.trusted)
-            if ip != peer:
-                scope = dict(scope)
-                scope["client"] = (ip, 0)
-        await self.app(scope, receive, send)
-
-
-class _HostCheck:
-    """Refuse requests whose Host is not one of ours (DNS rebinding), and browser requests from
-    foreign origins, before any route sees them."""
-
-    def __init__(self, app: Any, listener: "HttpListener") -> None:
-        self.app = app
-        self.listener = listener
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] in ("http", "websocket"):
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-            host = headers.get("host", "")
-            origin = headers.get("origin")
-            if not self.listener.host_allowed(host) or (origin is not None and not self.listener.origin_allowed(origin)):
-                if scope["type"] == "websocket":
-                    await send({"type": "websocket.close", "code": 1008})
-                    return
-                body = b"Forbidden: this Host or Origin is not served here\n"
-                await send({"type": "http.response.start", "status": 403,
-                            "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                        (b"content-length", str(len(body)).encode())]})
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
-
-
-class _BodyLimit:
-    """Refuse request bodies over ``http.max_body_bytes`` (413), counted as they arrive: a declared
-    length at once, a chunked body when its bytes pass the limit. Then the application hears that
-    the client went away, and what it sends is dropped: an exception raised into it would have
-    become its 500."""
-
-    def __init__(self, app: Any, limit: int) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        for key, value in scope.get("headers", ()):
-            if key.lower() == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await _too_large(send)
-                return
-        seen = 0
-        started = refused = False
-
-        async def limited() -> Any:
-            nonlocal seen, refused
-            if refused:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    refused = True
-                    if not started:
-                        await _too_large(send)
-                    return {"type": "http.disconnect"}
-            return message
-
-        async def sending(message: dict) -> None:
-            nonlocal started
-            if refused:
-                return
-            started = True
-            await send(message)
-
-        try:
-            await self.app(scope, limited, sending)
-        except Exception:
-            if not refused:
-                raise
-            # the application's reaction to the disconnect (Starlette: ClientDisconnect): answered
-
-
-class _Unavailable:
-    """A request that needs the database while it cannot be reached (PostgreSQL restarting): 503
-    with Retry-After, rather than a 500 and a traceback per request (the store says once that the
-    database went away, and once that it is back). Around each route, inside Starlette, which would
-    have made any exception its 500."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        started = False
-
-        async def sending(message: dict) -> None:
-            nonlocal started
-            started = started or message["type"] in ("http.response.start", "websocket.accept")
-            await send(message)
-
-        try:
-            await self.app(scope, receive, sending)
-        except StoreUnavailable:
-            if scope["type"] != "http" or started:
-                return  # too late for a status: the connection ends
-            await send({"type": "http.response.start", "status": 503, "headers": _UNAVAILABLE_HEADERS})
-            await send({"type": "http.response.body", "body": _UNAVAILABLE_BODY})
-
-
-_UNAVAILABLE_BODY = b"Service Unavailable: the database is unavailable; try again in a moment\n"
-_UNAVAILABLE_HEADERS = [(b"content-type", b"text/plain; charset=utf-8"),
-                        (b"content-length", str(len(_UNAVAILABLE_BODY)).encode()), (b"retry-after", b"1")]
-
-
-def _guarded(endpoint: Any) -> Any:
-    """A route's endpoint answering 503 while the database is away: an ASGI app wrapped in
-    ``_Unavailable``, a request handler (a function Starlette calls with the request) in a handler."""
-    import inspect
-
-    if not (inspect.isfunction(endpoint) or inspect.ismethod(endpoint)):
-        return _Unavailable(endpoint)
-    from starlette.concurrency import run_in_threadpool
-    from starlette.responses import Response
-
-    async def handler(request: Any) -> Any:
-        try:
-            if inspect.iscoroutinefunction(endpoint):
-                return await endpoint(request)
-            return await run_in_threadpool(endpoint, request)  # as Starlette runs a plain function
-        except StoreUnavailable:
-            return Response(_UNAVAILABLE_BODY, 503, headers={"retry-after": "1"}, media_type="text/plain")
-
-    return handler
-
-
-async def _too_large(send: Any) -> None:
-    body = b"Request body too large\n"
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
-    await send({"type": "http.response.body", "body": body})
-
-
-class _WebSocketIrc:
-    """WebSocket requests for ``path`` are IRC connections (``ircd/net/websocket.py``); the rest
-    goes to the application."""
-
-    def __init__(self, app: Any, path: str, endpoint: Any) -> None:
-        self.app = app
-        self.path = path
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "websocket" and scope.get("path") == self.path:
-            await self.endpoint(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
-
-
 class HttpListener:
     """Binds ``[http] listen`` / ``tls_listen`` and serves the server's HTTP routes on them."""
 
@@ -548,8 +319,8 @@ class HttpListener:
         from starlette.responses import PlainTextResponse
         from starlette.routing import Mount, Route
 
-        routes: list[Any] = [Route(path, endpoint=_guarded(app)) for path, app in self.server.http.routes]
-        routes += [Mount(prefix, app=_Unavailable(app)) for prefix, app in self.server.http.mounts]  # type: ignore[arg-type]
+        routes: list[Any] = [Route(path, endpoint=guarded(app)) for path, app in self.server.http.routes]
+        routes += [Mount(prefix, app=Unavailable(app)) for prefix, app in self.server.http.mounts]  # type: ignore[arg-type]
 
         async def health(request: Any) -> Any:
             return PlainTextResponse("ok\n")
@@ -558,15 +329,15 @@ class HttpListener:
         from ircd.net.metrics import metrics_endpoint
 
         routes.append(Route("/metrics", endpoint=metrics_endpoint(self.server), methods=["GET"]))
-        app: Any = _BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
+        app: Any = BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
         path = self.server.config.http.websocket_path
         if path:
             from ircd.net.websocket import irc_endpoint
 
-            app = _WebSocketIrc(app, path, irc_endpoint(self.server))
-        app = _HostCheck(app, self)
-        trusted = _networks(self.server.config.http.trusted_proxies)
-        return _ClientAddress(app, trusted) if trusted else app
+            app = WebSocketIrc(app, path, irc_endpoint(self.server))
+        app = HostCheck(app, self)
+        trusted = networks(self.server.config.http.trusted_proxies)
+        return ClientAddress(app, trusted) if trusted else app
 
     async def start(self) -> list[tuple[str, int]]:
         """Bind, start the lifespans, serve; raises OSError naming the address that failed."""

@@ -104,7 +104,7 @@ def limit_clients(server: Server) -> None:
     if http:  # HTTP keeps its count as long as it is at most a quarter of what there is (at least 16)
         http = min(http, max(16, available // 4))
         server.http.fd_cap = http
-    most = server.cap_clients(available - http)
+    most = server.admission.cap_clients(available - http)
     log.warning(
         "connections.max_clients = %d is more than the open-file limit allows (ulimit -n: %d, %d in use, "
         "%d kept in reserve, %d for HTTP connections): serving at most %d clients; raise the limit to "
@@ -135,7 +135,7 @@ class _FdAlarm:
         log.warning(
             "cannot accept connections: %s; new connections wait %.0f s at a time (%d time(s) since the "
             "last such line; %d clients, %d connections being set up)",
-            exc.strerror or exc, _ACCEPT_RETRY, self.count, len(server.clients), server.handshaking,
+            exc.strerror or exc, _ACCEPT_RETRY, self.count, len(server.clients), server.admission.handshaking,
         )
         self.last = now
         self.count = 0
@@ -241,7 +241,7 @@ async def start_listeners(server: Server) -> list[Listener | asyncio.Server]:
     """Bind every configured listener; returns them (``sockets`` for their ports)."""
     cfg = server.config.server
     loop = asyncio.get_running_loop()
-    server.schedule = loop.call_soon
+    server.delivery.schedule = loop.call_soon
     server.arrivals = Arrivals(loop)
 
     def call_later(delay: float, fn):  # timers fire on the loop, then outboxes are flushed

@@ -23,7 +23,7 @@ from ircd.config import parse_hostport
 if TYPE_CHECKING:
     from ircd.config import AccountsSection
 
-__all__ = ["MailError", "build_message", "send_message"]
+__all__ = ["MailError", "build_message", "send_mail", "send_message"]
 
 TIMEOUT = 30.0  # seconds one delivery may take
 
@@ -51,6 +51,15 @@ async def send_message(cfg: AccountsSection, msg: EmailMessage) -> None:
         await anyio.to_thread.run_sync(_smtp, cfg, msg)
     else:
         raise MailError("no way to send mail: set accounts.email_command or accounts.email_smtp")
+
+
+async def send_mail(cfg: AccountsSection, to: str, subject: str, body: str) -> str | None:
+    """Send one message: None when it went, else the reason it did not (for the log)."""
+    try:
+        await send_message(cfg, build_message(cfg, to, subject, body))
+    except MailError as exc:
+        return str(exc)
+    return None
 
 
 async def _pipe(argv: list[str], data: bytes) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ircd.net.http import is_loopback
+from ircd.net.addresses import is_loopback
 from ircd.tokens import TokenThrottled
 
 if TYPE_CHECKING:

@@ -16,20 +16,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ircd.caps import TAG_PROFILE
-from ircd.sessions import Sessions
 
 if TYPE_CHECKING:
-    from ircd.channel import Channel
-    from ircd.server import Server
+    from ircd.state.channel import Channel
 
-__all__ = ["Client", "Conn"]
+__all__ = ["Client", "Conn", "Outlet", "Sessions"]
 
 
 class Conn(Protocol):
     """What a client needs from its connection (``ircd.net`` or a test double)."""
 
     # True while the socket holds more unsent bytes than its high-water mark
-    # (``Server.write_at``, at most a quarter of the SendQ); set during ``write``.
+    # (``Delivery.write_at``, at most a quarter of the SendQ); set during ``write``.
     output_full: bool
 
     def write(self, data: bytes | bytearray) -> None: ...
@@ -37,9 +35,30 @@ class Conn(Protocol):
     def close(self) -> None: ...
 
 
+class Outlet(Protocol):
+    """Where a client's queued output goes: the delivery layer (``ircd.delivery.Delivery``),
+    reached through this interface so that the network's state never imports it."""
+
+    write_at: int
+
+    def mark_dirty(self, client: Client) -> None: ...
+    def write_out(self, client: Client) -> None: ...
+
+
+class Sessions:
+    """The connections sharing one nick (``ircd.sessions``); ``face`` is the one the
+    state holds."""
+
+    __slots__ = ("face", "members")
+
+    def __init__(self, face: Client) -> None:
+        self.face = face
+        self.members: list[Client] = [face]
+
+
 class Client:
     __slots__ = (
-        "server",
+        "outlet",
         "conn",
         "id",
         "nick",
@@ -87,10 +106,21 @@ class Client:
         "auto_away",
     )
 
-    def __init__(self, server: "Server", conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> None:
-        self.server = server
+    def __init__(
+        self,
+        outlet: Outlet,
+        conn: Conn,
+        ip: str,
+        ident: int,
+        now: float,
+        flood_burst: float,
+        *,
+        tls: bool = False,
+        port: int = 0,
+    ) -> None:
+        self.outlet = outlet
         self.conn = conn
-        self.id = server.next_client_id()
+        self.id = ident
         self.nick = "*"
         self.nick_folded = ""
         self.user = ""
@@ -110,7 +140,6 @@ class Client:
         self.registered = False
         self.password_ok = False
         self.away: str | None = None
-        now = server.clock()
         self.signon = now
         self.last_active = now
         self.last_read = now
@@ -124,7 +153,7 @@ class Client:
         self.tls = tls
         self.certfp: str | None = None
         self.oper_name: str | None = None
-        self.flood_tokens = float(server.config.flood.burst)
+        self.flood_tokens = flood_burst
         self.flood_time = now
         self.batch_seq = 0
         self.ext: dict[str, Any] | None = None
@@ -134,7 +163,7 @@ class Client:
         # reserved), so REGISTER can say that name is not available rather than "no nick"
         self.refused_nick: str | None = None
         # several connections sharing one nick (ircd.sessions): the group, and whether this one
-        # is not the one the registry holds (NAMES, WHO and counts leave shadows out)
+        # is not the one that holds the nick (NAMES, WHO and counts leave shadows out)
         self.group: Sessions | None = None
         self.shadow = False
         # an always-on identity whose last connection went: in its channels, with no connection
@@ -182,21 +211,22 @@ class Client:
         self.tag_profile = caps & TAG_PROFILE
 
     def send(self, data: bytes) -> None:
-        """Queue bytes for this client; past ``Server.write_at`` they go to the socket at
-        once (``Server.write_out``), and a client that does not read them is disconnected."""
+        """Queue bytes for this client; past ``Delivery.write_at`` they go to the socket at
+        once (``Delivery.write_out``), and a client that does not read them is disconnected."""
         if self.closing:
             return
         self.outbuf.append(data)
         self.outlen += len(data)
+        outlet = self.outlet
         if not self.dirty:
             self.dirty = True
-            self.server.mark_dirty(self)
-        if self.outlen > self.server.write_at:
-            self.server.write_out(self)
+            outlet.mark_dirty(self)
+        if self.outlen > outlet.write_at:
+            outlet.write_out(self)
 
     def send_lines(self, data: bytes, lines: int) -> None:
         """Queue ``lines`` lines joined into one outbox entry (a reply, a batch): the entry is
-        written as one, and counted as that many lines (``Server.lines_out``)."""
+        written as one, and counted as that many lines (``Delivery.lines_out``)."""
         if self.closing:
             return
         self.extra_lines += lines - 1

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from ircd.proto.glob import Glob
 
 if TYPE_CHECKING:
-    from ircd.client import Client
+    from ircd.state.client import Client
 
 __all__ = ["Channel", "ListEntry", "PREFIX_MODES", "PREFIX_CHARS", "normalize_mask", "prefix_of", "split_extban"]
 

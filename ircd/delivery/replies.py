@@ -13,17 +13,25 @@ appended to every recipient's outbox.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Final
+from typing import TYPE_CHECKING, Callable, Final, Protocol
 
 from ircd import caps as C
 from ircd.proto.lines import format_line, format_tags, safe_param
 from ircd.proto.msgid import server_time
 
 if TYPE_CHECKING:
-    from ircd.client import Client
-    from ircd.server import Server
+    from ircd.state.client import Client
 
-__all__ = ["ReplyBuffer", "Relay"]
+__all__ = ["ReplyBuffer", "Relay", "ReplyHost"]
+
+
+class ReplyHost(Protocol):
+    """What a reply needs from the server: its name (the source of numerics) and the
+    current server-time."""
+
+    name: str
+
+    def server_time(self) -> str: ...
 
 # the capabilities that change how a reply's lines go out (tags, batches)
 _TAGGING: Final = C.LABELED_RESPONSE | C.SERVER_TIME | C.BATCH
@@ -137,7 +145,7 @@ class ReplyBuffer:
 
     __slots__ = ("server", "client", "label", "lines", "_open", "batched")
 
-    def __init__(self, server: "Server", client: "Client", label: str | None = None) -> None:
+    def __init__(self, server: ReplyHost, client: "Client", label: str | None = None) -> None:
         self.server = server
         self.client = client
         self.label = label
