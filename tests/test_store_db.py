@@ -80,6 +80,45 @@ def test_batched_items_share_one_call(tmp_path):
     assert _rows(path) == [(i, f"v{i}") for i in range(5)]
 
 
+def test_first_items_run_before_the_writes_queued_with_them_and_keep_their_results(tmp_path):
+    """Batched(first=True) items run at the start of their transaction, all in one call,
+    even when other writes were queued before and between them; every write still gets
+    its own result, and the others keep their order."""
+    path = tmp_path / "d.db"
+    ran: list[str] = []
+    hold, holding = threading.Event(), threading.Event()
+
+    def blocker(conn: Any) -> None:
+        holding.set()
+        hold.wait(30)
+
+    def plain(conn: Any, name: str) -> str:
+        ran.append(name)
+        return name.upper()
+
+    def marks(conn: Any, items: list[str]) -> list[str]:
+        ran.append("+".join(items))
+        return [f"marked {item}" for item in items]
+
+    early = Batched(marks, first=True)
+
+    async def main():
+        database = await _opened(path)
+        blocked = database.write(blocker)
+        assert holding.wait(30)
+        # queued while the writer is busy: all of these share the next transaction
+        futures = [database.write(plain, "a"), database.write_batched(early, "x"), database.write(plain, "b"),
+                   database.write_batched(early, "y")]
+        hold.set()
+        results = await asyncio.gather(*futures)
+        await blocked
+        await database.close()
+        return results
+
+    assert asyncio.run(main()) == ["A", "marked x", "B", "marked y"]
+    assert ran == ["x+y", "a", "b"]
+
+
 def test_the_writer_takes_the_next_batch_while_the_event_loop_is_busy(tmp_path):
     """A commit is followed by the next batch at once, without waiting for the event
     loop: here the loop is blocked in this very function while both batches commit."""

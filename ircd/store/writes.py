@@ -72,12 +72,19 @@ class Batched:
     hundreds of small statements into a few, and far fewer hand-offs of the GIL
     between the database thread and the event loop. If the call fails, each item
     is retried alone, so one bad item fails only itself.
+
+    A write of another function queued between two items starts a new run (its
+    order against them is kept). ``first``: the items record
+    something already done when they were queued (a NOTIFY sent): they run at the
+    start of their transaction, as if queued before the other writes of the
+    batch, and never break up another function's run.
     """
 
-    __slots__ = ("fn",)
+    __slots__ = ("fn", "first")
 
-    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]]) -> None:
+    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]], first: bool = False) -> None:
         self.fn = fn
+        self.first = first
 
 
 def _savepoint(conn: Conn, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
@@ -107,21 +114,25 @@ def _run_group(conn: Conn, fn: Callable[..., Any], items: list[Any]) -> list[tup
 
 def run_batch(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]]) -> list[tuple[bool, Any]]:
     """Run queued writes in one transaction; each in a savepoint of its own
-    (a run of items for the same Batched function shares one)."""
-    results: list[tuple[bool, Any]] = []
+    (a run of items for the same Batched function shares one; ``Batched.first``
+    items run before the others). Results are in the order of ``batch``."""
+    order = _order(batch)
+    results: list[tuple[bool, Any]] = [(False, None)] * len(batch)
     try:
         conn.execute("BEGIN IMMEDIATE")  # may fail too (PostgreSQL gone): the batch's writes fail with it
         i = 0
-        while i < len(batch):
-            fn, args = batch[i]
+        while i < len(order):
+            fn, args = batch[order[i]]
             if isinstance(fn, Batched):
                 j = i
-                while j < len(batch) and batch[j][0] is fn:
+                while j < len(order) and batch[order[j]][0] is fn:
                     j += 1
-                results.extend(_run_group(conn, fn.fn, [a[0] for _, a in batch[i:j]]))
+                run = order[i:j]
+                for at, result in zip(run, _run_group(conn, fn.fn, [batch[k][1][0] for k in run])):
+                    results[at] = result
                 i = j
                 continue
-            results.append(_savepoint(conn, fn, *args))
+            results[order[i]] = _savepoint(conn, fn, *args)
             i += 1
         conn.execute("COMMIT")
     except BaseException as exc:
@@ -131,3 +142,18 @@ def run_batch(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]
             pass
         return [(False, exc)] * len(batch)
     return results
+
+
+def _order(batch: list[tuple[Callable[..., Any] | Batched, tuple]]) -> list[int]:
+    """The indexes of ``batch`` in the order to run them: ``Batched.first`` items, grouped by
+    function, then the others as queued."""
+    first: dict[Batched, list[int]] = {}
+    rest: list[int] = []
+    for i, (fn, _) in enumerate(batch):
+        if isinstance(fn, Batched) and fn.first:
+            first.setdefault(fn, []).append(i)
+        else:
+            rest.append(i)
+    if not first:
+        return rest
+    return [i for run in first.values() for i in run] + rest
