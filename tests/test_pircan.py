@@ -1512,6 +1512,24 @@ def test_notify_merges_counts_per_type_and_never_carries_content(p):
     ]
 
 
+def test_notify_marks_queued_together_are_one_update_each_event_keeping_its_first_time(p):
+    """The announced marks of one group commit are written together (store.MARK_NOTIFIED);
+    the result is what the marks one by one would give."""
+    p.login("alice")
+    p.login("bob")
+    agree(p, "alice", "bob")
+    p.h.send("bob", "QUIT")  # away: nothing is announced
+    for text in ("one", "two", "three"):
+        sent_id(send(p, "alice", "bob", text))
+    p.h.settle()
+    first, second, third = [row[0] for row in p.rows(
+        "SELECT id FROM pircan_events WHERE recipient = 'bob' AND type = 'message' ORDER BY id")]
+    marks = [([first], 1000), ([second], 1000), ([third], 2000), ([third, first], 1000), ([], 3000)]
+    assert p.h.run(p.h.server.store.write(pstore._mark_notified_batch, marks)) == [None] * 5
+    assert p.rows("SELECT id, notified_at FROM pircan_events WHERE recipient = 'bob' AND type = 'message' "
+                  "ORDER BY id") == [(first, 1000), (second, 1000), (third, 2000)]
+
+
 def test_notify_coalesces_bursts_while_online(p):
     p.login("alice")
     p.login("bob", caps=(LOBBY,))
