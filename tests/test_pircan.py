@@ -631,6 +631,24 @@ def test_revoke_by_either_party_takes_effect_at_once(p):
     ]
 
 
+def test_send_is_refused_when_the_stored_agreement_was_revoked_behind_the_servers_back(p):
+    """The agreement is checked again in the SEND's transaction (store.agreements_live): a
+    revoke another process committed wins before the server has read it."""
+    p.login("alice")
+    p.login("bob")
+    aid = agree(p, "alice", "bob")
+    assert sent_id(send(p, "alice", "bob", "before"))
+    p.h.settle()
+    conn = dbs.connect(p.path)
+    try:
+        conn.execute("UPDATE pircan_agreements SET revoked_at = ?, revoked_by = 'bob'", (p.now_ms(),))
+    finally:
+        conn.close()
+    assert send(p, "alice", "bob", "after") == [f"{S} FAIL SEND NO_AGREEMENT bob :{NO_AGREEMENT_TEXT}"]
+    assert p.rows("SELECT body FROM pircan_messages") == [("before",)]
+    assert p.h.run(p.h.server.store.read(pstore.agreements_live, {int(aid, 16)}, p.now_ms())) is False
+
+
 def test_revoke_refusals(p):
     p.login("alice")
     p.login("bob")

@@ -432,15 +432,19 @@ def audit_rows(conn: Conn, rows: list[tuple[int, int, str, str, str, str]]) -> N
     insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6, rows)
 
 
-def live_agreement_ids(conn: Conn, ids: set[int], now: int) -> set[int]:
+def agreements_live(conn: Conn, ids: set[int], now: int) -> bool:
+    """Every one of ``ids`` names an agreement neither revoked nor expired at ``now``.
+
+    One COUNT, one result row: a SEND batch checks its agreements inside the
+    group commit's transaction, and a row per agreement would be a step of the
+    sqlite3 module per row, each giving up the interpreter lock and waiting to
+    take it back from the busy event loop."""
     marks = ",".join("?" * len(ids))
-    return {
-        row[0]
-        for row in conn.execute(
-            f"SELECT id FROM pircan_agreements WHERE id IN ({marks}) AND revoked_at IS NULL AND expires_at > ?",
-            (*ids, now),
-        )
-    }
+    live = conn.execute(
+        f"SELECT COUNT(*) FROM pircan_agreements WHERE id IN ({marks}) AND revoked_at IS NULL AND expires_at > ?",
+        (*ids, now),
+    ).fetchone()[0]
+    return int(live) == len(ids)
 
 
 def release_key(conn: Conn, ident: int) -> None:
