@@ -184,6 +184,14 @@ class Pircan:
         ids = self.pairs.get(self.pair(sender, recipient))
         if not ids:
             return None, "NO_AGREEMENT"
+        if len(ids) == 1:  # the usual case (every SEND asks): no list, no sort
+            for only in ids:
+                agreement = self.agreements[only]
+            if not agreement.active(now):
+                return None, "NO_AGREEMENT"
+            if allows(agreement.scopes, agreement.requester, agreement.target, sender, scope):
+                return agreement, None
+            return None, "SCOPE_MISSING"
         live = [self.agreements[i] for i in ids if self.agreements[i].active(now)]
         if not live:
             return None, "NO_AGREEMENT"
