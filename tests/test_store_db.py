@@ -119,6 +119,50 @@ def test_first_items_run_before_the_writes_queued_with_them_and_keep_their_resul
     assert ran == ["x+y", "a", "b"]
 
 
+def test_a_batch_of_batched_writes_runs_without_savepoints_until_one_fails(tmp_path):
+    """Only Batched writes queued: each run is one call, without its savepoint. When one
+    raises, everything the transaction did is rolled back and the batch runs again guarded
+    (savepoints, the failing run item by item): one bad item fails only itself, and the rows
+    of the run that had succeeded are stored once."""
+    path = tmp_path / "d.db"
+    calls: list[list[int]] = []
+    hold, holding = threading.Event(), threading.Event()
+
+    def blocker(conn: Any) -> None:
+        holding.set()
+        hold.wait(30)
+
+    def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
+        calls.append([ident for ident, _ in items])
+        for ident, value in items:
+            _put(conn, ident, value)
+        return [ident for ident, _ in items]
+
+    early, many = Batched(put_many, first=True), Batched(put_many)
+
+    async def main():
+        database = await _opened(path)
+        good = await asyncio.gather(database.write_batched(many, (1, "a")), database.write_batched(early, (2, "b")))
+        calls.clear()
+        blocked = database.write(blocker)
+        assert holding.wait(30)
+        futures = [database.write_batched(many, (3, "c")), database.write_batched(many, (3, "again")),
+                   database.write_batched(early, (4, "d")), database.write_batched(many, (5, "e"))]
+        hold.set()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        await blocked
+        await database.close()
+        return good, results
+
+    good, results = asyncio.run(main())
+    assert good == [1, 2]
+    assert results[0] == 3 and results[2] == 4 and results[3] == 5
+    assert isinstance(results[1], IntegrityError)
+    # first unguarded (the NOTIFY-like run first), then guarded, then item by item
+    assert calls == [[4], [3, 3, 5], [4], [3, 3, 5], [3], [3], [5]]
+    assert _rows(path) == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
+
+
 def test_the_writer_takes_the_next_batch_while_the_event_loop_is_busy(tmp_path):
     """A commit is followed by the next batch at once, without waiting for the event
     loop: here the loop is blocked in this very function while both batches commit."""
