@@ -15,7 +15,7 @@ import pytest
 
 from ircd.store import db as dbm
 from ircd.store.db import Batched, Database
-from ircd.store.errors import IntegrityError
+from ircd.store.errors import IntegrityError, PgOperationalError
 from tests import dbs
 
 
@@ -161,6 +161,36 @@ def test_a_batch_of_batched_writes_runs_without_savepoints_until_one_fails(tmp_p
     # first unguarded (the NOTIFY-like run first), then guarded, then item by item
     assert calls == [[4], [3, 3, 5], [4], [3, 3, 5], [3], [3], [5]]
     assert _rows(path) == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
+
+
+def test_a_batched_write_that_swallows_a_failed_statement(tmp_path):
+    """SQLite undoes only the failed statement, and the rest commits. PostgreSQL fails the whole
+    transaction, and its COMMIT would roll back without an error: the batch is reported failed,
+    never committed when it was not (there is no savepoint in such a batch to tell it)."""
+    path = tmp_path / "d.db"
+
+    def swallowing(conn: Any, items: list[int]) -> list[int]:
+        _put(conn, 1, "first")
+        try:
+            _put(conn, 1, "again")
+        except IntegrityError:
+            pass
+        return items
+
+    async def main():
+        database = await _opened(path)
+        result = await asyncio.gather(database.write_batched(Batched(swallowing), 7), return_exceptions=True)
+        await database.close()
+        return result[0]
+
+    result = asyncio.run(main())
+    if dbs.database(path).startswith("postgresql://"):
+        assert isinstance(result, PgOperationalError)
+        assert "not committed" in str(result)
+        assert _rows(path) == []
+    else:
+        assert result == 7
+        assert _rows(path) == [(1, "first")]
 
 
 def test_the_writer_takes_the_next_batch_while_the_event_loop_is_busy(tmp_path):
