@@ -1,6 +1,6 @@
 """Machine instructions per unit of work in the running server, counted by callgrind.
 
-    python -m bench.instructions [--scenario dm|fanout|churn|connections|mcp] [--compiled] [--pircd-src DIR]
+    python -m bench.instructions [--scenario dm|fanout|churn|connections|mcp|pircan] [--compiled] [--pircd-src DIR]
 
 CPU time on a shared machine moves with its neighbours; the number of
 instructions the server executes for the same work does not. This script
@@ -10,7 +10,8 @@ generator, counts exactly its measured phase (``callgrind_control -i on`` and
 ``off``) and divides by the relayed messages or delivered lines (``churn``: by
 the cycles of connect, register, JOIN, PRIVMSG and QUIT; ``connections``: by
 the registrations; ``mcp``: by the ``send_direct_message`` calls of the MCP
-scenario, bench/mcp.py).
+scenario, bench/mcp.py; ``pircan``: by the durable ``SEND``s of the PIRCAN scenario, both the
+event loop's thread and the database writer's).
 
 Unlike ``bench.hotpath`` the count includes the event loop (uvloop's read and
 write callbacks) and the real sockets' user-space side; the kernel's share is
@@ -95,6 +96,9 @@ def count(src: Path, scenario: str, size: tuple[int, int], http: bool = True) ->
 
                 result = loop.run_until_complete(mcp_send(target, *size, timeout=1800.0))
                 units, unit = result["sends"], "send_direct_message call"
+            elif scenario == "pircan":
+                result = loop.run_until_complete(loadgen.pircan_send(target, *size, timeout=1800.0))
+                units, unit = result["sends"], "SEND"
             elif scenario == "churn":
                 result = loop.run_until_complete(loadgen.churn(target, *size, timeout=120.0))
                 units, unit = result["cycles"], "churn cycle"
@@ -122,7 +126,7 @@ def count(src: Path, scenario: str, size: tuple[int, int], http: bool = True) ->
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", choices=("dm", "fanout", "churn", "connections", "mcp"), default="dm")
+    p.add_argument("--scenario", choices=("dm", "fanout", "churn", "connections", "mcp", "pircan"), default="dm")
     p.add_argument("--pairs", type=int, default=50, help="dm: client pairs")
     p.add_argument("--round-trips", type=int, default=40, help="dm: round trips per pair")
     p.add_argument("--receivers", type=int, default=200, help="fanout: channel members")
@@ -133,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=100, help="connections: registrations at once")
     p.add_argument("--agents", type=int, default=20, help="mcp: MCP clients (in pairs)")
     p.add_argument("--calls", type=int, default=20, help="mcp: send_direct_message calls per agent")
+    p.add_argument("--senders", type=int, default=20, help="pircan: sending agents (each with its recipient)")
+    p.add_argument("--sends", type=int, default=20, help="pircan: SENDs per sender")
     p.add_argument("--no-http", action="store_true", help="IRC scenarios: with [http] enabled = false")
     p.add_argument("--compiled", action="store_true", help="build the compiled modules in a copy first")
     p.add_argument("--pircd-src", type=Path, default=_REPO, help="the pircd source tree (default: this one)")
@@ -146,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     tree = compiled_tree(src) if args.compiled else src
     size = {"dm": (args.pairs, args.round_trips), "fanout": (args.receivers, args.lines),
             "churn": (args.cycles, args.workers), "connections": (args.clients, args.concurrency),
-            "mcp": (args.agents, args.calls)}[args.scenario]
+            "mcp": (args.agents, args.calls), "pircan": (args.senders, args.sends)}[args.scenario]
     try:
         got = count(tree, args.scenario, size, http=not args.no_http)
     finally:

@@ -631,6 +631,24 @@ def test_revoke_by_either_party_takes_effect_at_once(p):
     ]
 
 
+def test_send_is_refused_when_the_stored_agreement_was_revoked_behind_the_servers_back(p):
+    """The agreement is checked again in the SEND's transaction (store.agreements_live): a
+    revoke another process committed wins before the server has read it."""
+    p.login("alice")
+    p.login("bob")
+    aid = agree(p, "alice", "bob")
+    assert sent_id(send(p, "alice", "bob", "before"))
+    p.h.settle()
+    conn = dbs.connect(p.path)
+    try:
+        conn.execute("UPDATE pircan_agreements SET revoked_at = ?, revoked_by = 'bob'", (p.now_ms(),))
+    finally:
+        conn.close()
+    assert send(p, "alice", "bob", "after") == [f"{S} FAIL SEND NO_AGREEMENT bob :{NO_AGREEMENT_TEXT}"]
+    assert p.rows("SELECT body FROM pircan_messages") == [("before",)]
+    assert p.h.run(p.h.server.store.read(pstore.agreements_live, {int(aid, 16)}, p.now_ms())) is False
+
+
 def test_revoke_refusals(p):
     p.login("alice")
     p.login("bob")
@@ -1510,6 +1528,24 @@ def test_notify_merges_counts_per_type_and_never_carries_content(p):
         ("message", 3, T0_MS + 500 + 250, T0_MS + 500 + 250),
         ("request", 1, T0_MS + 500 + 250, T0_MS + 500 + 250),
     ]
+
+
+def test_notify_marks_queued_together_are_one_update_each_event_keeping_its_first_time(p):
+    """The announced marks of one group commit are written together (store.MARK_NOTIFIED);
+    the result is what the marks one by one would give."""
+    p.login("alice")
+    p.login("bob")
+    agree(p, "alice", "bob")
+    p.h.send("bob", "QUIT")  # away: nothing is announced
+    for text in ("one", "two", "three"):
+        sent_id(send(p, "alice", "bob", text))
+    p.h.settle()
+    first, second, third = [row[0] for row in p.rows(
+        "SELECT id FROM pircan_events WHERE recipient = 'bob' AND type = 'message' ORDER BY id")]
+    marks = [([first], 1000), ([second], 1000), ([third], 2000), ([third, first], 1000), ([], 3000)]
+    assert p.h.run(p.h.server.store.write(pstore._mark_notified_batch, marks)) == [None] * 5
+    assert p.rows("SELECT id, notified_at FROM pircan_events WHERE recipient = 'bob' AND type = 'message' "
+                  "ORDER BY id") == [(first, 1000), (second, 1000), (third, 2000)]
 
 
 def test_notify_coalesces_bursts_while_online(p):

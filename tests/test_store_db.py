@@ -15,7 +15,7 @@ import pytest
 
 from ircd.store import db as dbm
 from ircd.store.db import Batched, Database
-from ircd.store.errors import IntegrityError
+from ircd.store.errors import IntegrityError, PgOperationalError
 from tests import dbs
 
 
@@ -78,6 +78,119 @@ def test_batched_items_share_one_call(tmp_path):
     assert asyncio.run(main()) == [0, 1, 2, 3, 4]
     assert calls == [5]
     assert _rows(path) == [(i, f"v{i}") for i in range(5)]
+
+
+def test_first_items_run_before_the_writes_queued_with_them_and_keep_their_results(tmp_path):
+    """Batched(first=True) items run at the start of their transaction, all in one call,
+    even when other writes were queued before and between them; every write still gets
+    its own result, and the others keep their order."""
+    path = tmp_path / "d.db"
+    ran: list[str] = []
+    hold, holding = threading.Event(), threading.Event()
+
+    def blocker(conn: Any) -> None:
+        holding.set()
+        hold.wait(30)
+
+    def plain(conn: Any, name: str) -> str:
+        ran.append(name)
+        return name.upper()
+
+    def marks(conn: Any, items: list[str]) -> list[str]:
+        ran.append("+".join(items))
+        return [f"marked {item}" for item in items]
+
+    early = Batched(marks, first=True)
+
+    async def main():
+        database = await _opened(path)
+        blocked = database.write(blocker)
+        assert holding.wait(30)
+        # queued while the writer is busy: all of these share the next transaction
+        futures = [database.write(plain, "a"), database.write_batched(early, "x"), database.write(plain, "b"),
+                   database.write_batched(early, "y")]
+        hold.set()
+        results = await asyncio.gather(*futures)
+        await blocked
+        await database.close()
+        return results
+
+    assert asyncio.run(main()) == ["A", "marked x", "B", "marked y"]
+    assert ran == ["x+y", "a", "b"]
+
+
+def test_a_batch_of_batched_writes_runs_without_savepoints_until_one_fails(tmp_path):
+    """Only Batched writes queued: each run is one call, without its savepoint. When one
+    raises, everything the transaction did is rolled back and the batch runs again guarded
+    (savepoints, the failing run item by item): one bad item fails only itself, and the rows
+    of the run that had succeeded are stored once."""
+    path = tmp_path / "d.db"
+    calls: list[list[int]] = []
+    hold, holding = threading.Event(), threading.Event()
+
+    def blocker(conn: Any) -> None:
+        holding.set()
+        hold.wait(30)
+
+    def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
+        calls.append([ident for ident, _ in items])
+        for ident, value in items:
+            _put(conn, ident, value)
+        return [ident for ident, _ in items]
+
+    early, many = Batched(put_many, first=True), Batched(put_many)
+
+    async def main():
+        database = await _opened(path)
+        good = await asyncio.gather(database.write_batched(many, (1, "a")), database.write_batched(early, (2, "b")))
+        calls.clear()
+        blocked = database.write(blocker)
+        assert holding.wait(30)
+        futures = [database.write_batched(many, (3, "c")), database.write_batched(many, (3, "again")),
+                   database.write_batched(early, (4, "d")), database.write_batched(many, (5, "e"))]
+        hold.set()
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        await blocked
+        await database.close()
+        return good, results
+
+    good, results = asyncio.run(main())
+    assert good == [1, 2]
+    assert results[0] == 3 and results[2] == 4 and results[3] == 5
+    assert isinstance(results[1], IntegrityError)
+    # first unguarded (the NOTIFY-like run first), then guarded, then item by item
+    assert calls == [[4], [3, 3, 5], [4], [3, 3, 5], [3], [3], [5]]
+    assert _rows(path) == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
+
+
+def test_a_batched_write_that_swallows_a_failed_statement(tmp_path):
+    """SQLite undoes only the failed statement, and the rest commits. PostgreSQL fails the whole
+    transaction, and its COMMIT would roll back without an error: the batch is reported failed,
+    never committed when it was not (there is no savepoint in such a batch to tell it)."""
+    path = tmp_path / "d.db"
+
+    def swallowing(conn: Any, items: list[int]) -> list[int]:
+        _put(conn, 1, "first")
+        try:
+            _put(conn, 1, "again")
+        except IntegrityError:
+            pass
+        return items
+
+    async def main():
+        database = await _opened(path)
+        result = await asyncio.gather(database.write_batched(Batched(swallowing), 7), return_exceptions=True)
+        await database.close()
+        return result[0]
+
+    result = asyncio.run(main())
+    if dbs.database(path).startswith("postgresql://"):
+        assert isinstance(result, PgOperationalError)
+        assert "not committed" in str(result)
+        assert _rows(path) == []
+    else:
+        assert result == 7
+        assert _rows(path) == [(1, "first")]
 
 
 def test_the_writer_takes_the_next_batch_while_the_event_loop_is_busy(tmp_path):

@@ -184,6 +184,14 @@ class Pircan:
         ids = self.pairs.get(self.pair(sender, recipient))
         if not ids:
             return None, "NO_AGREEMENT"
+        if len(ids) == 1:  # the usual case (every SEND asks): no list, no sort
+            for only in ids:
+                agreement = self.agreements[only]
+            if not agreement.active(now):
+                return None, "NO_AGREEMENT"
+            if allows(agreement.scopes, agreement.requester, agreement.target, sender, scope):
+                return agreement, None
+            return None, "SCOPE_MISSING"
         live = [self.agreements[i] for i in ids if self.agreements[i].active(now)]
         if not live:
             return None, "NO_AGREEMENT"
@@ -293,7 +301,7 @@ class Pircan:
         self.api.flush()
         if pending is not None:
             ids = [event_id for events in pending.events.values() for _, event_id in events]
-            self.database.write_nowait(db.mark_notified, ids, now)
+            self.database.write_nowait(db.MARK_NOTIFIED, (ids, now))
 
     def send_notify(self, client: Client, kind: str, count: int) -> None:
         if self.notify_cap is not None and client.caps & self.notify_cap.bit:
@@ -323,7 +331,7 @@ class Pircan:
         mode does not answer it again; ``write`` False: the caller marked it). NOTIFY still counts
         it for the connections present now; with none, a later login does not hear of it again."""
         if write:
-            self.database.write_nowait(db.mark_notified, [event_id], self.now_ms())
+            self.database.write_nowait(db.MARK_NOTIFIED, ([event_id], self.now_ms()))
         pending = self.pending.get(account)
         events = pending.events.get(kind) if pending is not None else None
         if events and not self.api.is_visible(account):

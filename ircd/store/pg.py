@@ -144,6 +144,11 @@ class Connection:
         if params is None:
             if sql == "BEGIN IMMEDIATE":
                 sql = BEGIN_WRITE
+            elif sql == "COMMIT" and raw.info.transaction_status == pq.TransactionStatus.INERROR:
+                # PostgreSQL answers COMMIT of a failed transaction with a rollback, not an
+                # error: a writer that went on after a failed statement must not be told "committed"
+                raw.execute("ROLLBACK")
+                raise PgOperationalError("the transaction failed and was rolled back, not committed", "25P02")
             elif sql == "COMMIT" and self.notify:
                 sql = f"NOTIFY {CHANGES_CHANNEL}; COMMIT"
             query: str = sql

@@ -71,13 +71,23 @@ class Batched:
     and the function can use multi-row statements): on a busy server that turns
     hundreds of small statements into a few, and far fewer hand-offs of the GIL
     between the database thread and the event loop. If the call fails, each item
-    is retried alone, so one bad item fails only itself.
+    is retried alone, so one bad item fails only itself: the function must give
+    the same result when run again after a rollback (no effects outside the
+    database). A batch of nothing but Batched writes runs without savepoints
+    until one fails (``_unguarded``).
+
+    A write of another function queued between two items starts a new run (its
+    order against them is kept). ``first``: the items record
+    something already done when they were queued (a NOTIFY sent): they run at the
+    start of their transaction, as if queued before the other writes of the
+    batch, and never break up another function's run.
     """
 
-    __slots__ = ("fn",)
+    __slots__ = ("fn", "first")
 
-    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]]) -> None:
+    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]], first: bool = False) -> None:
         self.fn = fn
+        self.first = first
 
 
 def _savepoint(conn: Conn, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
@@ -107,22 +117,15 @@ def _run_group(conn: Conn, fn: Callable[..., Any], items: list[Any]) -> list[tup
 
 def run_batch(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]]) -> list[tuple[bool, Any]]:
     """Run queued writes in one transaction; each in a savepoint of its own
-    (a run of items for the same Batched function shares one)."""
-    results: list[tuple[bool, Any]] = []
+    (a run of items for the same Batched function shares one; ``Batched.first``
+    items run before the others; none when all are Batched, until one fails).
+    Results are in the order of ``batch``."""
+    runs = _runs(batch)
     try:
         conn.execute("BEGIN IMMEDIATE")  # may fail too (PostgreSQL gone): the batch's writes fail with it
-        i = 0
-        while i < len(batch):
-            fn, args = batch[i]
-            if isinstance(fn, Batched):
-                j = i
-                while j < len(batch) and batch[j][0] is fn:
-                    j += 1
-                results.extend(_run_group(conn, fn.fn, [a[0] for _, a in batch[i:j]]))
-                i = j
-                continue
-            results.append(_savepoint(conn, fn, *args))
-            i += 1
+        results = _unguarded(conn, batch, runs) if all(isinstance(fn, Batched) for fn, _ in runs) else None
+        if results is None:
+            results = _guarded(conn, batch, runs)
         conn.execute("COMMIT")
     except BaseException as exc:
         try:
@@ -131,3 +134,59 @@ def run_batch(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]
             pass
         return [(False, exc)] * len(batch)
     return results
+
+
+Run = tuple["Callable[..., Any] | Batched", list[int]]
+
+
+def _guarded(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]], runs: list[Run]
+             ) -> list[tuple[bool, Any]]:
+    results: list[tuple[bool, Any]] = [(False, None)] * len(batch)
+    for fn, run in runs:
+        if isinstance(fn, Batched):
+            for at, result in zip(run, _run_group(conn, fn.fn, [batch[k][1][0] for k in run])):
+                results[at] = result
+        else:
+            results[run[0]] = _savepoint(conn, fn, *batch[run[0]][1])
+    return results
+
+
+def _unguarded(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]], runs: list[Run]
+               ) -> list[tuple[bool, Any]] | None:
+    """A batch of Batched writes only (a busy server's SENDs and NOTIFY marks): each run in one
+    call without its savepoint, two statements fewer per run, each a wait for the interpreter
+    lock while the event loop is busy. A Batched function may run again (its items are retried
+    one by one when it fails), so when one raises, the transaction is rolled back and begun
+    again, and None says: run the batch guarded."""
+    results: list[tuple[bool, Any]] = [(False, None)] * len(batch)
+    for fn, run in runs:
+        assert isinstance(fn, Batched)
+        try:
+            values = fn.fn(conn, [batch[k][1][0] for k in run])
+        except Exception:
+            conn.execute("ROLLBACK")
+            conn.execute("BEGIN IMMEDIATE")
+            return None
+        for at, value in zip(run, values):
+            results[at] = (True, value)
+    return results
+
+
+def _runs(batch: list[tuple[Callable[..., Any] | Batched, tuple]]) -> list[Run]:
+    """The writes of ``batch`` in the order to run them, as (function, indexes): the items of a
+    Batched function queued one after the other are one run; ``Batched.first`` items, one run
+    per function, come before the others."""
+    first: dict[Batched, list[int]] = {}
+    runs: list[Run] = []
+    last: Any = None
+    for i, (fn, _) in enumerate(batch):
+        if fn is last:
+            runs[-1][1].append(i)
+        elif isinstance(fn, Batched) and fn.first:
+            first.setdefault(fn, []).append(i)
+        else:
+            runs.append((fn, [i]))
+            last = fn if isinstance(fn, Batched) else None
+    if first:
+        runs[:0] = list(first.items())
+    return runs

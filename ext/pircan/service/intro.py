@@ -86,7 +86,7 @@ def agreement_for(state: Pircan, requester: str, target: str, now: int) -> tuple
 
 def _issue_txn(conn: Conn, agreement: Agreement, claims: dict[str, Any], now: int, limit: int,
                audit_id: int, detail: str) -> str:
-    if db.live_agreement_ids(conn, {agreement.id}, now) != {agreement.id}:
+    if not db.agreements_live(conn, {agreement.id}, now):
         raise Refused("NO_AGREEMENT")
     issued = conn.execute(
         "SELECT COUNT(*) FROM pircan_audit WHERE actor = ? AND action = 'intro.issue' AND id >= ?",

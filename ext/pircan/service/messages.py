@@ -80,7 +80,7 @@ def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, 
     if fresh:
         now = min(item[0].created_at for item in fresh)
         wanted = {item[0].agreement_id for item in fresh} - {OWNER_AGREEMENT}
-        if wanted and db.live_agreement_ids(conn, wanted, now) != wanted:
+        if wanted and not db.agreements_live(conn, wanted, now):
             raise Refused("NO_AGREEMENT")
         db.insert_messages(conn, [(m, key) for m, key, _, _, _ in fresh])
         db.queue_events(conn, [(event_id, m.recipient, "message", m.id, m.created_at)

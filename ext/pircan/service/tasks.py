@@ -79,7 +79,7 @@ def _budget(state: Pircan, actor: str, agreement_id: int, now: int, context: str
 
 def _create_txn(conn: Conn, task: Task, entry: TaskEntry, events: Events, audit_id: int,
                 via: str) -> list:
-    if db.live_agreement_ids(conn, {task.agreement_id}, task.created_at) != {task.agreement_id}:
+    if not db.agreements_live(conn, {task.agreement_id}, task.created_at):
         raise Refused("NO_AGREEMENT")
     tdb.insert_task(conn, task)
     tdb.insert_entry(conn, entry)
