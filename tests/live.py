@@ -103,9 +103,12 @@ class LiveServer:
         """Return once ``condition()`` holds for server state no client can observe (a wait in
         place, a connection released). It is checked on the server's loop when the watch starts and
         right after each call of ``owner.method`` (wrapped meanwhile), so nothing is polled and no
-        change is missed in between."""
+        change is missed in between. An object of the compiled build (docs/compiled.md) takes no
+        wrapper, and its compiled callers would not call one: there it is checked after each pass
+        of the server's loop instead (every change of server state happens in one)."""
         ready = threading.Event()
         original = getattr(owner, method)
+        passes: list[bool] = []  # set: checking after each pass of the loop
 
         def checked(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
@@ -113,16 +116,32 @@ class LiveServer:
                 ready.set()
             return result
 
-        def watch() -> None:
-            setattr(owner, method, checked)
+        def each_pass() -> None:
             if condition():
                 ready.set()
+            elif passes:
+                self.loop.call_soon(each_pass)
+
+        def watch() -> None:
+            try:
+                setattr(owner, method, checked)
+            except (AttributeError, TypeError):  # a compiled class: its attributes are fixed
+                passes.append(True)
+            if condition():
+                ready.set()
+            elif passes:
+                self.loop.call_soon(each_pass)
 
         self.call(watch)
         try:
             assert ready.wait(10), f"not reached after {method}"
         finally:
-            self.call(lambda: vars(owner).pop(method, None))
+            def unwatch() -> None:
+                passes.clear()
+                if method in getattr(owner, "__dict__", {}):
+                    del owner.__dict__[method]
+
+            self.call(unwatch)
 
     def stop(self) -> None:
         if self._stop is not None and self._thread.is_alive():
