@@ -176,6 +176,8 @@ class Server:
             old, new = getattr(getattr(self.config, section), key), getattr(getattr(config, section), key)
             if old != new:
                 raise ValueError(f"{section}.{key} cannot change while the server runs (restart instead)")
+        if config.cluster != self.config.cluster:  # the node's links are made at start-up
+            raise ValueError("cluster cannot change while the server runs (restart instead)")
         from ircd.commands.cap import announce_cap_changes, cap_snapshot
 
         before = cap_snapshot(self)
