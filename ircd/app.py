@@ -31,6 +31,10 @@ def build_server(
     server = Server(config)
     server.config_path = config_path
     attach_store(server)
+    if config.cluster is not None:
+        from ircd.cluster import attach
+
+        attach(server)
     if reload is not None:
 
         def reload_config() -> None:

@@ -1,12 +1,24 @@
-"""Several pircd nodes as one network (docs/scaling.md): the [cluster] table."""
+"""Several pircd nodes as one network (docs/scaling.md): the [cluster] table, and two nodes on
+one PostgreSQL database and one NATS server, started here on free ports, seen by their clients
+as one network (nicks, direct messages, channels, NAMES, WHOIS, LUSERS)."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from pathlib import Path
+from typing import Iterator
 
-from tests.proc import cli
+import pytest
+
+from ircd.proto.lines import parse_line
+from tests import dbs
+from tests.live import IRCClient
+from tests.natsd import NatsServer
+from tests.proc import ServerProcess, cli, write_config
 
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d")
+_tokens = itertools.count(1)
 
 
 # the table ---------------------------------------------------------------------------------
@@ -47,3 +59,139 @@ def test_cluster_table_keys_are_checked(tmp_path):
         "configuration is not valid:",
         "  cluster.nats: List should have at least 1 item after validation, not 0",
     ])
+
+
+def test_a_node_that_cannot_reach_nats_does_not_start(tmp_path):
+    """Its first connection to NATS must succeed (once up, it reconnects for as long as it takes)."""
+    port = dbs.free_port()  # nothing listens there
+    config = write_config(tmp_path, server={"db": dbs.fresh_url(dbs.name_for(tmp_path / "c"))},
+                          cluster={"node": "a", "nats": [f"nats://127.0.0.1:{port}"]})
+    result = cli("serve", "--config", str(config), "--no-http")
+    assert _problems(result) == (1, [f"pircd: cannot start: cannot reach NATS at nats://127.0.0.1:{port}: "
+                                     "nats: no servers available for connection"])
+
+
+# two nodes -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
+    """NATS, a database of its own, and the nodes a.test and b.test on them."""
+    nats = NatsServer()
+    url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
+    started: list[ServerProcess] = []
+    try:
+        for name in ("a", "b"):
+            directory = tmp_path / name
+            directory.mkdir()
+            config = write_config(directory, server={"name": f"{name}.test", "db": url},
+                                  cluster={"node": name, "nats": [nats.url]},
+                                  pircan={"guests_may_join": True})  # users without accounts in #c
+            started.append(ServerProcess(config, "--no-http"))
+        yield url, started[0], started[1]
+    finally:
+        for node in started:
+            node.terminate()
+        nats.stop()
+
+
+def _until(client: IRCClient, command: str, token: str | None = None) -> list[str]:
+    """The raw lines received up to the first ``command`` line (with ``token`` last, if given)."""
+    out = []
+    while True:
+        line = client.read_line()
+        if line is None:
+            raise ConnectionError(f"closed before {command}; got {out!r}")
+        out.append(line)
+        msg = parse_line(line.encode())
+        if msg is not None and msg.command == command and (token is None or msg.params[-1] == token):
+            return out
+
+
+def _bare(line: str) -> str:
+    """A line without its tags (server-time)."""
+    return line.split(" ", 1)[1] if line.startswith("@") else line
+
+
+def _lines(client: IRCClient) -> list[str]:
+    """The raw lines up to the PONG of a fresh token (the PONG left out)."""
+    token = f"c{next(_tokens)}"
+    client.send(f"PING {token}")
+    return _until(client, "PONG", token)[:-1]
+
+
+def test_two_nodes_are_one_network(nodes):
+    url, a, b = nodes
+    bob = IRCClient(b.port)
+    bob.register("bob", ["echo-message", "message-tags", "server-time"])
+    bob.send("MONITOR + alice")
+    assert [_bare(ln) for ln in _lines(bob)][-1:] == [":b.test 731 bob alice"]
+
+    alice = IRCClient(a.port)
+    alice.register("alice", ["message-tags", "server-time"])
+    # b learns of alice from a: its MONITOR says she came online
+    assert _bare(_until(bob, "730")[-1]) == ":b.test 730 bob alice!alice@127.0.0.1"
+
+    # one nick on the network: b refuses alice's nick; a claim in the database (a node's
+    # client whose arrival the others have not heard of yet) refuses it as well
+    carol = IRCClient(b.port)
+    carol.send("NICK alice")
+    assert _lines(carol) == [":b.test 433 * alice :Nickname is already in use"]
+    conn = dbs.connect(url)
+    conn.execute("INSERT INTO cluster_nicks (folded, node, client, claimed_at) VALUES ('dave', 'a', 999, 0)")
+    conn.close()
+    carol.send("NICK dave")
+    assert _lines(carol) == [":b.test 433 * dave :Nickname is already in use"]
+    carol.register("carol")
+    assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks ORDER BY folded") == [
+        ("alice", "a"), ("bob", "b"), ("carol", "b"), ("dave", "a")]
+
+    # a direct message to a user of the other node, with one msgid and server-time on both
+    bob.send("PRIVMSG alice :hello from b")
+    echo = _until(bob, "PRIVMSG")[-1]
+    assert re.fullmatch(r"@msgid=\S+;time=\S+ :bob!bob@127\.0\.0\.1 PRIVMSG alice :hello from b", echo)
+    assert _until(alice, "PRIVMSG")[-1] == echo
+    alice.send("NOTICE bob :hello from a")
+    assert _bare(_until(bob, "NOTICE")[-1]) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
+
+    # WHOIS and LUSERS see the other node's users
+    carol.send("WHOIS alice")
+    whois = _lines(carol)
+    assert whois[0] == ":b.test 311 carol alice alice 127.0.0.1 * alice"
+    assert whois[-1] == ":b.test 318 carol alice :End of /WHOIS list"
+    carol.send("LUSERS")
+    assert ":b.test 251 carol :There are 3 users and 0 invisible on 1 servers" in _lines(carol)
+
+    # a channel across the nodes: JOIN, NAMES, PRIVMSG both ways, PART
+    alice.send("JOIN #c")
+    assert [_bare(ln) for ln in _lines(alice)] == [":alice!alice@127.0.0.1 JOIN #c", ":a.test 353 alice = #c @alice",
+                                                   ":a.test 366 alice #c :End of /NAMES list"]
+    alice.send("PRIVMSG bob :in #c now")  # after the JOIN on the same way: b knows of it before this
+    _until(bob, "PRIVMSG")
+    bob.send("JOIN #c")
+    joined = [_bare(ln) for ln in _lines(bob)]
+    assert joined == [":bob!bob@127.0.0.1 JOIN #c", ":b.test 353 bob = #c :@alice bob",
+                      ":b.test 366 bob #c :End of /NAMES list"]
+    assert _bare(_until(alice, "JOIN")[-1]) == ":bob!bob@127.0.0.1 JOIN #c"
+    bob.send("PRIVMSG #c :hi all")
+    echo = _until(bob, "PRIVMSG")[-1]
+    assert _bare(echo) == ":bob!bob@127.0.0.1 PRIVMSG #c :hi all"
+    assert _until(alice, "PRIVMSG")[-1] == echo
+    alice.send("PRIVMSG #c :hi bob")
+    assert _bare(_until(bob, "PRIVMSG")[-1]) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
+    alice.send("NAMES #c")
+    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c :@alice bob"
+    bob.send("PART #c bye")
+    assert _bare(_until(alice, "PART")[-1]) == ":bob!bob@127.0.0.1 PART #c bye"
+    alice.send("NAMES #c")
+    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c @alice"
+
+    # QUIT: the others see it, the nick is free again on every node
+    bob.send("JOIN #c")
+    _until(alice, "JOIN")
+    bob.send("QUIT :later")
+    assert _bare(_until(alice, "QUIT")[-1]) == ":bob!bob@127.0.0.1 QUIT :Quit: later"
+    alice.send("WHOIS bob")
+    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 401 alice bob :No such nick/channel"
+    for client in (alice, bob, carol):
+        client.close()

@@ -1,0 +1,278 @@
+"""The network as every node sees it: this node's changes told to the others, and theirs
+applied here (docs/scaling.md).
+
+A change made by a local client is published after the command made it (the core's
+events, read by listeners here); the node where it happened has already told every
+client concerned, the remote ones through their stand-ins (``RemoteConn``: the lines go
+to their node, formatted once, with the msgid and server-time of the node that made
+them). So a node applying another node's change only changes its state and tells no
+one, except when a node is gone and can no longer speak for its users.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ircd.events import AwayChanged, Joined, Kicked, NickChanged, Parted, Quit, Registered
+from ircd.state.client import Client
+
+if TYPE_CHECKING:
+    from ircd.cluster.link import Link
+    from ircd.server import Server
+    from ircd.state.channel import Channel
+    from ircd.state.cluster import ClusterState
+    from ircd.state.local import LocalState
+
+log = logging.getLogger("pircd.cluster")
+
+__all__ = ["RemoteConn", "Replica"]
+
+SPLIT_REASON = "*.net *.split"
+
+
+class RemoteConn:
+    """The connection of a remote user: its lines go to the node holding the real one."""
+
+    output_full = False  # that node's SendQ protects it
+
+    def __init__(self, link: Link, node: str, ident: int) -> None:
+        self.link, self.node, self.ident = link, node, ident
+
+    def write(self, data: bytes | bytearray) -> None:
+        self.link.forward(self.node, self.ident, bytes(data))
+
+    def buffered(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass  # a remote user leaves when its own node says so
+
+
+class Replica:
+    def __init__(self, server: Server, remote: ClusterState, link: Link) -> None:
+        self.server, self.remote, self.link = server, remote, link
+        self.state: LocalState = remote.local
+        self.local: dict[int, Client] = {}  # this node's registered clients that the others know
+        events = server.events
+        for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
+                         (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
+                         (AwayChanged, self._away)):
+            events.subscribe(kind, fn)
+        server.cap_change_hooks.append(self._caps)
+
+    # this node's changes ---------------------------------------------------
+
+    def _registered(self, ev: Registered) -> None:
+        client = ev.client
+        if self.state.nick_holder(client.nick_folded) is not client:
+            return  # a connection sharing another's nick (ircd.sessions): not a user of its own
+        self.local[client.id] = client
+        self.link.broadcast({"op": "user", **_record(client)})
+
+    def _quit(self, ev: Quit) -> None:
+        client = ev.client
+        if self.local.pop(client.id, None) is None:
+            return
+        holder = self.state.nick_holder(client.nick_folded)
+        if holder is None:
+            self.link.broadcast({"op": "quit", "id": client.id, "reason": ev.reason})
+        elif holder is not client:  # the identity stays, held by another connection (ircd.sessions)
+            self.local[holder.id] = holder
+            self.link.broadcast({"op": "rekey", "id": client.id, "new": holder.id})
+        else:  # an always-on identity without a connection: still on the network
+            self.local[client.id] = client
+
+    def _nick(self, ev: NickChanged) -> None:
+        if ev.client.id in self.local:
+            self.link.broadcast({"op": "nick", "id": ev.client.id, "nick": ev.client.nick})
+
+    def _joined(self, ev: Joined) -> None:
+        if ev.client.id in self.local:
+            modes = ev.channel.members.get(ev.client, "")
+            self.link.broadcast({"op": "join", "id": ev.client.id, "chan": ev.channel.name, "modes": modes})
+
+    def _parted(self, ev: Parted) -> None:
+        self._left(ev.client, ev.channel)
+
+    def _kicked(self, ev: Kicked) -> None:
+        self._left(ev.target, ev.channel)
+
+    def _left(self, client: Client, channel: Channel) -> None:
+        node = self.remote.node_of.get(client) if client.id not in self.local else self.link.node
+        ident = client.conn.ident if isinstance(client.conn, RemoteConn) else client.id
+        if node is not None:  # a remote user kicked here: its node and the others learn it too
+            self.link.broadcast({"op": "part", "node": node, "id": ident, "chan": channel.folded})
+
+    def _away(self, ev: AwayChanged) -> None:
+        if ev.client.id in self.local:
+            self.link.broadcast({"op": "away", "id": ev.client.id, "away": ev.client.away})
+
+    def _caps(self, client: Client, old: int, new: int) -> None:
+        if client.id in self.local:
+            self.link.broadcast({"op": "caps", "id": client.id, "caps": client.caps})
+
+    def hello(self) -> None:
+        """Say this node is (back) on the network: the others drop what they knew of it and
+        send it their users (``_hello``), it sends them its own in return (``_burst``)."""
+        self.link.hello()
+
+    def goodbye(self) -> None:
+        self.link.broadcast({"op": "gone"})
+        self.link.peers.clear()
+
+    # the other nodes' changes ----------------------------------------------
+
+    def apply(self, op: dict[str, Any]) -> None:
+        handler = _APPLY.get(op.get("op", ""))
+        if handler is None:
+            log.warning("cluster op unknown op=%r from=%s", op.get("op"), op.get("from"))
+            return
+        handler(self, op)
+
+    def deliver(self, frames: list[tuple[int, bytes]]) -> None:
+        """Lines another node formatted for clients of this one."""
+        for ident, data in frames:
+            client = self.local.get(ident)
+            if client is not None:
+                client.send(data)
+
+    def _hello(self, op: dict[str, Any]) -> None:
+        node = op["from"]
+        self._drop_node(node, SPLIT_REASON)  # it restarted: its old users are gone
+        self.link.peers.add(node)  # from here on it gets every change, after this burst
+        self._send_burst(node)
+
+    def _send_burst(self, node: str) -> None:
+        users = [{**_record(c), "chans": [[ch.name, ch.members.get(c, "")] for ch in c.channels.values()]}
+                 for c in self.local.values()]
+        self.link.to_node(node, {"op": "burst", "users": users})
+
+    def _burst(self, op: dict[str, Any]) -> None:
+        """A node's users: the answer to this node's hello (then this node answers with its
+        own, which the other has not had), or that answer."""
+        node = op["from"]
+        if node not in self.link.peers:
+            self.link.peers.add(node)
+            self._send_burst(node)
+        for user in op["users"]:
+            self._user({**user, "from": op["from"]})
+            for name, modes in user["chans"]:
+                self._join({"from": op["from"], "id": user["id"], "chan": name, "modes": modes})
+
+    def _gone(self, op: dict[str, Any]) -> None:
+        self.link.peers.discard(op["from"])
+        self._drop_node(op["from"], SPLIT_REASON)
+
+    def _user(self, op: dict[str, Any]) -> None:
+        node, ident = op["from"], op["id"]
+        server = self.server
+        client = Client(server.delivery, RemoteConn(self.link, node, ident), op["host"], server.next_client_id(),
+                        op["signon"], 0.0)
+        client.nick, client.nick_folded = op["nick"], server.casefold(op["nick"])
+        client.user, client.realname, client.away = op["user"], op["realname"], op["away"]
+        client.account = op["account"]
+        client.account_folded = server.casefold(op["account"]) if op["account"] else None
+        client.account_kind = op["account_kind"]
+        client.modes = set(op["modes"])
+        client.set_caps(op["caps"])
+        client.registered = True
+        client.update_prefix()
+        holder = self.state.nick_holder(client.nick_folded)
+        if holder is not None:  # the nick claims (ircd.cluster.nicks) keep this from happening
+            log.error("cluster nick held twice nick=%s here=%r there=%s", client.nick, holder, node)
+            return
+        self.remote.add_remote(node, ident, client)
+        server.notify_monitors(client, online=True)
+
+    def _quit_op(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is not None:
+            self._drop(op["from"], op["id"], client, op["reason"], tell=False)
+
+    def _rekey(self, op: dict[str, Any]) -> None:
+        """A remote identity is now held by another connection of its node."""
+        client = self.remote.rekey(op["from"], op["id"], op["new"])
+        if client is not None and isinstance(client.conn, RemoteConn):
+            client.conn.ident = op["new"]
+
+    def _nick_op(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is None:
+            return
+        server, old_nick, old_folded = self.server, client.nick, client.nick_folded
+        self.state.remove_nick(client)
+        client.nick, client.nick_folded = op["nick"], server.casefold(op["nick"])
+        client.update_prefix()
+        self.state.add_nick(client)
+        if old_folded != client.nick_folded:
+            self.state.remember_nick(old_nick, client, int(server.clock()))
+            server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
+            server.notify_monitors(client, online=True)
+
+    def _join(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is None:
+            return
+        state, server = self.state, self.server
+        folded = server.casefold(op["chan"])
+        channel = state.channel(folded) or state.create_channel(op["chan"], int(server.clock()))
+        channel.add_member(client, op["modes"])
+        client.channels[folded] = channel
+
+    def _part(self, op: dict[str, Any]) -> None:
+        node = op["node"]
+        client = self.local.get(op["id"]) if node == self.link.node else self.remote.find_remote(node, op["id"])
+        channel = self.state.channel(op["chan"])
+        if client is None or channel is None or client not in channel.members:
+            return
+        channel.remove_member(client)
+        client.channels.pop(channel.folded, None)
+        self.server.drop_channel_if_empty(channel)
+
+    def _away_op(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is not None:
+            client.away = op["away"]
+
+    def _caps_op(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is not None:
+            client.set_caps(op["caps"])
+
+    # leaving -----------------------------------------------------------------
+
+    def _drop_node(self, node: str, reason: str) -> None:
+        for ident, client in self.remote.remotes_of(node):
+            self._drop(node, ident, client, reason, tell=True)
+
+    def _drop(self, node: str, ident: int, client: Client, reason: str, *, tell: bool) -> None:
+        """A remote user left. ``tell``: its node cannot tell the local clients (it is gone),
+        so this node sends them the QUIT."""
+        server, state = self.server, self.state
+        if tell:
+            peers = {p for p in state.common_peers(client) if p.id in self.local}
+            if peers:
+                server.delivery.relay(peers, server.relay_from(client, "QUIT", reason))
+        for channel in list(client.channels.values()):
+            channel.remove_member(client)
+            server.drop_channel_if_empty(channel)
+        client.channels.clear()
+        state.remember(client, int(server.clock()))
+        self.remote.drop_remote(node, ident)
+        server.notify_monitors(client, online=False)
+
+
+_APPLY = {
+    "hello": Replica._hello, "burst": Replica._burst, "gone": Replica._gone, "user": Replica._user,
+    "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
+    "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
+}
+
+
+def _record(client: Client) -> dict[str, Any]:
+    """What the other nodes keep of a local user."""
+    return {"id": client.id, "nick": client.nick, "user": client.user, "host": client.host,
+            "realname": client.realname, "account": client.account, "account_kind": client.account_kind,
+            "modes": "".join(sorted(client.modes)), "caps": client.caps, "away": client.away,
+            "signon": client.signon}
