@@ -195,3 +195,30 @@ def test_two_nodes_are_one_network(nodes):
     assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 401 alice bob :No such nick/channel"
     for client in (alice, bob, carol):
         client.close()
+
+
+def test_a_node_killed_leaves_with_a_netsplit_and_frees_its_nicks(nodes):
+    """kill -9 of a node: the others stop hearing its heartbeat, its users leave their channels
+    with a netsplit QUIT, and its nicks are free again."""
+    url, a, b = nodes
+    alice = IRCClient(a.port, timeout=30)
+    alice.register("alice")
+    alice.send("JOIN #c")
+    _lines(alice)
+    alice.send("MONITOR + bob")
+    assert _lines(alice)[-1:] == [":a.test 731 alice bob"]
+    bob = IRCClient(b.port)
+    bob.register("bob")
+    _until(alice, "730")  # a knows of bob
+    alice.send("PRIVMSG bob :join #c")  # after alice's JOIN on the way from a to b
+    _until(bob, "PRIVMSG")
+    bob.send("JOIN #c")
+    assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    b.kill9()
+    assert _until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
+    assert _lines(alice) == [":a.test 731 alice bob"]
+    alice.send("NICK bob")
+    assert _lines(alice) == [":alice!alice@127.0.0.1 NICK bob"]
+    assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks ORDER BY folded") == [("bob", "a")]
+    alice.close()
+    bob.close()

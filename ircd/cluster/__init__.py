@@ -61,6 +61,11 @@ def attach(server: Server) -> Replica:
             replica.goodbye()
             await link.stop()
 
+    def tick() -> None:
+        if link.nc is not None:
+            replica.heartbeat()
+
+    server.tick_hooks.append(tick)
     server.on_startup.append(start)
     server.on_shutdown.insert(0, stop)
     return replica

@@ -12,10 +12,12 @@ one, except when a node is gone and can no longer speak for its users.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ircd.events import AwayChanged, Joined, Kicked, NickChanged, Parted, Quit, Registered
 from ircd.state.client import Client
+from ircd.store.cluster import release_node
 
 if TYPE_CHECKING:
     from ircd.cluster.link import Link
@@ -29,6 +31,8 @@ log = logging.getLogger("pircd.cluster")
 __all__ = ["RemoteConn", "Replica"]
 
 SPLIT_REASON = "*.net *.split"
+DEAD_AFTER = 5.0  # seconds without a word from a peer (it says "alive" every second)
+_JOINING = frozenset({"hello", "burst", "gone"})  # what a node not (or no longer) a peer may say
 
 
 class RemoteConn:
@@ -54,6 +58,7 @@ class Replica:
         self.server, self.remote, self.link = server, remote, link
         self.state: LocalState = remote.local
         self.local: dict[int, Client] = {}  # this node's registered clients that the others know
+        self.last_seen: dict[str, float] = {}  # peer -> when it last said something (monotonic)
         events = server.events
         for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
@@ -124,11 +129,42 @@ class Replica:
     # the other nodes' changes ----------------------------------------------
 
     def apply(self, op: dict[str, Any]) -> None:
-        handler = _APPLY.get(op.get("op", ""))
+        kind, node = op.get("op", ""), op.get("from", "")
+        handler = _APPLY.get(kind)
         if handler is None:
-            log.warning("cluster op unknown op=%r from=%s", op.get("op"), op.get("from"))
+            log.warning("cluster op unknown op=%r from=%s", kind, node)
             return
+        self.last_seen[node] = time.monotonic()
+        if node not in self.link.peers and kind not in _JOINING:
+            self._resync(node)  # a node this one had given up for dead: start over with it
         handler(self, op)
+
+    # liveness ------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """Once a second (the server's tick): tell the peers this node is alive, and give up
+        the peers not heard from for ``DEAD_AFTER`` seconds: their users leave with a
+        netsplit QUIT and their nicks are freed (docs/scaling.md, node loss)."""
+        self.link.broadcast({"op": "alive"})
+        now = time.monotonic()
+        for node in list(self.link.peers):
+            if now - self.last_seen.get(node, now) > DEAD_AFTER:
+                log.warning("cluster node silent for %.0f s, given up node=%s", DEAD_AFTER, node)
+                self.link.peers.discard(node)
+                self._drop_node(node, SPLIT_REASON)
+                if self.server.store is not None:
+                    self.server.store.write_nowait(release_node, node)
+
+    def _resync(self, node: str) -> None:
+        """Exchange state again with ``node``: it drops what it knew of this node and answers
+        with its users (``_hello``), then gets this node's."""
+        log.warning("cluster node back after it was given up node=%s", node)
+        self.link.peers.add(node)
+        self.link.to_node(node, {"op": "hello"})
+        self._send_burst(node)
+
+    def _alive(self, op: dict[str, Any]) -> None:
+        pass  # ``apply`` noted the time
 
     def deliver(self, frames: list[tuple[int, bytes]]) -> None:
         """Lines another node formatted for clients of this one."""
@@ -139,6 +175,7 @@ class Replica:
 
     def _hello(self, op: dict[str, Any]) -> None:
         node = op["from"]
+        self.last_seen[node] = time.monotonic()
         self._drop_node(node, SPLIT_REASON)  # it restarted: its old users are gone
         self.link.peers.add(node)  # from here on it gets every change, after this burst
         self._send_burst(node)
@@ -267,6 +304,7 @@ _APPLY = {
     "hello": Replica._hello, "burst": Replica._burst, "gone": Replica._gone, "user": Replica._user,
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
+    "alive": Replica._alive,
 }
 
 
