@@ -18,7 +18,7 @@ from ircd.cluster.nicks import NickClaims
 from ircd.cluster.replica import Replica
 from ircd.state.cluster import ClusterState
 from ircd.state.local import LocalState
-from ircd.store.cluster import CLUSTER_MIGRATIONS, CLUSTER_TRACK
+from ircd.store.cluster import CLUSTER_MIGRATIONS, CLUSTER_TRACK, NODE_BITS, node_number
 
 if TYPE_CHECKING:
     from ircd.server import Server
@@ -50,11 +50,13 @@ def attach(server: Server) -> Replica:
     async def start() -> None:
         assert server.store is not None
         await server.store.migrate(CLUSTER_TRACK, CLUSTER_MIGRATIONS)
+        number = await server.store.write(node_number, config.node)
+        server.ids.set_node(number, NODE_BITS)  # before any client can make an id
         freed = await nicks.reset()
         await link.start()
         replica.hello()
-        log.info("cluster node=%s network=%s nats=%s (nicks freed from an earlier run: %d)", config.node,
-                 config.network, ",".join(config.nats), freed)
+        log.info("cluster node=%s number=%d network=%s nats=%s (nicks freed from an earlier run: %d)",
+                 config.node, number, config.network, ",".join(config.nats), freed)
 
     async def stop() -> None:
         if link.nc is not None:

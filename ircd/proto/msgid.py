@@ -1,7 +1,9 @@
 """Time-ordered 64-bit ids.
 
 Layout (as in PIRCAN.md): milliseconds since 2015-01-01T00:00:00Z shifted left
-by 22 bits, OR a 22-bit sequence. Written as 16 lowercase hex digits, so the
+by 22 bits, OR a 22-bit sequence. On a node of a cluster (``set_node``) the
+sequence's lowest bits are the node's number, so nodes sharing one database
+never make the same id. Written as 16 lowercase hex digits, so the
 text form sorts like the number. One generator per server: ids never repeat
 and never go backwards, even when the wall clock does.
 """
@@ -20,12 +22,24 @@ _SEQ_MASK: Final = (1 << SEQ_BITS) - 1
 
 
 class IdGenerator:
-    __slots__ = ("_last_ms", "_seq", "_clock")
+    __slots__ = ("_last_ms", "_seq", "_clock", "_step", "_node")
 
     def __init__(self, clock=time.time) -> None:
         self._last_ms = 0
         self._seq = 0
         self._clock = clock
+        # one node of several sharing a database (ircd.cluster): the lowest bits of the
+        # sequence are the node's number, so two nodes never make the same id
+        self._step = 1
+        self._node = 0
+
+    def set_node(self, number: int, bits: int) -> None:
+        """From now on the low ``bits`` bits of every id are ``number``."""
+        if not 0 <= number < (1 << bits) or bits >= SEQ_BITS:
+            raise ValueError(f"node number {number} does not fit in {bits} bits")
+        self._step = 1 << bits
+        self._node = number
+        self._seq &= ~(self._step - 1)
 
     def next_int(self) -> int:
         ms = int(self._clock() * 1000) - EPOCH_MS
@@ -33,11 +47,11 @@ class IdGenerator:
             self._last_ms = ms
             self._seq = 0
         else:
-            self._seq += 1
+            self._seq += self._step
             if self._seq > _SEQ_MASK:  # 4M ids in one millisecond: borrow the next one
                 self._last_ms += 1
                 self._seq = 0
-        return (self._last_ms << SEQ_BITS) | self._seq
+        return (self._last_ms << SEQ_BITS) | self._seq | self._node
 
     def next(self) -> str:
         return format_id(self.next_int())
@@ -47,7 +61,7 @@ class IdGenerator:
         ms = ident >> SEQ_BITS
         if ms > self._last_ms or (ms == self._last_ms and (ident & _SEQ_MASK) > self._seq):
             self._last_ms = ms
-            self._seq = ident & _SEQ_MASK
+            self._seq = ident & _SEQ_MASK & ~(self._step - 1)
 
 
 def format_id(ident: int) -> str:

@@ -5,15 +5,21 @@ settles a race between two nodes: the first INSERT wins and the other node's cli
 refused the nick. Inside one node the node's own state decides (its commands run one at
 a time), so a node that owns a row may give the nick to any of its clients. A node that
 starts drops the rows of its previous run (its clients are gone).
+
+Each node also has a number for good (``cluster_nodes``), the lowest free one when its name
+is first seen: it goes into the low bits of the ids the node makes (msgids, which are the
+history's and PIRCAN's keys), so ids made by two nodes in one millisecond differ.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CLUSTER_TRACK", "CLUSTER_MIGRATIONS", "claim_nick", "release_nick", "release_node"]
+__all__ = ["CLUSTER_TRACK", "CLUSTER_MIGRATIONS", "NODE_BITS", "claim_nick", "node_number", "release_nick",
+           "release_node"]
 
 CLUSTER_TRACK = "cluster"
+NODE_BITS = 8  # a node's number in its msgids' low bits (ircd.proto.msgid): up to 256 nodes
 
 _STEP1 = """
     CREATE TABLE cluster_nicks (
@@ -23,6 +29,10 @@ _STEP1 = """
         claimed_at INTEGER NOT NULL
     );
     CREATE INDEX cluster_nicks_node ON cluster_nicks(node);
+    CREATE TABLE cluster_nodes (
+        node   TEXT PRIMARY KEY,
+        number INTEGER NOT NULL UNIQUE
+    );
 """
 
 CLUSTER_MIGRATIONS: list[Any] = [_STEP1]
@@ -50,3 +60,17 @@ def release_nick(conn: Any, folded: str, node: str) -> None:
 def release_node(conn: Any, node: str) -> int:
     """Free every nick ``node`` held (it started again, or it is gone)."""
     return conn.execute("DELETE FROM cluster_nicks WHERE node = ?", (node,)).rowcount
+
+
+def node_number(conn: Any, node: str) -> int:
+    """The number of ``node``: the one it had, else the lowest free one (writes are serialised
+    across processes, so two nodes starting together get two numbers)."""
+    row = conn.execute("SELECT number FROM cluster_nodes WHERE node = ?", (node,)).fetchone()
+    if row is not None:
+        return int(row[0])
+    used = {r[0] for r in conn.execute("SELECT number FROM cluster_nodes").fetchall()}
+    free = next((n for n in range(1 << NODE_BITS) if n not in used), None)
+    if free is None:
+        raise RuntimeError(f"no node number left for {node}: {1 << NODE_BITS} nodes have one (cluster_nodes)")
+    conn.execute("INSERT INTO cluster_nodes (node, number) VALUES (?, ?)", (node, free))
+    return free
