@@ -203,8 +203,19 @@ def test_two_nodes_are_one_network(nodes):
     assert _bare(_until(bob, "PRIVMSG")[-1]) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
     alice.send("NAMES #c")
     assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c :@alice bob"
-    bob.send("PART #c bye")
+    bob.send("PART #c :bye")
     assert _bare(_until(alice, "PART")[-1]) == ":bob!bob@127.0.0.1 PART #c bye"
+    alice.send("NAMES #c")
+    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c @alice"
+
+    # KICK of a user of the other node: it is out of the channel on both
+    bob.send("JOIN #c")
+    _until(alice, "JOIN")
+    alice.send("KICK #c bob :out")
+    assert _bare(_until(bob, "KICK")[-1]) == ":alice!alice@127.0.0.1 KICK #c bob out"
+    bob.send("NAMES #c")
+    assert [_bare(ln) for ln in _lines(bob)] == [":b.test 353 bob = #c @alice", ":b.test 366 bob #c :End of /NAMES list"]
+    assert _bare(_until(alice, "KICK")[-1]) == ":alice!alice@127.0.0.1 KICK #c bob out"
     alice.send("NAMES #c")
     assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c @alice"
 

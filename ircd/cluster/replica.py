@@ -15,7 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ircd.events import AwayChanged, Joined, Kicked, NickChanged, Parted, Quit, Registered
+from ircd.events import AwayChanged, Joined, Kicked, LoggedIn, LoggedOut, NickChanged, Parted, Quit, Registered
 from ircd.state.client import Client
 from ircd.store.cluster import release_node
 
@@ -62,7 +62,7 @@ class Replica:
         events = server.events
         for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
-                         (AwayChanged, self._away)):
+                         (AwayChanged, self._away), (LoggedIn, self._account), (LoggedOut, self._account)):
             events.subscribe(kind, fn)
         server.cap_change_hooks.append(self._caps)
 
@@ -112,6 +112,12 @@ class Replica:
     def _away(self, ev: AwayChanged) -> None:
         if ev.client.id in self.local:
             self.link.broadcast({"op": "away", "id": ev.client.id, "away": ev.client.away})
+
+    def _account(self, ev: LoggedIn | LoggedOut) -> None:
+        client = ev.client
+        if client.id in self.local:
+            self.link.broadcast({"op": "account", "id": client.id, "account": client.account,
+                                 "account_kind": client.account_kind, "modes": "".join(sorted(client.modes))})
 
     def _caps(self, client: Client, old: int, new: int) -> None:
         if client.id in self.local:
@@ -272,6 +278,17 @@ class Replica:
         if client is not None:
             client.away = op["away"]
 
+    def _account_op(self, op: dict[str, Any]) -> None:
+        """A remote user logged in or out (an agent gets +B with it)."""
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is None:
+            return
+        self.state.account_detached(client, client.account_folded)
+        client.account, client.account_kind = op["account"], op["account_kind"]
+        client.account_folded = self.server.casefold(op["account"]) if op["account"] else None
+        client.modes = set(op["modes"])
+        self.state.account_attached(client)
+
     def _caps_op(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
         if client is not None:
@@ -304,7 +321,7 @@ _APPLY = {
     "hello": Replica._hello, "burst": Replica._burst, "gone": Replica._gone, "user": Replica._user,
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
-    "alive": Replica._alive,
+    "alive": Replica._alive, "account": Replica._account_op,
 }
 
 
