@@ -255,3 +255,24 @@ def test_a_node_killed_leaves_with_a_netsplit_and_frees_its_nicks(nodes):
     assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks ORDER BY folded") == [("bob", "a")]
     alice.close()
     bob.close()
+
+
+def test_a_login_after_registration_is_seen_on_the_other_node(nodes):
+    url, a, b = nodes
+    assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
+    carol = IRCClient(b.port)
+    carol.register("carol")
+    carol.send("MONITOR + guest")
+    _lines(carol)
+    guest = IRCClient(a.port)
+    guest.register("guest")
+    _until(carol, "730")
+    guest.send("PRIVMSG NickServ :IDENTIFY olive olive-pw-4821")
+    assert [ln for ln in _lines(guest) if " 900 " in ln] == [
+        ":a.test 900 guest guest!guest@127.0.0.1 olive :You are now logged in as olive"]
+    guest.send("PRIVMSG carol :logged in")  # after the login on the way from a to b
+    _until(carol, "PRIVMSG")
+    carol.send("WHOIS guest")
+    assert ":b.test 330 carol guest olive :is logged in as" in _lines(carol)
+    carol.close()
+    guest.close()
