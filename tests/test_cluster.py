@@ -132,6 +132,18 @@ def _bare(line: str) -> str:
     return line.split(" ", 1)[1] if line.startswith("@") else line
 
 
+def _relayed(sender: IRCClient, line: str, to: IRCClient) -> str:
+    """What ``to`` gets (without tags) when ``sender`` sends ``line``."""
+    sender.send(line)
+    return _bare(_until(to, line.split(" ", 1)[0])[-1])
+
+
+def _names(client: IRCClient) -> str:
+    """The first line of NAMES #c (its 353)."""
+    client.send("NAMES #c")
+    return _bare(_lines(client)[0])
+
+
 def _lines(client: IRCClient) -> list[str]:
     """The raw lines up to the PONG of a fresh token (the PONG left out)."""
     token = f"c{next(_tokens)}"
@@ -173,8 +185,7 @@ def test_two_nodes_are_one_network(nodes):
     match = re.fullmatch(r"@msgid=(\S+);time=\S+ :bob!bob@127\.0\.0\.1 PRIVMSG alice :hello from b", echo)
     assert match is not None and int(match.group(1), 16) & 0xFF == 1
     assert _until(alice, "PRIVMSG")[-1] == echo
-    alice.send("NOTICE bob :hello from a")
-    assert _bare(_until(bob, "NOTICE")[-1]) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
+    assert _relayed(alice, "NOTICE bob :hello from a", bob) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
 
     # WHOIS and LUSERS see the other node's users
     carol.send("WHOIS alice")
@@ -199,31 +210,24 @@ def test_two_nodes_are_one_network(nodes):
     echo = _until(bob, "PRIVMSG")[-1]
     assert _bare(echo) == ":bob!bob@127.0.0.1 PRIVMSG #c :hi all"
     assert _until(alice, "PRIVMSG")[-1] == echo
-    alice.send("PRIVMSG #c :hi bob")
-    assert _bare(_until(bob, "PRIVMSG")[-1]) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
-    alice.send("NAMES #c")
-    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c :@alice bob"
-    bob.send("PART #c :bye")
-    assert _bare(_until(alice, "PART")[-1]) == ":bob!bob@127.0.0.1 PART #c bye"
-    alice.send("NAMES #c")
-    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c @alice"
+    assert _relayed(alice, "PRIVMSG #c :hi bob", bob) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
+    assert _names(alice) == ":a.test 353 alice = #c :@alice bob"
+    assert _relayed(bob, "PART #c :bye", alice) == ":bob!bob@127.0.0.1 PART #c bye"
+    assert _names(alice) == ":a.test 353 alice = #c @alice"
 
     # KICK of a user of the other node: it is out of the channel on both
     bob.send("JOIN #c")
     _until(alice, "JOIN")
-    alice.send("KICK #c bob :out")
-    assert _bare(_until(bob, "KICK")[-1]) == ":alice!alice@127.0.0.1 KICK #c bob out"
+    assert _relayed(alice, "KICK #c bob :out", bob) == ":alice!alice@127.0.0.1 KICK #c bob out"
     bob.send("NAMES #c")
     assert [_bare(ln) for ln in _lines(bob)] == [":b.test 353 bob = #c @alice", ":b.test 366 bob #c :End of /NAMES list"]
     assert _bare(_until(alice, "KICK")[-1]) == ":alice!alice@127.0.0.1 KICK #c bob out"
-    alice.send("NAMES #c")
-    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 353 alice = #c @alice"
+    assert _names(alice) == ":a.test 353 alice = #c @alice"
 
     # QUIT: the others see it, the nick is free again on every node
     bob.send("JOIN #c")
     _until(alice, "JOIN")
-    bob.send("QUIT :later")
-    assert _bare(_until(alice, "QUIT")[-1]) == ":bob!bob@127.0.0.1 QUIT :Quit: later"
+    assert _relayed(bob, "QUIT :later", alice) == ":bob!bob@127.0.0.1 QUIT :Quit: later"
     alice.send("WHOIS bob")
     assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 401 alice bob :No such nick/channel"
     for client in (alice, bob, carol):
