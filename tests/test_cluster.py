@@ -212,6 +212,18 @@ def test_two_nodes_are_one_network(nodes):
     assert _until(alice, "PRIVMSG")[-1] == echo
     assert _relayed(alice, "PRIVMSG #c :hi bob", bob) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
     assert _names(alice) == ":a.test 353 alice = #c :@alice bob"
+
+    # MODE and TOPIC on one node: the channel is the same on the other
+    assert _relayed(alice, "MODE #c +mv bob", bob) == ":alice!alice@127.0.0.1 MODE #c +mv bob"
+    assert _relayed(alice, "TOPIC #c :across nodes", bob) == ":alice!alice@127.0.0.1 TOPIC #c :across nodes"
+    bob.send("TOPIC #c")
+    bob.send("MODE #c")
+    got = [_bare(ln) for ln in _lines(bob)]
+    assert got[0] == ":b.test 332 bob #c :across nodes"
+    assert re.fullmatch(r":b\.test 333 bob #c alice!alice@127\.0\.0\.1 \d+", got[1])
+    assert got[2] == ":b.test 324 bob #c +mnt"
+    assert _names(bob) == ":b.test 353 bob = #c :@alice +bob"
+    assert _relayed(bob, "PRIVMSG #c :voiced now", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :voiced now"
     assert _relayed(bob, "PART #c :bye", alice) == ":bob!bob@127.0.0.1 PART #c bye"
     assert _names(alice) == ":a.test 353 alice = #c @alice"
 

@@ -15,7 +15,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from ircd.events import AwayChanged, Joined, Kicked, LoggedIn, LoggedOut, NickChanged, Parted, Quit, Registered
+from ircd.cluster.channels import apply_snapshot, snapshot
+from ircd.events import (AwayChanged, ChannelModeChanged, Joined, Kicked, LoggedIn, LoggedOut, NickChanged, Parted,
+                         Quit, Registered, TopicChanged)
 from ircd.state.client import Client
 from ircd.store.cluster import release_node
 
@@ -62,7 +64,8 @@ class Replica:
         events = server.events
         for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
-                         (AwayChanged, self._away), (LoggedIn, self._account), (LoggedOut, self._account)):
+                         (AwayChanged, self._away), (LoggedIn, self._account), (LoggedOut, self._account),
+                         (TopicChanged, self._channel_changed), (ChannelModeChanged, self._channel_changed)):
             events.subscribe(kind, fn)
         server.cap_change_hooks.append(self._caps)
 
@@ -112,6 +115,19 @@ class Replica:
     def _away(self, ev: AwayChanged) -> None:
         if ev.client.id in self.local:
             self.link.broadcast({"op": "away", "id": ev.client.id, "away": ev.client.away})
+
+    def _channel_changed(self, ev: TopicChanged | ChannelModeChanged) -> None:
+        if ev.client is None or ev.client.id in self.local:  # a change made here, not one applied here
+            self.link.broadcast({"op": "chan", **snapshot(ev.channel, self.identity)})
+
+    def identity(self, client: Client) -> tuple[str, int] | None:
+        """Who ``client`` is across the network: (its node, its client id there)."""
+        if client.id in self.local:
+            return self.link.node, client.id
+        node = self.remote.node_of.get(client)
+        if node is None or not isinstance(client.conn, RemoteConn):
+            return None
+        return node, client.conn.ident
 
     def _account(self, ev: LoggedIn | LoggedOut) -> None:
         client = ev.client
@@ -189,7 +205,9 @@ class Replica:
     def _send_burst(self, node: str) -> None:
         users = [{**_record(c), "chans": [[ch.name, ch.members.get(c, "")] for ch in c.channels.values()]}
                  for c in self.local.values()]
-        self.link.to_node(node, {"op": "burst", "users": users})
+        channels = {ch for c in self.local.values() for ch in c.channels.values()}
+        snaps = [snapshot(ch, self.identity) for ch in channels]
+        self.link.to_node(node, {"op": "burst", "users": users, "channels": snaps})
 
     def _burst(self, op: dict[str, Any]) -> None:
         """A node's users: the answer to this node's hello (then this node answers with its
@@ -202,6 +220,8 @@ class Replica:
             self._user({**user, "from": op["from"]})
             for name, modes in user["chans"]:
                 self._join({"from": op["from"], "id": user["id"], "chan": name, "modes": modes})
+        for snap in op["channels"]:
+            self._chan(snap)
 
     def _gone(self, op: dict[str, Any]) -> None:
         self.link.peers.discard(op["from"])
@@ -278,6 +298,11 @@ class Replica:
         if client is not None:
             client.away = op["away"]
 
+    def _chan(self, op: dict[str, Any]) -> None:
+        channel = self.state.channel(self.server.casefold(op["chan"]))
+        if channel is not None:
+            apply_snapshot(channel, op, self.identity)
+
     def _account_op(self, op: dict[str, Any]) -> None:
         """A remote user logged in or out (an agent gets +B with it)."""
         client = self.remote.find_remote(op["from"], op["id"])
@@ -321,7 +346,7 @@ _APPLY = {
     "hello": Replica._hello, "burst": Replica._burst, "gone": Replica._gone, "user": Replica._user,
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
-    "alive": Replica._alive, "account": Replica._account_op,
+    "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan,
 }
 
 
