@@ -224,6 +224,9 @@ def test_two_nodes_are_one_network(nodes):
     assert got[2] == ":b.test 324 bob #c +mnt"
     assert _names(bob) == ":b.test 353 bob = #c :@alice +bob"
     assert _relayed(bob, "PRIVMSG #c :voiced now", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :voiced now"
+    alice.send("@+typing=active TAGMSG #c")  # client tags cross too
+    tagmsg = _until(bob, "TAGMSG")[-1]
+    assert re.fullmatch(r"@\+typing=active;msgid=\S+;time=\S+ :alice!alice@127\.0\.0\.1 TAGMSG #c", tagmsg), tagmsg
     assert _relayed(bob, "PART #c :bye", alice) == ":bob!bob@127.0.0.1 PART #c bye"
     assert _names(alice) == ":a.test 353 alice = #c @alice"
 

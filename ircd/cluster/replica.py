@@ -230,6 +230,8 @@ class Replica:
     def _user(self, op: dict[str, Any]) -> None:
         node, ident = op["from"], op["id"]
         server = self.server
+        if self.remote.find_remote(node, ident) is not None:
+            return  # known already (a burst crossing a change)
         client = Client(server.delivery, RemoteConn(self.link, node, ident), op["host"], server.next_client_id(),
                         op["signon"], 0.0)
         client.nick, client.nick_folded = op["nick"], server.casefold(op["nick"])
