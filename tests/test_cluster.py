@@ -62,10 +62,11 @@ def test_cluster_table_keys_are_checked(tmp_path):
 
 
 def test_a_node_that_cannot_reach_nats_does_not_start(tmp_path):
-    """Its first connection to NATS must succeed (once up, it reconnects for as long as it takes)."""
+    """Its first connection to NATS must succeed (once up, it reconnects for as long as it takes);
+    the error names the server without the credentials in its URL."""
     port = dbs.free_port()  # nothing listens there
     config = write_config(tmp_path, server={"db": dbs.fresh_url(dbs.name_for(tmp_path / "c"))},
-                          cluster={"node": "a", "nats": [f"nats://127.0.0.1:{port}"]})
+                          cluster={"node": "a", "nats": [f"nats://pircd:nats-pw-77@127.0.0.1:{port}"]})
     result = cli("serve", "--config", str(config), "--no-http")
     assert _problems(result) == (1, [f"pircd: cannot start: cannot reach NATS at nats://127.0.0.1:{port}: "
                                      "nats: no servers available for connection"])

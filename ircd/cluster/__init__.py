@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.cluster.link import Link
+from ircd.cluster.link import Link, shown
 from ircd.cluster.nicks import NickClaims
 from ircd.cluster.replica import Replica
 from ircd.state.cluster import ClusterState
@@ -56,7 +56,7 @@ def attach(server: Server) -> Replica:
         await link.start()
         replica.hello()
         log.info("cluster node=%s number=%d network=%s nats=%s (nicks freed from an earlier run: %d)",
-                 config.node, number, config.network, ",".join(config.nats), freed)
+                 config.node, number, config.network, ",".join(shown(url) for url in config.nats), freed)
 
     async def stop() -> None:
         if link.nc is not None:

@@ -26,10 +26,16 @@ from typing import Any, Callable
 
 log = logging.getLogger("pircd.cluster")
 
-__all__ = ["Link", "pack_lines", "unpack_lines"]
+__all__ = ["Link", "pack_lines", "shown", "unpack_lines"]
 
 _FRAME = struct.Struct("!QI")  # client id, length of the bytes that follow
 _LINES = b"L"  # the first byte of a message of lines; a change is a JSON object ("{")
+
+
+def shown(url: str) -> str:
+    """A NATS URL as logs and errors show it: without a user name or password in it."""
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
 
 def pack_lines(frames: list[tuple[int, bytes]]) -> bytes:
@@ -76,7 +82,8 @@ class Link:
                                          error_cb=self._error, disconnected_cb=self._disconnected,
                                          reconnected_cb=self._reconnected)
         except Exception as exc:
-            raise RuntimeError(f"cannot reach NATS at {', '.join(self.servers)}: {exc or type(exc).__name__}") from None
+            where = ", ".join(shown(url) for url in self.servers)
+            raise RuntimeError(f"cannot reach NATS at {where}: {exc or type(exc).__name__}") from None
         self.nc.options["max_reconnect_attempts"] = -1  # from here on: as long as it takes (nats-py reads it there)
         await self.nc.subscribe(f"{self.prefix}.hello", cb=self._received)
         await self.nc.subscribe(f"{self.prefix}.node.{self.node}", cb=self._received)
@@ -90,7 +97,8 @@ class Link:
         log.warning("cluster NATS disconnected")
 
     async def _reconnected(self) -> None:
-        log.info("cluster NATS reconnected url=%s", self.nc.connected_url.netloc if self.nc else "?")
+        url = self.nc.connected_url if self.nc is not None else None
+        log.info("cluster NATS reconnected server=%s", f"{url.hostname}:{url.port}" if url else "?")
 
     async def stop(self) -> None:
         if self._sender is not None:
