@@ -72,6 +72,8 @@ class Server:
         # the test harness runs them to completion in place
         self.spawner: Callable[[Awaitable[Any]], Any] | None = None
         self.clients: set[Client] = set()  # this process's connections
+        # a node of a cluster: what acts on users of other nodes (ircd.cluster.replica.Replica)
+        self.remote_users: Any = None
         self.admission = Admission(config, clock, self.clients.__len__)
         self.isupport_extra: dict[str, str | None] = {}
         self.extensions: list[Any] = []
@@ -351,8 +353,16 @@ class Server:
             return
         if client.closing:
             return
+        if self.remote_users is not None and client not in self.clients:  # a user of another node
+            self.remote_users.disconnect(client, reason, quit_message)
+            return
         self.delivery.close(client, format_line("ERROR", [f"Closing link: {client.host} ({reason})"]))
         self.forget(client, quit_message if quit_message is not None else reason)
+
+    def is_here(self, client: Client) -> bool:
+        """Whether ``client`` is this process's (a connection, or an always-on identity), rather
+        than a user of another node of a cluster (``ircd.cluster``)."""
+        return client in self.clients or client.detached
 
     def connection_lost(self, client: Client) -> None:
         """The socket closed under us (peer hung up, reset)."""

@@ -296,3 +296,40 @@ def test_a_login_after_registration_is_seen_on_the_other_node(nodes):
     assert ":b.test 330 carol guest olive :is logged in as" in _lines(carol)
     carol.close()
     guest.close()
+
+
+def test_an_agent_has_one_connection_across_nodes(nodes):
+    """An agent logging in on b while connected on a: a closes the old connection (ERROR, QUIT to
+    its peers), b's connection holds the nick, on both nodes."""
+    url, a, b = nodes
+    assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
+    assert cli("account", "add", "bot1", "--kind", "agent", "--owner", "olive", "--password-stdin", "--db", url,
+               stdin="bot1-pw-93157\n").returncode == 0
+    dan = IRCClient(b.port)
+    dan.register("dan")
+    dan.send("MONITOR + bot1")
+    assert _lines(dan)[-1:] == [":b.test 731 dan bot1"]
+    old = IRCClient(a.port)
+    old.login("bot1", "bot1-pw-93157")
+    old.send("JOIN #c")
+    _lines(old)
+    assert _until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
+    carol = IRCClient(a.port)
+    carol.register("carol")
+    carol.send("JOIN #c")
+    _lines(carol)
+    new = IRCClient(b.port)
+    new.login("bot1", "bot1-pw-93157")
+    assert old.read_all_until_close()[-1] == "ERROR :Closing link: 127.0.0.1 (Nick taken over by a new connection of its account)"
+    assert _until(carol, "QUIT")[-1] == ":bot1!bot1@127.0.0.1 QUIT :Nick taken over by a new connection of its account"
+    carol.send("MONITOR + bot1")  # online again when a hears of b's connection (at once if it has)
+    assert _until(carol, "730")[-1] == ":a.test 730 carol bot1!bot1@127.0.0.1"
+    carol.send("PRIVMSG bot1 :which one?")
+    assert _until(new, "PRIVMSG")[-1] == ":carol!carol@127.0.0.1 PRIVMSG bot1 :which one?"
+    carol.send("NICK bot1")
+    assert _lines(carol) == [":a.test 433 carol bot1 :Nickname is already in use"]
+    # dan saw the new connection come online, and (the old one's QUIT reached b before carol's
+    # message did) no offline for the old one, whose nick b's connection holds
+    assert _lines(dan) == [":b.test 730 dan bot1!bot1@127.0.0.1"]
+    for client in (carol, dan, new):
+        client.close()

@@ -46,6 +46,8 @@ def attach(server: Server) -> Replica:
     link = Link(config.network, config.node, list(config.nats), on_op, on_lines)
     replica = Replica(server, ClusterState(server.state), link)
     nicks = NickClaims(server, config.node)
+    replica.nick_taken_over = nicks.taken_over
+    server.remote_users = replica
 
     async def start() -> None:
         assert server.store is not None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Awaitable
 from ircd.commands.registration import valid_nick
 from ircd.events import NickChanged, Quit, Registered
 from ircd.proto import numerics as N
-from ircd.store.cluster import claim_nick, release_nick, release_node
+from ircd.store.cluster import claim_nick, release_nick, release_node, take_over_nick
 
 if TYPE_CHECKING:
     from ircd.dispatch import CommandContext
@@ -89,6 +89,14 @@ class NickClaims:
         store = self.server.store
         if store is not None and self.server.state.nick_holder(client.nick_folded) is client:
             store.write_nowait(claim_nick, client.nick_folded, self.node, client.id, int(self.server.clock()))
+
+    def taken_over(self, client: Client, from_node: str) -> None:
+        """A local client holds the nick of a user of ``from_node`` that has gone (an agent's
+        new connection here closed its old one there): the row is this node's now."""
+        store = self.server.store
+        if store is not None:
+            store.write_nowait(take_over_nick, client.nick_folded, self.node, client.id, int(self.server.clock()),
+                               from_node)
 
     def _release_unheld(self, folded: str) -> None:
         """Free the row of a nick no client of this node holds (any more)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ircd.cluster.channels import apply_snapshot, snapshot
 from ircd.events import (AwayChanged, ChannelModeChanged, Joined, Kicked, LoggedIn, LoggedOut, NickChanged, Parted,
@@ -61,6 +61,8 @@ class Replica:
         self.state: LocalState = remote.local
         self.local: dict[int, Client] = {}  # this node's registered clients that the others know
         self.last_seen: dict[str, float] = {}  # peer -> when it last said something (monotonic)
+        # a local client holds the nick of a remote user that left (ircd.cluster.nicks)
+        self.nick_taken_over: Callable[[Client, str], None] | None = None
         events = server.events
         for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
@@ -138,6 +140,15 @@ class Replica:
     def _caps(self, client: Client, old: int, new: int) -> None:
         if client.id in self.local:
             self.link.broadcast({"op": "caps", "id": client.id, "caps": client.caps})
+
+    def disconnect(self, client: Client, reason: str, quit_message: str | None) -> None:
+        """KILL, or a takeover, of a user of another node: its node closes the connection and
+        tells everyone (``Server.disconnect`` sends remote users here)."""
+        who = self.identity(client)
+        if who is None:
+            return
+        client.closing = True  # nothing more is sent to it from here; its node's QUIT removes it
+        self.link.to_node(who[0], {"op": "kill", "id": who[1], "reason": reason, "quit": quit_message})
 
     def hello(self) -> None:
         """Say this node is (back) on the network: the others drop what they knew of it and
@@ -255,6 +266,13 @@ class Replica:
         if client is not None:
             self._drop(op["from"], op["id"], client, op["reason"], tell=False)
 
+    def _kill(self, op: dict[str, Any]) -> None:
+        """Another node closes a user of this one: every connection of the identity ends, an
+        always-on one too (as KILL does), so the user leaves the network with one QUIT."""
+        client = self.local.get(op["id"])
+        if client is not None:
+            self.server.sessions.end(client, op["reason"], op["quit"])
+
     def _rekey(self, op: dict[str, Any]) -> None:
         """A remote identity is now held by another connection of its node."""
         client = self.remote.rekey(op["from"], op["id"], op["new"])
@@ -341,14 +359,18 @@ class Replica:
         client.channels.clear()
         state.remember(client, int(server.clock()))
         self.remote.drop_remote(node, ident)
-        server.notify_monitors(client, online=False)
+        holder = state.nick_holder(client.nick_folded)
+        if holder is None:
+            server.notify_monitors(client, online=False)
+        elif holder.id in self.local and self.nick_taken_over is not None:
+            self.nick_taken_over(holder, node)  # a local client took the nick over meanwhile
 
 
 _APPLY = {
     "hello": Replica._hello, "burst": Replica._burst, "gone": Replica._gone, "user": Replica._user,
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
-    "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan,
+    "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan, "kill": Replica._kill,
 }
 
 

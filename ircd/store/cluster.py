@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["CLUSTER_TRACK", "CLUSTER_MIGRATIONS", "NODE_BITS", "claim_nick", "node_number", "release_nick",
-           "release_node"]
+           "release_node", "take_over_nick"]
 
 CLUSTER_TRACK = "cluster"
 NODE_BITS = 8  # a node's number in its msgids' low bits (ircd.proto.msgid): up to 256 nodes
@@ -51,6 +51,19 @@ def claim_nick(conn: Any, folded: str, node: str, client: int, now: int) -> bool
         conn.execute("UPDATE cluster_nicks SET client = ? WHERE folded = ?", (client, folded))
         return True
     return False
+
+
+def take_over_nick(conn: Any, folded: str, node: str, client: int, now: int, from_node: str) -> bool:
+    """``node`` holds ``folded`` now that ``from_node``'s user of that nick is gone (an agent's
+    new connection took it over): the row becomes ``node``'s whether ``from_node`` has deleted
+    it yet or not. False when a third node holds it."""
+    row = conn.execute(
+        "INSERT INTO cluster_nicks (folded, node, client, claimed_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (folded) DO UPDATE SET node = excluded.node, client = excluded.client, "
+        "claimed_at = excluded.claimed_at WHERE cluster_nicks.node IN (excluded.node, ?) RETURNING node",
+        (folded, node, client, now, from_node),
+    ).fetchone()
+    return row is not None
 
 
 def release_nick(conn: Any, folded: str, node: str) -> None:
