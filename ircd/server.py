@@ -362,7 +362,7 @@ class Server:
     def is_here(self, client: Client) -> bool:
         """Whether ``client`` is this process's (a connection, or an always-on identity), rather
         than a user of another node of a cluster (``ircd.cluster``)."""
-        return client in self.clients or client.detached
+        return self.remote_users is None or client in self.clients or client.detached
 
     def connection_lost(self, client: Client) -> None:
         """The socket closed under us (peer hung up, reset)."""
