@@ -333,3 +333,31 @@ def test_an_agent_has_one_connection_across_nodes(nodes):
     assert _lines(dan) == [":b.test 730 dan bot1!bot1@127.0.0.1"]
     for client in (carol, dan, new):
         client.close()
+
+
+def test_an_always_on_agent_stays_on_the_network_and_its_end_reaches_every_node(nodes):
+    """An agent is always-on (the default): when its connection on a closes, b still has it; when
+    the identity ends on a without a connection (the account suspended), b forgets it too."""
+    url, a, b = nodes
+    assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
+    assert cli("account", "add", "bot1", "--kind", "agent", "--owner", "olive", "--password-stdin", "--db", url,
+               stdin="bot1-pw-93157\n").returncode == 0
+    dan = IRCClient(b.port)
+    dan.register("dan")
+    dan.send("MONITOR + bot1")
+    assert _lines(dan)[-1:] == [":b.test 731 dan bot1"]
+    bot = IRCClient(a.port)
+    bot.login("bot1", "bot1-pw-93157")
+    assert _until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
+    bot.send("QUIT :bye")
+    bot.read_all_until_close()
+    carol = IRCClient(a.port)
+    carol.register("carol")
+    carol.send("PRIVMSG dan :after bot1 left")  # after bot1's QUIT on the way from a to b
+    _until(dan, "PRIVMSG")
+    dan.send("WHOIS bot1")
+    assert _lines(dan)[0] == ":b.test 311 dan bot1 bot1 127.0.0.1 * bot1"
+    assert cli("account", "suspend", "bot1", "--db", url).returncode == 0
+    assert _until(dan, "731")[-1] == ":b.test 731 dan bot1"
+    dan.close()
+    carol.close()

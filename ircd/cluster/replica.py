@@ -179,6 +179,7 @@ class Replica:
         the peers not heard from for ``DEAD_AFTER`` seconds: their users leave with a
         netsplit QUIT and their nicks are freed (docs/scaling.md, node loss)."""
         self.link.broadcast({"op": "alive"})
+        self._sweep_gone()
         now = time.monotonic()
         for node in list(self.link.peers):
             if now - self.last_seen.get(node, now) > DEAD_AFTER:
@@ -187,6 +188,20 @@ class Replica:
                 self._drop_node(node, SPLIT_REASON)
                 if self.server.store is not None:
                     self.server.store.write_nowait(release_node, node)
+
+    def _sweep_gone(self) -> None:
+        """Local users that left without a Quit event (an always-on identity ended by REHASH, an
+        account deleted: ircd.sessions drops it and tells its peers itself) leave the other
+        nodes' state too, within a second."""
+        holder = self.state.nick_holder
+        for ident, client in [(i, c) for i, c in self.local.items() if holder(c.nick_folded) is not c]:
+            del self.local[ident]
+            face = holder(client.nick_folded)
+            if face is not None and face.group is not None and face.group is client.group:
+                self.local[face.id] = face  # the identity stays, another connection is its face
+                self.link.broadcast({"op": "rekey", "id": ident, "new": face.id})
+            else:
+                self.link.broadcast({"op": "quit", "id": ident, "reason": "gone"})
 
     def _resync(self, node: str) -> None:
         """Exchange state again with ``node``: it drops what it knew of this node and answers
