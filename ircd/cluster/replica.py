@@ -109,10 +109,9 @@ class Replica:
         self._left(ev.target, ev.channel)
 
     def _left(self, client: Client, channel: Channel) -> None:
-        node = self.remote.node_of.get(client) if client.id not in self.local else self.link.node
-        ident = client.conn.ident if isinstance(client.conn, RemoteConn) else client.id
-        if node is not None:  # a remote user kicked here: its node and the others learn it too
-            self.link.broadcast({"op": "part", "node": node, "id": ident, "chan": channel.folded})
+        who = self.identity(client)  # a remote user kicked here: its node and the others learn it too
+        if who is not None:
+            self.link.broadcast({"op": "part", "node": who[0], "id": who[1], "chan": channel.folded})
 
     def _away(self, ev: AwayChanged) -> None:
         if ev.client.id in self.local:
