@@ -359,6 +359,15 @@ class Server:
         self.delivery.close(client, format_line("ERROR", [f"Closing link: {client.host} ({reason})"]))
         self.forget(client, quit_message if quit_message is not None else reason)
 
+    def server_of(self, client: Client) -> tuple[str, str]:
+        """The name and description of the server ``client`` is on (WHOIS): this one, or on a
+        node of a cluster the node holding its connection."""
+        if self.remote_users is not None and not self.is_here(client):
+            found: tuple[str, str] | None = self.remote_users.server_of(client)
+            if found is not None:
+                return found
+        return self.name, self.config.server.description
+
     def is_here(self, client: Client) -> bool:
         """Whether ``client`` is this process's (a connection, or an always-on identity), rather
         than a user of another node of a cluster (``ircd.cluster``)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -192,6 +192,7 @@ def test_two_nodes_are_one_network(nodes):
     carol.send("WHOIS alice")
     whois = _lines(carol)
     assert whois[0] == ":b.test 311 carol alice alice 127.0.0.1 * alice"
+    assert [ln for ln in whois if " 312 " in ln] == [":b.test 312 carol alice a.test :pircd IRC server"]
     assert whois[-1] == ":b.test 318 carol alice :End of /WHOIS list"
     carol.send("LUSERS")
     assert ":b.test 251 carol :There are 3 users and 0 invisible on 1 servers" in _lines(carol)

@@ -6,7 +6,8 @@ channel at the same moment may lose one of the two changes (docs/scaling.md, wha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ircd.state.channel import ListEntry
 

@@ -22,7 +22,8 @@ import asyncio
 import json
 import logging
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("pircd.cluster")
 

@@ -11,7 +11,8 @@ the connection awaits, so its next lines wait for the answer, as after any async
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Awaitable
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 from ircd.commands.registration import valid_nick
 from ircd.events import NickChanged, Quit, Registered

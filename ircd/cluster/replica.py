@@ -13,11 +13,23 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ircd.cluster.channels import apply_snapshot, snapshot
-from ircd.events import (AwayChanged, ChannelModeChanged, Joined, Kicked, LoggedIn, LoggedOut, NickChanged, Parted,
-                         Quit, Registered, TopicChanged)
+from ircd.events import (
+    AwayChanged,
+    ChannelModeChanged,
+    Joined,
+    Kicked,
+    LoggedIn,
+    LoggedOut,
+    NickChanged,
+    Parted,
+    Quit,
+    Registered,
+    TopicChanged,
+)
 from ircd.state.client import Client
 from ircd.store.cluster import release_node
 
@@ -61,6 +73,7 @@ class Replica:
         self.state: LocalState = remote.local
         self.local: dict[int, Client] = {}  # this node's registered clients that the others know
         self.last_seen: dict[str, float] = {}  # peer -> when it last said something (monotonic)
+        self.servers: dict[str, tuple[str, str]] = {}  # node -> its server name and description
         # a local client holds the nick of a remote user that left (ircd.cluster.nicks)
         self.nick_taken_over: Callable[[Client, str], None] | None = None
         events = server.events
@@ -78,7 +91,7 @@ class Replica:
         if self.state.nick_holder(client.nick_folded) is not client:
             return  # a connection sharing another's nick (ircd.sessions): not a user of its own
         self.local[client.id] = client
-        self.link.broadcast({"op": "user", **_record(client)})
+        self.link.broadcast({"op": "user", **_record(self.server, client)})
 
     def _quit(self, ev: Quit) -> None:
         client = ev.client
@@ -139,6 +152,11 @@ class Replica:
     def _caps(self, client: Client, old: int, new: int) -> None:
         if client.id in self.local:
             self.link.broadcast({"op": "caps", "id": client.id, "caps": client.caps})
+
+    def server_of(self, client: Client) -> tuple[str, str] | None:
+        """The server a remote user is on (WHOIS 312)."""
+        node = self.remote.node_of.get(client)
+        return self.servers.get(node) if node is not None else None
 
     def disconnect(self, client: Client, reason: str, quit_message: str | None) -> None:
         """KILL, or a takeover, of a user of another node: its node closes the connection and
@@ -228,7 +246,8 @@ class Replica:
         self._send_burst(node)
 
     def _send_burst(self, node: str) -> None:
-        users = [{**_record(c), "chans": [[ch.name, ch.members.get(c, "")] for ch in c.channels.values()]}
+        users = [{**_record(self.server, c),
+                  "chans": [[ch.name, ch.members.get(c, "")] for ch in c.channels.values()]}
                  for c in self.local.values()]
         channels = {ch for c in self.local.values() for ch in c.channels.values()}
         snaps = [snapshot(ch, self.identity) for ch in channels]
@@ -257,6 +276,7 @@ class Replica:
         server = self.server
         if self.remote.find_remote(node, ident) is not None:
             return  # known already (a burst crossing a change)
+        self.servers[node] = (op["server"], op["info"])
         client = Client(server.delivery, RemoteConn(self.link, node, ident), op["host"], server.next_client_id(),
                         op["signon"], 0.0)
         client.nick, client.nick_folded = op["nick"], server.casefold(op["nick"])
@@ -388,9 +408,9 @@ _APPLY = {
 }
 
 
-def _record(client: Client) -> dict[str, Any]:
+def _record(server: Server, client: Client) -> dict[str, Any]:
     """What the other nodes keep of a local user."""
     return {"id": client.id, "nick": client.nick, "user": client.user, "host": client.host,
             "realname": client.realname, "account": client.account, "account_kind": client.account_kind,
             "modes": "".join(sorted(client.modes)), "caps": client.caps, "away": client.away,
-            "signon": client.signon}
+            "signon": client.signon, "server": server.name, "info": server.config.server.description}

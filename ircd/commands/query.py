@@ -164,7 +164,7 @@ def handle_whois(ctx: CommandContext, msg: Message) -> None:
         chunk.append(name)
     if chunk:
         reply.numeric(N.RPL_WHOISCHANNELS, tn, " ".join(chunk))
-    reply.numeric(N.RPL_WHOISSERVER, tn, server.name, server.config.server.description)
+    reply.numeric(N.RPL_WHOISSERVER, tn, *server.server_of(target))
     if target.away is not None:
         reply.numeric(N.RPL_AWAY, tn, target.away)
     if target.is_oper:

@@ -15,8 +15,16 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CLUSTER_TRACK", "CLUSTER_MIGRATIONS", "NODE_BITS", "claim_nick", "node_number", "release_nick",
-           "release_node", "take_over_nick"]
+__all__ = [
+    "CLUSTER_MIGRATIONS",
+    "CLUSTER_TRACK",
+    "NODE_BITS",
+    "claim_nick",
+    "node_number",
+    "release_nick",
+    "release_node",
+    "take_over_nick",
+]
 
 CLUSTER_TRACK = "cluster"
 NODE_BITS = 8  # a node's number in its msgids' low bits (ircd.proto.msgid): up to 256 nodes
