@@ -4,6 +4,7 @@ as one network (nicks, direct messages, channels, NAMES, WHOIS, LUSERS)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator
@@ -94,6 +95,13 @@ def test_ids_of_two_nodes_never_meet():
 # two nodes -----------------------------------------------------------------------------------
 
 
+@functools.cache
+def _oper_hash() -> str:
+    from ircd.passwords import hash_sync
+
+    return hash_sync("root-pw-5521")
+
+
 @pytest.fixture
 def nodes(tmp_path: Path) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
     """NATS, a database of its own, and the nodes a.test and b.test on them."""
@@ -107,6 +115,8 @@ def nodes(tmp_path: Path) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
             config = write_config(directory, server={"name": f"{name}.test", "db": url},
                                   cluster={"node": name, "nats": [nats.url]},
                                   pircan={"guests_may_join": True})  # users without accounts in #c
+            with config.open("a") as fh:
+                fh.write(f'[[opers]]\nname = "root"\npassword = "{_oper_hash()}"\nhostmask = "*"\n')
             started.append(ServerProcess(config, "--no-http"))
         yield url, started[0], started[1]
     finally:
@@ -362,3 +372,27 @@ def test_an_always_on_agent_stays_on_the_network_and_its_end_reaches_every_node(
     assert _until(dan, "731")[-1] == ":b.test 731 dan bot1"
     dan.close()
     carol.close()
+
+
+def test_kill_of_a_user_of_the_other_node(nodes):
+    """An operator on b kills a user of a: a closes the connection, with the reason KILL gives,
+    and its channel peers see the QUIT."""
+    url, a, b = nodes
+    alice = IRCClient(a.port)
+    alice.register("alice")
+    carol = IRCClient(a.port)
+    carol.register("carol")
+    for client in (alice, carol):
+        client.send("JOIN #c")
+        _lines(client)
+    root = IRCClient(b.port)
+    root.register("root")
+    root.send("OPER root root-pw-5521")
+    root.send("MONITOR + alice")
+    _until(root, "730")
+    root.send("KILL alice :spam")
+    assert alice.read_all_until_close()[-1] == "ERROR :Closing link: 127.0.0.1 (Killed (root (spam)))"
+    assert _until(carol, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :Killed (root (spam))"
+    assert _until(root, "731")[-1] == ":b.test 731 root alice"
+    carol.close()
+    root.close()
