@@ -396,3 +396,28 @@ def test_kill_of_a_user_of_the_other_node(nodes):
     assert _until(root, "731")[-1] == ":b.test 731 root alice"
     carol.close()
     root.close()
+
+
+def test_nick_rows_settle_who_holds_a_nick(tmp_path):
+    """The store functions behind the nick claims, on PostgreSQL: the first node to claim a nick
+    holds it, a node holding it may claim it again, only its holder frees it, a node's rows go
+    with it, and a takeover moves a row from the node named to the new one."""
+    from ircd.store import cluster as rows
+    from ircd.store.db import connect_sync
+    from ircd.store.migrate import migrate
+
+    conn = connect_sync(dbs.fresh_url(dbs.name_for(tmp_path / "claims")))
+    try:
+        migrate(conn, rows.CLUSTER_TRACK, rows.CLUSTER_MIGRATIONS)
+        assert (rows.claim_nick(conn, "ann", "a", 1, 0), rows.claim_nick(conn, "ann", "b", 7, 0)) == (True, False)
+        assert rows.claim_nick(conn, "ann", "a", 2, 0) is True
+        rows.release_nick(conn, "ann", "b")
+        assert conn.execute("SELECT node, client FROM cluster_nicks").fetchall() == [("a", 2)]
+        assert rows.take_over_nick(conn, "ann", "c", 3, 0, "b") is False  # b does not hold it
+        assert rows.take_over_nick(conn, "ann", "b", 8, 0, "a") is True
+        assert rows.take_over_nick(conn, "zed", "b", 9, 0, "a") is True  # a had deleted it already
+        assert rows.release_node(conn, "b") == 2
+        assert rows.claim_nick(conn, "ann", "c", 4, 0) is True
+        assert [rows.node_number(conn, n) for n in ("a", "b", "a")] == [0, 1, 0]
+    finally:
+        conn.close()
