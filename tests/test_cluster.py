@@ -205,7 +205,9 @@ def test_two_nodes_are_one_network(nodes):
     assert [ln for ln in whois if " 312 " in ln] == [":b.test 312 carol alice a.test :pircd IRC server"]
     assert whois[-1] == ":b.test 318 carol alice :End of /WHOIS list"
     carol.send("LUSERS")
-    assert ":b.test 251 carol :There are 3 users and 0 invisible on 1 servers" in _lines(carol)
+    lusers = _lines(carol)
+    assert ":b.test 251 carol :There are 3 users and 0 invisible on 1 servers" in lusers
+    assert ":b.test 253 carol 0 :unknown connection(s)" in lusers  # alice is no unknown connection here
 
     # a channel across the nodes: JOIN, NAMES, PRIVMSG both ways, PART
     alice.send("JOIN #c")

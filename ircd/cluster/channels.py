@@ -31,7 +31,8 @@ def snapshot(channel: Channel, identity: Identity) -> dict[str, Any]:
         "chan": channel.name, "modes": "".join(sorted(channel.modes)), "key": channel.key,
         "limit": channel.limit, "topic": channel.topic, "topic_setter": channel.topic_setter,
         "topic_time": channel.topic_time,
-        "lists": {which: [[e.mask, e.set_by, e.set_at] for e in entries] for which, entries in channel.lists.items()},
+        "lists": {which: [[e.mask, e.set_by, e.set_at] for e in entries]
+                  for which, entries in channel.lists.items()},
         "members": members,
     }
 
@@ -39,7 +40,8 @@ def snapshot(channel: Channel, identity: Identity) -> dict[str, Any]:
 def apply_snapshot(channel: Channel, snap: dict[str, Any], identity: Identity) -> None:
     channel.modes = set(snap["modes"])
     channel.key, channel.limit = snap["key"], snap["limit"]
-    channel.topic, channel.topic_setter, channel.topic_time = snap["topic"], snap["topic_setter"], snap["topic_time"]
+    channel.topic, channel.topic_setter = snap["topic"], snap["topic_setter"]
+    channel.topic_time = snap["topic_time"]
     channel.lists = {which: [ListEntry(mask, by, at) for mask, by, at in entries]
                      for which, entries in snap["lists"].items()}
     prefixes = {(node, ident): prefix for node, ident, prefix in snap["members"]}

@@ -85,7 +85,8 @@ class Link:
         except Exception as exc:
             where = ", ".join(shown(url) for url in self.servers)
             raise RuntimeError(f"cannot reach NATS at {where}: {exc or type(exc).__name__}") from None
-        self.nc.options["max_reconnect_attempts"] = -1  # from here on: as long as it takes (nats-py reads it there)
+        # from here on: as long as it takes (nats-py reads the option there at each attempt)
+        self.nc.options["max_reconnect_attempts"] = -1
         await self.nc.subscribe(f"{self.prefix}.hello", cb=self._received)
         await self.nc.subscribe(f"{self.prefix}.node.{self.node}", cb=self._received)
         await self.nc.flush()  # the subscriptions are in place before anyone is told we are here
@@ -111,7 +112,8 @@ class Link:
     # out -----------------------------------------------------------------
 
     def hello(self) -> None:
-        self._queue.put_nowait((f"{self.prefix}.hello", json.dumps({"op": "hello", "from": self.node}).encode()))
+        hello = json.dumps({"op": "hello", "from": self.node}).encode()
+        self._queue.put_nowait((f"{self.prefix}.hello", hello))
 
     def broadcast(self, op: dict[str, Any]) -> None:
         """A change for every peer."""

@@ -96,8 +96,8 @@ class NickClaims:
         new connection here closed its old one there): the row is this node's now."""
         store = self.server.store
         if store is not None:
-            store.write_nowait(take_over_nick, client.nick_folded, self.node, client.id, int(self.server.clock()),
-                               from_node)
+            now = int(self.server.clock())
+            store.write_nowait(take_over_nick, client.nick_folded, self.node, client.id, now, from_node)
 
     def _release_unheld(self, folded: str) -> None:
         """Free the row of a nick no client of this node holds (any more)."""

@@ -277,8 +277,8 @@ class Replica:
         if self.remote.find_remote(node, ident) is not None:
             return  # known already (a burst crossing a change)
         self.servers[node] = (op["server"], op["info"])
-        client = Client(server.delivery, RemoteConn(self.link, node, ident), op["host"], server.next_client_id(),
-                        op["signon"], 0.0)
+        conn = RemoteConn(self.link, node, ident)
+        client = Client(server.delivery, conn, op["host"], server.next_client_id(), op["signon"], 0.0)
         client.nick, client.nick_folded = op["nick"], server.casefold(op["nick"])
         client.user, client.realname, client.away = op["user"], op["realname"], op["away"]
         client.account = op["account"]
@@ -339,7 +339,8 @@ class Replica:
 
     def _part(self, op: dict[str, Any]) -> None:
         node = op["node"]
-        client = self.local.get(op["id"]) if node == self.link.node else self.remote.find_remote(node, op["id"])
+        ident = op["id"]
+        client = self.local.get(ident) if node == self.link.node else self.remote.find_remote(node, ident)
         channel = self.state.channel(op["chan"])
         if client is None or channel is None or client not in channel.members:
             return

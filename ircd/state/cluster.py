@@ -39,6 +39,7 @@ class ClusterState:
         local.add_nick(client)
         local.account_attached(client)
         local.registered_count += 1
+        local.remote_count += 1
         if "i" in client.modes:
             local.invisible_count += 1
         if "o" in client.modes:
@@ -65,6 +66,7 @@ class ClusterState:
         local.remove_nick(client)
         local.account_detached(client, client.account_folded)
         local.registered_count -= 1
+        local.remote_count -= 1
         if "i" in client.modes:
             local.invisible_count -= 1
         if "o" in client.modes:
