@@ -28,8 +28,9 @@ def binary() -> str:
 
 
 class NatsServer:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([binary(), "-a", "127.0.0.1", "-p", "-1"], stdout=subprocess.DEVNULL,
+    def __init__(self, port: int = -1) -> None:
+        """``port``: -1 for one it picks (the default), or the port of a server being restarted."""
+        self.proc = subprocess.Popen([binary(), "-a", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.log: list[str] = []
         assert self.proc.stderr is not None

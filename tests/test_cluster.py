@@ -103,9 +103,16 @@ def _oper_hash() -> str:
 
 
 @pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
+def nats() -> Iterator[list[NatsServer]]:
+    """The NATS server of a test (a list: a test that restarts it puts the new one in)."""
+    servers = [NatsServer()]
+    yield servers
+    servers[-1].stop()
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, nats: list[NatsServer]) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
     """NATS, a database of its own, and the nodes a.test and b.test on them."""
-    nats = NatsServer()
     url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
     started: list[ServerProcess] = []
     try:
@@ -113,7 +120,7 @@ def nodes(tmp_path: Path) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
             directory = tmp_path / name
             directory.mkdir()
             config = write_config(directory, server={"name": f"{name}.test", "db": url},
-                                  cluster={"node": name, "nats": [nats.url]},
+                                  cluster={"node": name, "nats": [nats[0].url]},
                                   pircan={"guests_may_join": True})  # users without accounts in #c
             with config.open("a") as fh:
                 fh.write(f'[[opers]]\nname = "root"\npassword = "{_oper_hash()}"\nhostmask = "*"\n')
@@ -122,7 +129,6 @@ def nodes(tmp_path: Path) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
     finally:
         for node in started:
             node.terminate()
-        nats.stop()
 
 
 def _until(client: IRCClient, command: str, token: str | None = None) -> list[str]:
@@ -423,3 +429,32 @@ def test_nick_rows_settle_who_holds_a_nick(tmp_path):
         assert [rows.node_number(conn, n) for n in ("a", "b", "a")] == [0, 1, 0]
     finally:
         conn.close()
+
+
+def test_nats_restarting_splits_the_nodes_and_joins_them_again(nodes, nats):
+    """NATS goes away: each node gives the other up (netsplit QUITs); NATS comes back on its
+    port: the nodes find each other again, the users rejoin their channels with a JOIN, and the
+    channel carries messages across again."""
+    url, a, b = nodes
+    alice = IRCClient(a.port, timeout=60)
+    alice.register("alice")
+    alice.send("JOIN #c")
+    _lines(alice)
+    alice.send("MONITOR + bob")
+    _lines(alice)
+    bob = IRCClient(b.port, timeout=60)
+    bob.register("bob")
+    _until(alice, "730")
+    alice.send("PRIVMSG bob :join #c")  # after alice's JOIN on the way from a to b
+    _until(bob, "PRIVMSG")
+    bob.send("JOIN #c")
+    assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    nats[0].stop()
+    assert _until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
+    assert _until(bob, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :*.net *.split"
+    nats.append(NatsServer(nats[0].port))
+    assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    assert _until(bob, "JOIN")[-1] == ":alice!alice@127.0.0.1 JOIN #c"
+    assert _relayed(bob, "PRIVMSG #c :together again", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :together again"
+    alice.close()
+    bob.close()

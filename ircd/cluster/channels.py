@@ -9,13 +9,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ircd import caps as C
+from ircd.commands.channel import extended_join
 from ircd.state.channel import ListEntry
 
 if TYPE_CHECKING:
+    from ircd.server import Server
     from ircd.state.channel import Channel
     from ircd.state.client import Client
 
-__all__ = ["apply_snapshot", "snapshot"]
+__all__ = ["apply_snapshot", "netjoin", "snapshot"]
 
 # who a member is across the network: (its node, its client id there)
 Identity = Callable[["Client"], "tuple[str, int] | None"]
@@ -49,3 +52,13 @@ def apply_snapshot(channel: Channel, snap: dict[str, Any], identity: Identity) -
         who = identity(member)
         if who is not None and who in prefixes:
             channel.members[member] = prefixes[who]
+
+
+def netjoin(server: Server, client: Client, channel: Channel, members: list[Client]) -> None:
+    """Tell ``members`` (local clients) that ``client`` is in ``channel``: its JOIN, plain or
+    extended as each asked, as the JOIN command would have."""
+    plain = server.relay_from(client, "JOIN", channel.name)
+    extended = [m for m in members if m.caps & C.EXTENDED_JOIN]
+    server.delivery.relay([m for m in members if not m.caps & C.EXTENDED_JOIN], plain)
+    if extended:
+        server.delivery.relay(extended, extended_join(client, channel, plain))

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ircd.cluster.channels import apply_snapshot, snapshot
+from ircd.cluster.channels import apply_snapshot, netjoin, snapshot
 from ircd.events import (
     AwayChanged,
     ChannelModeChanged,
@@ -221,12 +221,12 @@ class Replica:
                 self.link.broadcast({"op": "quit", "id": ident, "reason": "gone"})
 
     def _resync(self, node: str) -> None:
-        """Exchange state again with ``node``: it drops what it knew of this node and answers
-        with its users (``_hello``), then gets this node's."""
+        """Exchange state again with ``node`` (this node had given it up: a cut, NATS away):
+        send it this node's users and ask for its own. Users either side had dropped come back
+        with a JOIN to their channels' members, as after a netsplit."""
         log.warning("cluster node back after it was given up node=%s", node)
         self.link.peers.add(node)
-        self.link.to_node(node, {"op": "hello"})
-        self._send_burst(node)
+        self._send_burst(node, answer=True)
 
     def _alive(self, op: dict[str, Any]) -> None:
         pass  # ``apply`` noted the time
@@ -245,25 +245,28 @@ class Replica:
         self.link.peers.add(node)  # from here on it gets every change, after this burst
         self._send_burst(node)
 
-    def _send_burst(self, node: str) -> None:
+    def _send_burst(self, node: str, *, answer: bool = False) -> None:
+        """This node's users, their channels and those channels' state, to ``node``;
+        ``answer``: it should send its own back."""
         users = [{**_record(self.server, c),
                   "chans": [[ch.name, ch.members.get(c, "")] for ch in c.channels.values()]}
                  for c in self.local.values()]
         channels = {ch for c in self.local.values() for ch in c.channels.values()}
         snaps = [snapshot(ch, self.identity) for ch in channels]
-        self.link.to_node(node, {"op": "burst", "users": users, "channels": snaps})
+        self.link.to_node(node, {"op": "burst", "users": users, "channels": snaps, "answer": answer})
 
     def _burst(self, op: dict[str, Any]) -> None:
         """A node's users: the answer to this node's hello (then this node answers with its
-        own, which the other has not had), or that answer."""
+        own, which the other has not had), that answer, or a resync (answered too). Joins this
+        node did not know are told to the channels' local members (a netjoin)."""
         node = op["from"]
-        if node not in self.link.peers:
+        if node not in self.link.peers or op["answer"]:
             self.link.peers.add(node)
             self._send_burst(node)
         for user in op["users"]:
             self._user({**user, "from": op["from"]})
             for name, modes in user["chans"]:
-                self._join({"from": op["from"], "id": user["id"], "chan": name, "modes": modes})
+                self._join({"from": op["from"], "id": user["id"], "chan": name, "modes": modes}, tell=True)
         for snap in op["channels"]:
             self._chan(snap)
 
@@ -327,15 +330,21 @@ class Replica:
             server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
             server.notify_monitors(client, online=True)
 
-    def _join(self, op: dict[str, Any]) -> None:
+    def _join(self, op: dict[str, Any], *, tell: bool = False) -> None:
+        """A remote user joined; ``tell``: the local members hear it from this node (a burst:
+        the user's node told no one here)."""
         client = self.remote.find_remote(op["from"], op["id"])
         if client is None:
             return
         state, server = self.state, self.server
         folded = server.casefold(op["chan"])
         channel = state.channel(folded) or state.create_channel(op["chan"], int(server.clock()))
+        if client in channel.members:
+            return
         channel.add_member(client, op["modes"])
         client.channels[folded] = channel
+        if tell:
+            netjoin(server, client, channel, [m for m in channel.members if m.id in self.local])
 
     def _part(self, op: dict[str, Any]) -> None:
         node = op["node"]
