@@ -62,6 +62,23 @@ def test_cluster_table_keys_are_checked(tmp_path):
     ])
 
 
+def test_the_cluster_table_cannot_change_on_rehash():
+    """A node's links are made at start-up: REHASH refuses a [cluster] added, removed or changed."""
+    from ircd.config import from_dict
+    from ircd.server import Server
+
+    server_section = {"db": "postgresql://pircd@127.0.0.1/pircd"}
+    cluster = {"node": "a", "nats": ["nats://127.0.0.1:4222"]}
+    server = Server(from_dict({"server": server_section, "cluster": cluster}))
+    for other in ({"server": server_section}, {"server": server_section, "cluster": {**cluster, "node": "b"}}):
+        with pytest.raises(ValueError) as refused:
+            server.rehash(from_dict(other))
+        assert str(refused.value) == "cluster cannot change while the server runs (restart instead)"
+    lone = Server(from_dict({"server": server_section}))
+    with pytest.raises(ValueError):
+        lone.rehash(from_dict({"server": server_section, "cluster": cluster}))
+
+
 def test_a_node_that_cannot_reach_nats_does_not_start(tmp_path):
     """Its first connection to NATS must succeed (once up, it reconnects for as long as it takes);
     the error names the server without the credentials in its URL."""
