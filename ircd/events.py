@@ -38,6 +38,7 @@ __all__ = [
     "LoggedIn",
     "LoggedOut",
     "AwayChanged",
+    "UserModeChanged",
     "ChannelDestroyed",
     "ChannelRenamed",
     "Rehashed",
@@ -209,6 +210,13 @@ class LoggedOut:
 
 @dataclass(frozen=True, slots=True)
 class AwayChanged:
+    client: "Client"
+
+
+@dataclass(frozen=True, slots=True)
+class UserModeChanged:
+    """A registered client's user modes changed (MODE, OPER); ``client.modes`` holds the new ones."""
+
     client: "Client"
 
 

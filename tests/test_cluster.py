@@ -415,6 +415,17 @@ def test_kill_of_a_user_of_the_other_node(nodes):
     root.send("OPER root root-pw-5521")
     root.send("MONITOR + alice")
     _until(root, "730")
+    alice.send("MODE alice +i")
+    alice.send("PRIVMSG root :invisible now")  # after the mode change on the way from a to b
+    _until(root, "PRIVMSG")
+    root.send("LUSERS")
+    lusers = _lines(root)
+    assert ":b.test 251 root :There are 2 users and 1 invisible on 1 servers" in lusers
+    assert ":b.test 252 root 1 :IRC Operators online" in lusers
+    root.send("PRIVMSG carol :an operator now")  # after root's OPER on the way from b to a
+    _until(carol, "PRIVMSG")
+    carol.send("LUSERS")
+    assert ":a.test 252 carol 1 :IRC Operators online" in _lines(carol)
     root.send("KILL alice :spam")
     assert alice.read_all_until_close()[-1] == "ERROR :Closing link: 127.0.0.1 (Killed (root (spam)))"
     assert _until(carol, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :Killed (root (spam))"

@@ -29,6 +29,7 @@ from ircd.events import (
     Quit,
     Registered,
     TopicChanged,
+    UserModeChanged,
 )
 from ircd.state.client import Client
 from ircd.store.cluster import release_node
@@ -80,7 +81,8 @@ class Replica:
         for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
                          (AwayChanged, self._away), (LoggedIn, self._account), (LoggedOut, self._account),
-                         (TopicChanged, self._channel_changed), (ChannelModeChanged, self._channel_changed)):
+                         (TopicChanged, self._channel_changed), (ChannelModeChanged, self._channel_changed),
+                         (UserModeChanged, self._umode)):
             events.subscribe(kind, fn)
         server.cap_change_hooks.append(self._caps)
 
@@ -148,6 +150,10 @@ class Replica:
         if client.id in self.local:
             self.link.broadcast({"op": "account", "id": client.id, "account": client.account,
                                  "account_kind": client.account_kind, "modes": "".join(sorted(client.modes))})
+
+    def _umode(self, ev: UserModeChanged) -> None:
+        if ev.client.id in self.local:
+            self.link.broadcast({"op": "umode", "id": ev.client.id, "modes": "".join(sorted(ev.client.modes))})
 
     def _caps(self, client: Client, old: int, new: int) -> None:
         if client.id in self.local:
@@ -375,8 +381,13 @@ class Replica:
         self.state.account_detached(client, client.account_folded)
         client.account, client.account_kind = op["account"], op["account_kind"]
         client.account_folded = self.server.casefold(op["account"]) if op["account"] else None
-        client.modes = set(op["modes"])
+        self.remote.set_modes(client, op["modes"])
         self.state.account_attached(client)
+
+    def _umode_op(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is not None:
+            self.remote.set_modes(client, op["modes"])
 
     def _caps_op(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
@@ -415,6 +426,7 @@ _APPLY = {
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
     "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan, "kill": Replica._kill,
+    "umode": Replica._umode_op,
 }
 
 

@@ -53,6 +53,13 @@ class ClusterState:
             self.remote[(node, new)] = client
         return client
 
+    def set_modes(self, client: Client, modes: str) -> None:
+        """A remote user's user modes changed: the LUSERS counts follow."""
+        local, new = self.local, set(modes)
+        local.invisible_count += ("i" in new) - ("i" in client.modes)
+        local.oper_count += ("o" in new) - ("o" in client.modes)
+        client.modes = new
+
     def find_remote(self, node: str, ident: int) -> Client | None:
         return self.remote.get((node, ident))
 
