@@ -39,6 +39,7 @@ __all__ = [
     "LoggedOut",
     "AwayChanged",
     "UserModeChanged",
+    "UserChanged",
     "ChannelDestroyed",
     "ChannelRenamed",
     "Rehashed",
@@ -210,6 +211,13 @@ class LoggedOut:
 
 @dataclass(frozen=True, slots=True)
 class AwayChanged:
+    client: "Client"
+
+
+@dataclass(frozen=True, slots=True)
+class UserChanged:
+    """A registered client's user, host or real name changed (CHGHOST, SETNAME)."""
+
     client: "Client"
 
 

@@ -221,10 +221,13 @@ def test_two_nodes_are_one_network(nodes):
     assert _until(alice, "PRIVMSG")[-1] == echo
     assert _relayed(alice, "NOTICE bob :hello from a", bob) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
 
-    # WHOIS and LUSERS see the other node's users
+    # WHOIS and LUSERS see the other node's users (with the real name alice set on a)
+    alice.send("SETNAME :Alice A.")
+    alice.send("PRIVMSG carol :renamed")  # after the SETNAME on the way from a to b
+    _until(carol, "PRIVMSG")
     carol.send("WHOIS alice")
     whois = _lines(carol)
-    assert whois[0] == ":b.test 311 carol alice alice 127.0.0.1 * alice"
+    assert whois[0] == ":b.test 311 carol alice alice 127.0.0.1 * :Alice A."
     assert [ln for ln in whois if " 312 " in ln] == [":b.test 312 carol alice a.test :pircd IRC server"]
     assert whois[-1] == ":b.test 318 carol alice :End of /WHOIS list"
     carol.send("LUSERS")

@@ -29,6 +29,7 @@ from ircd.events import (
     Quit,
     Registered,
     TopicChanged,
+    UserChanged,
     UserModeChanged,
 )
 from ircd.state.client import Client
@@ -82,7 +83,7 @@ class Replica:
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
                          (AwayChanged, self._away), (LoggedIn, self._account), (LoggedOut, self._account),
                          (TopicChanged, self._channel_changed), (ChannelModeChanged, self._channel_changed),
-                         (UserModeChanged, self._umode)):
+                         (UserModeChanged, self._umode), (UserChanged, self._user_changed)):
             events.subscribe(kind, fn)
         server.cap_change_hooks.append(self._caps)
 
@@ -154,6 +155,12 @@ class Replica:
     def _umode(self, ev: UserModeChanged) -> None:
         if ev.client.id in self.local:
             self.link.broadcast({"op": "umode", "id": ev.client.id, "modes": "".join(sorted(ev.client.modes))})
+
+    def _user_changed(self, ev: UserChanged) -> None:
+        client = ev.client
+        if client.id in self.local:
+            self.link.broadcast({"op": "ident", "id": client.id, "user": client.user, "host": client.host,
+                                 "realname": client.realname})
 
     def _caps(self, client: Client, old: int, new: int) -> None:
         if client.id in self.local:
@@ -389,6 +396,12 @@ class Replica:
         if client is not None:
             self.remote.set_modes(client, op["modes"])
 
+    def _ident_op(self, op: dict[str, Any]) -> None:
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is not None:
+            client.user, client.host, client.realname = op["user"], op["host"], op["realname"]
+            client.update_prefix()
+
     def _caps_op(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
         if client is not None:
@@ -426,7 +439,7 @@ _APPLY = {
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
     "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan, "kill": Replica._kill,
-    "umode": Replica._umode_op,
+    "umode": Replica._umode_op, "ident": Replica._ident_op,
 }
 
 

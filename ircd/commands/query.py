@@ -11,7 +11,7 @@ from ircd.state.channel import prefix_of
 from ircd.commands.registration import refuse_other_server
 from ircd.commands.welcome import VERSION, send_isupport
 from ircd.dispatch import CommandContext, command
-from ircd.events import AwayChanged
+from ircd.events import AwayChanged, UserChanged
 from ircd.proto import numerics as N
 from ircd.proto.glob import Glob
 from ircd.proto.lines import Message
@@ -275,6 +275,8 @@ def handle_setname(ctx: CommandContext, msg: Message) -> None:
     if client.caps & C.SETNAME:
         reply.relay(relay)
     server.delivery.relay(server.state.peers_with_cap(client, C.SETNAME), relay)
+    if server.events.wants(UserChanged):
+        server.events.publish(UserChanged(client))
 
 
 def change_host(server: "Server", client: "Client", user: str, host: str) -> None:
@@ -303,6 +305,8 @@ def change_host(server: "Server", client: "Client", user: str, host: str) -> Non
                 mode = server.relay_from_prefix(server.name, client, "MODE", channel.name, "+" + modes,
                                                 *([client.nick] * len(modes)))
                 server.delivery.relay(targets, mode)
+    if server.events.wants(UserChanged):
+        server.events.publish(UserChanged(client))
 
 
 @command("VERSION")
