@@ -333,6 +333,12 @@ def test_a_login_after_registration_is_seen_on_the_other_node(nodes):
     _until(carol, "PRIVMSG")
     carol.send("WHOIS guest")
     assert ":b.test 330 carol guest olive :is logged in as" in _lines(carol)
+    # a private channel made on a is as invisible on b to those not in it
+    guest.send("JOIN #olive/den")
+    guest.send("PRIVMSG carol :made #olive/den")  # after the JOIN on the way from a to b
+    _until(carol, "PRIVMSG")
+    carol.send("NAMES #olive/den")
+    assert _lines(carol) == [":b.test 366 carol #olive/den :End of /NAMES list"]
     carol.close()
     guest.close()
 

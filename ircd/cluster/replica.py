@@ -116,7 +116,10 @@ class Replica:
     def _joined(self, ev: Joined) -> None:
         if ev.client.id in self.local:
             modes = ev.channel.members.get(ev.client, "")
-            self.link.broadcast({"op": "join", "id": ev.client.id, "chan": ev.channel.name, "modes": modes})
+            op = {"op": "join", "id": ev.client.id, "chan": ev.channel.name, "modes": modes}
+            if ev.created:  # with the modes it was created with (PIRCAN's private channels: +P)
+                op["state"] = snapshot(ev.channel, self.identity)
+            self.link.broadcast(op)
 
     def _parted(self, ev: Parted) -> None:
         self._left(ev.client, ev.channel)
@@ -356,6 +359,8 @@ class Replica:
             return
         channel.add_member(client, op["modes"])
         client.channels[folded] = channel
+        if "state" in op:  # in the same step: the channel is never seen here without its modes
+            apply_snapshot(channel, op["state"], self.identity)
         if tell:
             netjoin(server, client, channel, [m for m in channel.members if m.id in self.local])
 
