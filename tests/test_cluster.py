@@ -289,23 +289,30 @@ def test_two_nodes_are_one_network(nodes):
         client.close()
 
 
-def test_a_node_killed_leaves_with_a_netsplit_and_frees_its_nicks(nodes):
-    """kill -9 of a node: the others stop hearing its heartbeat, its users leave their channels
-    with a netsplit QUIT, and its nicks are free again."""
-    url, a, b = nodes
-    alice = IRCClient(a.port, timeout=30)
+def _alice_and_bob_in_c(a: ServerProcess, b: ServerProcess) -> tuple[IRCClient, IRCClient]:
+    """alice on a and bob on b in #c, alice watching bob (MONITOR); clients that wait up to a
+    minute for a line (a node gives another up after seconds of silence)."""
+    alice = IRCClient(a.port, timeout=60)
     alice.register("alice")
     alice.send("JOIN #c")
     _lines(alice)
     alice.send("MONITOR + bob")
     assert _lines(alice)[-1:] == [":a.test 731 alice bob"]
-    bob = IRCClient(b.port)
+    bob = IRCClient(b.port, timeout=60)
     bob.register("bob")
     _until(alice, "730")  # a knows of bob
     alice.send("PRIVMSG bob :join #c")  # after alice's JOIN on the way from a to b
     _until(bob, "PRIVMSG")
     bob.send("JOIN #c")
     assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    return alice, bob
+
+
+def test_a_node_killed_leaves_with_a_netsplit_and_frees_its_nicks(nodes):
+    """kill -9 of a node: the others stop hearing its heartbeat, its users leave their channels
+    with a netsplit QUIT, and its nicks are free again."""
+    url, a, b = nodes
+    alice, bob = _alice_and_bob_in_c(a, b)
     b.kill9()
     assert _until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
     assert _lines(alice) == [":a.test 731 alice bob"]
@@ -343,10 +350,8 @@ def test_a_login_after_registration_is_seen_on_the_other_node(nodes):
     guest.close()
 
 
-def test_an_agent_has_one_connection_across_nodes(nodes):
-    """An agent logging in on b while connected on a: a closes the old connection (ERROR, QUIT to
-    its peers), b's connection holds the nick, on both nodes."""
-    url, a, b = nodes
+def _agent_and_watcher(url: str, b: ServerProcess) -> IRCClient:
+    """The agent bot1 (password bot1-pw-93157) of olive, and dan on node b watching it (MONITOR)."""
     assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
     assert cli("account", "add", "bot1", "--kind", "agent", "--owner", "olive", "--password-stdin", "--db", url,
                stdin="bot1-pw-93157\n").returncode == 0
@@ -354,6 +359,14 @@ def test_an_agent_has_one_connection_across_nodes(nodes):
     dan.register("dan")
     dan.send("MONITOR + bot1")
     assert _lines(dan)[-1:] == [":b.test 731 dan bot1"]
+    return dan
+
+
+def test_an_agent_has_one_connection_across_nodes(nodes):
+    """An agent logging in on b while connected on a: a closes the old connection (ERROR, QUIT to
+    its peers), b's connection holds the nick, on both nodes."""
+    url, a, b = nodes
+    dan = _agent_and_watcher(url, b)
     old = IRCClient(a.port)
     old.login("bot1", "bot1-pw-93157")
     old.send("JOIN #c")
@@ -384,13 +397,7 @@ def test_an_always_on_agent_stays_on_the_network_and_its_end_reaches_every_node(
     """An agent is always-on (the default): when its connection on a closes, b still has it; when
     the identity ends on a without a connection (the account suspended), b forgets it too."""
     url, a, b = nodes
-    assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
-    assert cli("account", "add", "bot1", "--kind", "agent", "--owner", "olive", "--password-stdin", "--db", url,
-               stdin="bot1-pw-93157\n").returncode == 0
-    dan = IRCClient(b.port)
-    dan.register("dan")
-    dan.send("MONITOR + bot1")
-    assert _lines(dan)[-1:] == [":b.test 731 dan bot1"]
+    dan = _agent_and_watcher(url, b)
     bot = IRCClient(a.port)
     bot.login("bot1", "bot1-pw-93157")
     assert _until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
@@ -473,19 +480,7 @@ def test_nats_restarting_splits_the_nodes_and_joins_them_again(nodes, nats):
     port: the nodes find each other again, the users rejoin their channels with a JOIN, and the
     channel carries messages across again."""
     url, a, b = nodes
-    alice = IRCClient(a.port, timeout=60)
-    alice.register("alice")
-    alice.send("JOIN #c")
-    _lines(alice)
-    alice.send("MONITOR + bob")
-    _lines(alice)
-    bob = IRCClient(b.port, timeout=60)
-    bob.register("bob")
-    _until(alice, "730")
-    alice.send("PRIVMSG bob :join #c")  # after alice's JOIN on the way from a to b
-    _until(bob, "PRIVMSG")
-    bob.send("JOIN #c")
-    assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    alice, bob = _alice_and_bob_in_c(a, b)
     nats[0].stop()
     assert _until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
     assert _until(bob, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :*.net *.split"

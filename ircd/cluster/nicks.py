@@ -70,8 +70,9 @@ class NickClaims:
             if result is not None:
                 await result
         self._release_unheld(folded)  # refused after all, or the client is gone
-        if old != folded:
-            self._release_unheld(old)
+        if old and old != folded and server.state.nick_holder(old) is None:
+            # the old nick's row is gone when NICK is answered (a write after every earlier one)
+            await server.store.write(release_nick, old, self.node)
 
     def _quit(self, ev: Quit) -> None:
         self._release_unheld(ev.client.nick_folded)
