@@ -263,6 +263,11 @@ def test_two_nodes_are_one_network(nodes):
     assert re.fullmatch(r":b\.test 333 bob #c alice!alice@127\.0\.0\.1 \d+", got[1])
     assert got[2] == ":b.test 324 bob #c +mnt"
     assert _names(bob) == ":b.test 353 bob = #c :@alice +bob"
+    bob.send("WHO #c")
+    assert [_bare(ln) for ln in _lines(bob)] == [
+        ":b.test 352 bob #c alice 127.0.0.1 a.test alice H@ :0 Alice A.",
+        ":b.test 352 bob #c bob 127.0.0.1 b.test bob H+ :0 bob",
+        ":b.test 315 bob #c :End of WHO list"]
     assert _relayed(bob, "PRIVMSG #c :voiced now", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :voiced now"
     alice.send("@+typing=active TAGMSG #c")  # client tags cross too
     tagmsg = _until(bob, "TAGMSG")[-1]

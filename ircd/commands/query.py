@@ -40,7 +40,8 @@ def _who_reply(ctx: CommandContext, target: "Client", channel: "Channel | None",
     server, reply = ctx.server, ctx.reply
     chan_name = channel.name if channel is not None else "*"
     if whox is None:
-        reply.numeric(N.RPL_WHOREPLY, chan_name, target.user, target.host, server.name, target.nick,
+        where = server.server_of(target)[0]
+        reply.numeric(N.RPL_WHOREPLY, chan_name, target.user, target.host, where, target.nick,
                       who_flags(target, channel, ctx.client), f"0 {target.realname}")
         return
     values = []
@@ -58,7 +59,7 @@ def _who_reply(ctx: CommandContext, target: "Client", channel: "Channel | None",
         elif field == "h":
             values.append(target.host)
         elif field == "s":
-            values.append(server.name)
+            values.append(server.server_of(target)[0])
         elif field == "n":
             values.append(target.nick)
         elif field == "f":
