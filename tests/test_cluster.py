@@ -91,9 +91,9 @@ def test_a_node_that_cannot_reach_nats_does_not_start(tmp_path):
 
 
 def test_ids_of_two_nodes_never_meet():
-    """Nodes sharing a database put their number in the ids' low bits: in one millisecond (a
-    frozen clock) two nodes' ids differ, and each node's keep increasing, also after an id of
-    the other node was observed (a restart reading the newest stored id)."""
+    """Nodes sharing a database put their number in the top bits of the ids' sequence: in one
+    millisecond (a frozen clock) two nodes' ids differ, and each node's keep increasing, also
+    after an id of the other node was observed (a restart reading the newest stored id)."""
     from ircd.proto.msgid import IdGenerator
 
     gens = [IdGenerator(lambda: 1_700_000_000.0) for _ in range(2)]
@@ -101,10 +101,12 @@ def test_ids_of_two_nodes_never_meet():
         gen.set_node(number, 8)
     made = [[gen.next_int() for _ in range(300)] for gen in gens]
     assert not set(made[0]) & set(made[1])
-    assert all(i & 0xFF == n for n, ids in enumerate(made) for i in ids)
+    assert all((i >> 14) & 0xFF == n for n, ids in enumerate(made) for i in ids)
     assert all(ids == sorted(ids) and len(set(ids)) == 300 for ids in made)
-    gens[0].observe(made[1][-1])
+    gens[0].observe(made[1][-1])  # above node 0's band: node 0 goes on after it
     assert gens[0].next_int() > made[1][-1]
+    gens[1].observe(made[0][-1])  # below node 1's band: nothing to do
+    assert gens[1].next_int() > made[1][-1]
     with pytest.raises(ValueError):
         gens[0].set_node(256, 8)
 
@@ -212,12 +214,12 @@ def test_two_nodes_are_one_network(nodes):
         ("alice", "a"), ("bob", "b"), ("carol", "b"), ("dave", "a")]
 
     # a direct message to a user of the other node, with one msgid and server-time on both;
-    # the msgid's low bits are b's number (a started first: 0, b: 1)
+    # the msgid's sequence starts with b's number (a started first: 0, b: 1)
     assert dbs.rows(url, "SELECT node, number FROM cluster_nodes ORDER BY node") == [("a", 0), ("b", 1)]
     bob.send("PRIVMSG alice :hello from b")
     echo = _until(bob, "PRIVMSG")[-1]
     match = re.fullmatch(r"@msgid=(\S+);time=\S+ :bob!bob@127\.0\.0\.1 PRIVMSG alice :hello from b", echo)
-    assert match is not None and int(match.group(1), 16) & 0xFF == 1
+    assert match is not None and (int(match.group(1), 16) >> 14) & 0xFF == 1
     assert _until(alice, "PRIVMSG")[-1] == echo
     assert _relayed(alice, "NOTICE bob :hello from a", bob) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
 

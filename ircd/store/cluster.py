@@ -7,7 +7,7 @@ a time), so a node that owns a row may give the nick to any of its clients. A no
 starts drops the rows of its previous run (its clients are gone).
 
 Each node also has a number for good (``cluster_nodes``), the lowest free one when its name
-is first seen: it goes into the low bits of the ids the node makes (msgids, which are the
+is first seen: it goes into the top bits of the sequence of the ids the node makes (msgids, the
 history's and PIRCAN's keys), so ids made by two nodes in one millisecond differ.
 """
 
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 CLUSTER_TRACK = "cluster"
-NODE_BITS = 8  # a node's number in its msgids' low bits (ircd.proto.msgid): up to 256 nodes
+NODE_BITS = 8  # a node's number atop its msgids' sequence (ircd.proto.msgid): up to 256 nodes
 
 _STEP1 = """
     CREATE TABLE cluster_nicks (
