@@ -31,6 +31,10 @@ def build_server(
     server = Server(config)
     server.config_path = config_path
     attach_store(server)
+    if config.cluster is not None:
+        from ircd.cluster import attach
+
+        attach(server)
     if reload is not None:
 
         def reload_config() -> None:
@@ -169,6 +173,11 @@ def check_files(config: Config) -> None:
             problems.append(("server.tls_cert", f"cannot use {server.tls_cert} with {files}: {reason}"))
     from ircd.store.dialect import is_url
 
+    if config.cluster is not None and not is_url(server.db):
+        problems.append(("cluster", "needs a PostgreSQL server.db (postgresql://...): the nodes share one "
+                                    "database, and a SQLite file belongs to one process"))
+    if config.cluster is not None and importlib.util.find_spec("nats") is None:
+        problems.append(("cluster", "needs the NATS client: pip install 'pircd[cluster]' (nats-py)"))
     directory = os.path.dirname(os.path.abspath(server.db))
     if is_url(server.db):
         pass  # a PostgreSQL database: whether it can be reached is found at start-up

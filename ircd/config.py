@@ -328,9 +328,27 @@ class OperBlock(_Section):
         return value
 
 
+class ClusterSection(_Section):
+    """Several pircd processes as one network (docs/scaling.md): this node's name, the NATS
+    servers the nodes talk through, and the network's name on them. Needs PostgreSQL
+    (``ircd.app.check_files``): the nodes share one database."""
+
+    node: str = Field(pattern=r"^[A-Za-z0-9_-]{1,32}$")  # a NATS subject token: no dots, spaces or wildcards
+    nats: list[str] = Field(min_length=1)
+    network: str = Field(default="pircd", pattern=r"^[A-Za-z0-9_-]{1,32}$")
+
+    @field_validator("nats")
+    @classmethod
+    def _check_nats(cls, value: list[str]) -> list[str]:
+        for url in value:
+            if not url.startswith(("nats://", "tls://")) or not url.split("://", 1)[1]:
+                raise ValueError(f"{url!r} is not a nats://HOST:PORT or tls://HOST:PORT URL")
+        return value
+
+
 def _core_sections() -> set[str]:
     return {"server", "admin", "limits", "timeouts", "flood", "connections", "log", "opers", "storage",
-            "accounts", "channels", "history", "http", "metadata"}
+            "accounts", "channels", "history", "http", "metadata", "cluster"}
 
 
 class Config(BaseModel):
@@ -349,6 +367,7 @@ class Config(BaseModel):
     history: HistorySection = HistorySection()
     http: HttpSection = HttpSection()
     metadata: MetadataSection = MetadataSection()
+    cluster: ClusterSection | None = None  # None: one node, exactly as without clustering
     opers: list[OperBlock] = []
     extensions: dict[str, dict[str, Any]] = {}
 

@@ -38,6 +38,8 @@ __all__ = [
     "LoggedIn",
     "LoggedOut",
     "AwayChanged",
+    "UserModeChanged",
+    "UserChanged",
     "ChannelDestroyed",
     "ChannelRenamed",
     "Rehashed",
@@ -209,6 +211,20 @@ class LoggedOut:
 
 @dataclass(frozen=True, slots=True)
 class AwayChanged:
+    client: "Client"
+
+
+@dataclass(frozen=True, slots=True)
+class UserChanged:
+    """A registered client's user, host or real name changed (CHGHOST, SETNAME)."""
+
+    client: "Client"
+
+
+@dataclass(frozen=True, slots=True)
+class UserModeChanged:
+    """A registered client's user modes changed (MODE, OPER); ``client.modes`` holds the new ones."""
+
     client: "Client"
 
 

@@ -72,6 +72,8 @@ class Server:
         # the test harness runs them to completion in place
         self.spawner: Callable[[Awaitable[Any]], Any] | None = None
         self.clients: set[Client] = set()  # this process's connections
+        # a node of a cluster: what acts on users of other nodes (ircd.cluster.replica.Replica)
+        self.remote_users: Any = None
         self.admission = Admission(config, clock, self.clients.__len__)
         self.isupport_extra: dict[str, str | None] = {}
         self.extensions: list[Any] = []
@@ -176,6 +178,8 @@ class Server:
             old, new = getattr(getattr(self.config, section), key), getattr(getattr(config, section), key)
             if old != new:
                 raise ValueError(f"{section}.{key} cannot change while the server runs (restart instead)")
+        if config.cluster != self.config.cluster:  # the node's links are made at start-up
+            raise ValueError("cluster cannot change while the server runs (restart instead)")
         from ircd.commands.cap import announce_cap_changes, cap_snapshot
 
         before = cap_snapshot(self)
@@ -349,8 +353,25 @@ class Server:
             return
         if client.closing:
             return
+        if self.remote_users is not None and client not in self.clients:  # a user of another node
+            self.remote_users.disconnect(client, reason, quit_message)
+            return
         self.delivery.close(client, format_line("ERROR", [f"Closing link: {client.host} ({reason})"]))
         self.forget(client, quit_message if quit_message is not None else reason)
+
+    def server_of(self, client: Client) -> tuple[str, str]:
+        """The name and description of the server ``client`` is on (WHOIS): this one, or on a
+        node of a cluster the node holding its connection."""
+        if self.remote_users is not None and not self.is_here(client):
+            found: tuple[str, str] | None = self.remote_users.server_of(client)
+            if found is not None:
+                return found
+        return self.name, self.config.server.description
+
+    def is_here(self, client: Client) -> bool:
+        """Whether ``client`` is this process's (a connection, or an always-on identity), rather
+        than a user of another node of a cluster (``ircd.cluster``)."""
+        return self.remote_users is None or client in self.clients or client.detached
 
     def connection_lost(self, client: Client) -> None:
         """The socket closed under us (peer hung up, reset)."""

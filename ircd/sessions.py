@@ -83,6 +83,7 @@ class SessionManager:
             and holder.account_folded == account
             and holder.registered
             and (holder.detached or self.multiclient(client))
+            and self.server.is_here(holder)  # a connection on another node of a cluster is not shared
         )
 
     def multiclient(self, client: Client) -> bool:

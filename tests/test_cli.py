@@ -174,13 +174,13 @@ def test_account_add_without_a_terminal_names_password_stdin(tmp_path):
 
 
 def test_a_table_no_extension_reads_is_refused_by_serve_and_check_config(tmp_path):
-    """A typo'd or foreign table ([pircann], [cluster]) is named, by both commands; [pircan] is the
+    """A typo'd or foreign table ([pircann], [clustre]) is named, by both commands; [pircan] is the
     extension's own (declared with api.config), and without the extension enabled it is unknown too."""
     cases = {
         "[pircann]\nguests_may_join = true\n": ["  pircann: unknown table (no enabled extension reads it)"],
-        "[cluster]\nx = 1\n[bogus]\n": [
+        "[clustre]\nx = 1\n[bogus]\n": [
             "  bogus: unknown table (no enabled extension reads it)",
-            "  cluster: unknown table (no enabled extension reads it)",
+            "  clustre: unknown table (no enabled extension reads it)",
         ],
         '[server]\nextensions = []\n[pircan]\nguests_may_join = true\n': [
             "  pircan: unknown table (no enabled extension reads it)"

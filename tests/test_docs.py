@@ -15,6 +15,7 @@ from __future__ import annotations
 import pkgutil
 import re
 import tomllib
+import types
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,8 @@ def _core_models() -> dict[str, type[BaseModel]]:
         annotation = field.annotation
         if name in _LIST_SECTIONS:
             annotation = annotation.__args__[0]  # type: ignore[union-attr]
+        if isinstance(annotation, types.UnionType):  # a table that may be absent ([cluster])
+            annotation = next(a for a in annotation.__args__ if a is not type(None))
         models[name] = annotation  # type: ignore[assignment]
     return models
 

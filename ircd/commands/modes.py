@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ircd.state.channel import EXTBAN_MUTE, Channel, normalize_mask
 from ircd.commands.channel import no_such_channel
 from ircd.dispatch import CommandContext, command
-from ircd.events import ChannelModeChanged
+from ircd.events import ChannelModeChanged, UserModeChanged
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message
 from ircd.proto.modes import ALWAYS, FLAG, LIST, PREFIX, SET_ONLY, ModeChange, format_changes, parse_modes
@@ -95,6 +95,8 @@ def user_mode(ctx: CommandContext, msg: Message) -> None:
     if applied:
         modestr, _ = format_changes(applied)
         reply.send("MODE", client.nick, modestr, source=client.prefix)
+        if server.events.wants(UserModeChanged):
+            server.events.publish(UserModeChanged(client))
 
 
 def send_list(ctx: CommandContext, channel: Channel, which: str) -> None:

@@ -8,6 +8,7 @@ from ircd import passwords
 from ircd.logins import login_limits, throttled_text
 from ircd.config import OperBlock
 from ircd.dispatch import CommandContext, command
+from ircd.events import UserModeChanged
 from ircd.logins import source_of
 from ircd.proto import numerics as N
 from ircd.proto.lines import Message, mask_matches
@@ -52,6 +53,8 @@ async def handle_oper(ctx: CommandContext, msg: Message) -> None:
     if "o" not in client.modes:
         client.modes.add("o")
         server.state.oper_count += 1
+        if server.events.wants(UserModeChanged):
+            server.events.publish(UserModeChanged(client))
     client.oper_name = name
     log.info("oper id=%d nick=%s name=%s", client.id, client.nick, name)
     reply.numeric(N.RPL_YOUREOPER, "You are now an IRC operator")

@@ -11,7 +11,7 @@ from ircd.state.channel import prefix_of
 from ircd.commands.registration import refuse_other_server
 from ircd.commands.welcome import VERSION, send_isupport
 from ircd.dispatch import CommandContext, command
-from ircd.events import AwayChanged
+from ircd.events import AwayChanged, UserChanged
 from ircd.proto import numerics as N
 from ircd.proto.glob import Glob
 from ircd.proto.lines import Message
@@ -40,7 +40,8 @@ def _who_reply(ctx: CommandContext, target: "Client", channel: "Channel | None",
     server, reply = ctx.server, ctx.reply
     chan_name = channel.name if channel is not None else "*"
     if whox is None:
-        reply.numeric(N.RPL_WHOREPLY, chan_name, target.user, target.host, server.name, target.nick,
+        where = server.server_of(target)[0]
+        reply.numeric(N.RPL_WHOREPLY, chan_name, target.user, target.host, where, target.nick,
                       who_flags(target, channel, ctx.client), f"0 {target.realname}")
         return
     values = []
@@ -58,7 +59,7 @@ def _who_reply(ctx: CommandContext, target: "Client", channel: "Channel | None",
         elif field == "h":
             values.append(target.host)
         elif field == "s":
-            values.append(server.name)
+            values.append(server.server_of(target)[0])
         elif field == "n":
             values.append(target.nick)
         elif field == "f":
@@ -164,7 +165,7 @@ def handle_whois(ctx: CommandContext, msg: Message) -> None:
         chunk.append(name)
     if chunk:
         reply.numeric(N.RPL_WHOISCHANNELS, tn, " ".join(chunk))
-    reply.numeric(N.RPL_WHOISSERVER, tn, server.name, server.config.server.description)
+    reply.numeric(N.RPL_WHOISSERVER, tn, *server.server_of(target))
     if target.away is not None:
         reply.numeric(N.RPL_AWAY, tn, target.away)
     if target.is_oper:
@@ -275,6 +276,8 @@ def handle_setname(ctx: CommandContext, msg: Message) -> None:
     if client.caps & C.SETNAME:
         reply.relay(relay)
     server.delivery.relay(server.state.peers_with_cap(client, C.SETNAME), relay)
+    if server.events.wants(UserChanged):
+        server.events.publish(UserChanged(client))
 
 
 def change_host(server: "Server", client: "Client", user: str, host: str) -> None:
@@ -303,6 +306,8 @@ def change_host(server: "Server", client: "Client", user: str, host: str) -> Non
                 mode = server.relay_from_prefix(server.name, client, "MODE", channel.name, "+" + modes,
                                                 *([client.nick] * len(modes)))
                 server.delivery.relay(targets, mode)
+    if server.events.wants(UserChanged):
+        server.events.publish(UserChanged(client))
 
 
 @command("VERSION")

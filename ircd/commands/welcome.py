@@ -82,10 +82,11 @@ def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, in
     # running counts: LUSERS is part of every registration, so it must not walk all clients
     total = server.state.registered_count
     invisible = server.state.invisible_count
-    # registered connections: the users, less always-on ones without a connection, plus the
-    # connections that share a user's nick (ircd.sessions)
+    # registered connections: the users, less always-on ones without a connection and users of
+    # other nodes of a cluster, plus the connections that share a user's nick (ircd.sessions)
     sessions = server.sessions
-    unknown = len(server.clients) - (total - len(sessions.ghosts) + sessions.shadows)
+    connected = total - server.state.remote_count - len(sessions.ghosts) + sessions.shadows
+    unknown = len(server.clients) - connected
     server.max_clients_seen = max(server.max_clients_seen, total)
     exists = server.visibility.channel_exists_for
     # channels hidden from this client (PIRCAN private channels) are not counted either

@@ -39,6 +39,7 @@ class NetworkState(Protocol):
     registered_count: int
     invisible_count: int
     oper_count: int
+    remote_count: int  # of the registered users, those of other nodes of a cluster
     whowas_limit: int
 
     # nicks

@@ -42,6 +42,7 @@ class LocalState:
         self.registered_count = 0  # registered clients, and those of them with +i (for LUSERS)
         self.invisible_count = 0
         self.oper_count = 0
+        self.remote_count = 0  # of the registered: users of other nodes of a cluster (ircd.state.cluster)
 
     # nicks ---------------------------------------------------------------
 
