@@ -663,6 +663,22 @@ _DIRECT_METRICS = (
 # 3. connections
 
 
+def _registration_rates(registered: int, usage: dict[str, Any]) -> dict[str, float]:
+    """Registrations per second and the server's CPU per registration (connections, storm)."""
+    return {
+        "reg_per_s": registered / usage["wall_s"],
+        "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
+        "sys_us_per_reg": 1e6 * usage["server_sys_s"] / max(registered, 1),
+    }
+
+
+_REGISTRATION_METRICS = (
+    Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
+    Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
+    Metric("sys_us_per_reg", "  of which system (kernel)", "{:.0f}", "lower"),
+)
+
+
 async def connections(target: Target, n: int, concurrency: int = 200, hold: float = 3.0) -> dict[str, Any]:
     """Register ``n`` clients (``concurrency`` at a time), hold them idle, measure RSS."""
     clients: list[IRCClient] = []
@@ -691,9 +707,7 @@ async def connections(target: Target, n: int, concurrency: int = 200, hold: floa
             "first_error": repr(errors[0]) if errors else None,
             "retries": len(retries),
             "first_retry": retries[0] if retries else None,
-            "reg_per_s": registered / usage["wall_s"],
-            "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
-            "sys_us_per_reg": 1e6 * usage["server_sys_s"] / max(registered, 1),
+            **_registration_rates(registered, usage),
             "rss_base_mib": before.rss_kib / 1024,
             "rss_held_mib": held.rss_kib / 1024,
             "rss_kib_per_conn": (held.rss_kib - before.rss_kib) / max(registered, 1),
@@ -704,9 +718,7 @@ async def connections(target: Target, n: int, concurrency: int = 200, hold: floa
 
 
 _CONNECTIONS_METRICS = (
-    Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
-    Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
-    Metric("sys_us_per_reg", "  of which system (kernel)", "{:.0f}", "lower"),
+    *_REGISTRATION_METRICS,
     Metric("rss_kib_per_conn", "RSS KiB/idle connection", "{:.1f}", "lower"),
     Metric("rss_held_mib", "RSS with all held (MiB)", "{:.0f}", "lower"),
     Metric("retries", "connections retried (reset, refused)", "{:.0f}", "lower"),
@@ -857,9 +869,7 @@ async def storm(target: Target, n: int, bystanders: int, quiet: float = 1.0, tim
             "errors": len(errors) + len(seen["errors"]),
             "first_error": repr(errors[0]) if errors else (seen["errors"] or [None])[0],
             "retries": len(retries),
-            "reg_per_s": registered / usage["wall_s"],
-            "cpu_us_per_reg": 1e6 * usage["server_cpu_s"] / max(registered, 1),
-            "sys_us_per_reg": 1e6 * usage["server_sys_s"] / max(registered, 1),
+            **_registration_rates(registered, usage),
             "quiet_p50_ms": quiet_p50,
             "quiet_p99_ms": quiet_p99,
             "p50_ms": p50,
@@ -873,9 +883,7 @@ async def storm(target: Target, n: int, bystanders: int, quiet: float = 1.0, tim
 
 
 _STORM_METRICS = (
-    Metric("reg_per_s", "registrations/s", "{:,.0f}", "higher"),
-    Metric("cpu_us_per_reg", "server CPU us/registration", "{:.0f}", "lower"),
-    Metric("sys_us_per_reg", "  of which system (kernel)", "{:.0f}", "lower"),
+    *_REGISTRATION_METRICS,
     Metric("quiet_p50_ms", "bystander PING p50 before (ms)", "{:.2f}", "lower"),
     Metric("quiet_p99_ms", "bystander PING p99 before (ms)", "{:.2f}", "lower"),
     Metric("p50_ms", "bystander PING p50 during the storm (ms)", "{:.2f}", "lower"),
