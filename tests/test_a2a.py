@@ -34,8 +34,7 @@ from a2a.utils.errors import (
 from google.protobuf.json_format import MessageToDict
 
 from tests import dbs
-from tests.harness import config
-from tests.live import LiveServer
+from tests.live import LiveServer, pircan_server
 from tests.test_mcp import PASSWORD, call, irc, login, mcp, run, srv, token_for  # noqa: F401 - fixtures
 
 BIG = "résumé " * 5000  # 40,000 bytes: more than any IRC line
@@ -44,11 +43,7 @@ BIG = "résumé " * 5000  # 40,000 bytes: more than any IRC line
 @contextlib.contextmanager
 def live(tmp_path: Any, http: dict[str, Any] | None = None, **pircan: Any) -> Iterator[LiveServer]:
     """A server like the ``srv`` fixture's, with these ``[pircan]`` (and ``[http]``) settings."""
-    server = LiveServer(config(server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-                               storage={"durability": "normal"}, flood={"enabled": False},
-                               pircan={"http_calls_burst": 10_000, **pircan},
-                               http=http or {}),
-                        db=str(tmp_path / "pircd.db")).start()
+    server = pircan_server(tmp_path, pircan=pircan, http=http or {})
     try:
         run(server, server.server.accounts.create("olive", PASSWORD, kind="person", owner=None))
         for name in ("alice", "bob", "carol"):

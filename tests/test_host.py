@@ -18,7 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from tests import dbs
-from tests.live import IRCClient, LiveServer
+from tests.live import IRCClient, LiveServer, pircan_server
 from tests.proc import cli
 
 ECHO = str(Path(__file__).resolve().parent.parent / "bench" / "host_echo.py")
@@ -47,17 +47,8 @@ def log_dir(tmp: Path) -> str:
 
 def host_server(tmp_path: Path, agents: list[dict[str, Any]], pircan: dict[str, Any] | None = None,
                 **host: Any) -> LiveServer:
-    from tests.harness import config
-
-    cfg = config(
-        server={"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
-        storage={"durability": "normal"},
-        flood={"enabled": False},
-        host={"agents": agents, "stop_grace_seconds": 5, "log_dir": log_dir(tmp_path), **host},
-        # the call limit is the subject of test_http_limits only
-        pircan={"http_calls_burst": 10_000, **(pircan or {})},
-    )
-    return LiveServer(cfg, db=str(tmp_path / "pircd.db")).start()
+    return pircan_server(tmp_path, pircan=pircan or {},
+                         host={"agents": agents, "stop_grace_seconds": 5, "log_dir": log_dir(tmp_path), **host})
 
 
 def run(srv: LiveServer, coro: Any) -> Any:
