@@ -467,6 +467,47 @@ class ExtensionAPI:
         """The registered connections logged in to an account (empty: the account is not visible)."""
         return list(self._server.state.account_clients(account_folded))
 
+    def local_clients_for_account(self, account_folded: str) -> list[Client]:
+        """The account's connections held by this process: on a node of a cluster, without
+        the other nodes' users (which those nodes serve); alone, ``clients_for_account``."""
+        server = self._server
+        clients = server.state.account_clients(account_folded)
+        if server.remote_users is None:
+            return list(clients)
+        return [c for c in clients if server.is_here(c)]
+
+    # several nodes (docs/scaling.md) -------------------------------------
+
+    @property
+    def node(self) -> str | None:
+        """This node's name in a cluster; None for a server on its own."""
+        cluster = self._server.config.cluster
+        return None if cluster is None else cluster.node
+
+    def is_here(self, client: Client) -> bool:
+        """``client`` is this process's, not a user of another node of a cluster."""
+        return self._server.is_here(client)
+
+    def on_node_message(self, kind: str, handler: Callable[[str, dict[str, Any]], None]) -> None:
+        """``handler(node, data)`` gets what other nodes ``publish`` under ``kind`` (one
+        extension per kind; never called without a cluster)."""
+        handlers = self._server.cluster_handlers
+        if kind in handlers:
+            raise ValueError(f"node message kind {kind!r} is taken")
+        handlers[kind] = handler
+
+    def on_node_change(self, handler: Callable[[str, bool], None]) -> None:
+        """``handler(node, up)``: a node joined the network (it has this node's users; tell
+        it what it should know) or was given up (its clients are gone)."""
+        self._server.cluster_peer_hooks.append(handler)
+
+    def publish(self, kind: str, data: dict[str, Any], node: str | None = None) -> None:
+        """Tell the other nodes (``node``: that one only). JSON-serialisable data; in order
+        with this node's other changes and lines; nothing without a cluster."""
+        replica = self._server.remote_users
+        if replica is not None:
+            replica.publish_ext(kind, data, node)
+
     def is_visible(self, account_folded: str) -> bool:
         return self._server.state.account_online(account_folded)
 

@@ -74,6 +74,10 @@ class Server:
         self.clients: set[Client] = set()  # this process's connections
         # a node of a cluster: what acts on users of other nodes (ircd.cluster.replica.Replica)
         self.remote_users: Any = None
+        # extensions' messages between nodes: kind -> handler(node it came from, data)
+        self.cluster_handlers: dict[str, Callable[[str, dict[str, Any]], None]] = {}
+        # a node joined (True: it has this node's state now) or was given up (False)
+        self.cluster_peer_hooks: list[Callable[[str, bool], None]] = []
         self.admission = Admission(config, clock, self.clients.__len__)
         self.isupport_extra: dict[str, str | None] = {}
         self.extensions: list[Any] = []

@@ -6,6 +6,9 @@ from tests import dbs
 from tests.harness import Harness, config
 from tests.live import IRCClient, LiveServer
 
+# the cluster tests' fixtures (nats, nodes), shared by every tests/test_cluster*.py
+pytest_plugins = ["tests.clusters"]
+
 
 def pytest_report_header(config):
     return f"database: {dbs.BACKEND} (PIRCD_TEST_DB)"

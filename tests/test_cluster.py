@@ -4,22 +4,17 @@ as one network (nicks, direct messages, channels, NAMES, WHOIS, LUSERS)."""
 
 from __future__ import annotations
 
-import functools
-import itertools
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from ircd.proto.lines import parse_line
 from tests import dbs
+from tests.clusters import bare, lines, names, relayed, until
 from tests.live import IRCClient
 from tests.natsd import NatsServer
 from tests.proc import ServerProcess, cli, write_config
 
 _LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d")
-_tokens = itertools.count(1)
 
 
 # the table ---------------------------------------------------------------------------------
@@ -114,101 +109,28 @@ def test_ids_of_two_nodes_never_meet():
 # two nodes -----------------------------------------------------------------------------------
 
 
-@functools.cache
-def _oper_hash() -> str:
-    from ircd.passwords import hash_sync
-
-    return hash_sync("root-pw-5521")
-
-
-@pytest.fixture
-def nats() -> Iterator[list[NatsServer]]:
-    """The NATS server of a test (a list: a test that restarts it puts the new one in)."""
-    servers = [NatsServer()]
-    yield servers
-    servers[-1].stop()
-
-
-@pytest.fixture
-def nodes(tmp_path: Path, nats: list[NatsServer]) -> Iterator[tuple[str, ServerProcess, ServerProcess]]:
-    """NATS, a database of its own, and the nodes a.test and b.test on them."""
-    url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
-    started: list[ServerProcess] = []
-    try:
-        for name in ("a", "b"):
-            directory = tmp_path / name
-            directory.mkdir()
-            config = write_config(directory, server={"name": f"{name}.test", "db": url},
-                                  cluster={"node": name, "nats": [nats[0].url]},
-                                  pircan={"guests_may_join": True})  # users without accounts in #c
-            with config.open("a") as fh:
-                fh.write(f'[[opers]]\nname = "root"\npassword = "{_oper_hash()}"\nhostmask = "*"\n')
-            started.append(ServerProcess(config, "--no-http"))
-        yield url, started[0], started[1]
-    finally:
-        for node in started:
-            node.terminate()
-
-
-def _until(client: IRCClient, command: str, token: str | None = None) -> list[str]:
-    """The raw lines received up to the first ``command`` line (with ``token`` last, if given)."""
-    out = []
-    while True:
-        line = client.read_line()
-        if line is None:
-            raise ConnectionError(f"closed before {command}; got {out!r}")
-        out.append(line)
-        msg = parse_line(line.encode())
-        if msg is not None and msg.command == command and (token is None or msg.params[-1] == token):
-            return out
-
-
-def _bare(line: str) -> str:
-    """A line without its tags (server-time)."""
-    return line.split(" ", 1)[1] if line.startswith("@") else line
-
-
-def _relayed(sender: IRCClient, line: str, to: IRCClient) -> str:
-    """What ``to`` gets (without tags) when ``sender`` sends ``line``."""
-    sender.send(line)
-    return _bare(_until(to, line.split(" ", 1)[0])[-1])
-
-
-def _names(client: IRCClient) -> str:
-    """The first line of NAMES #c (its 353)."""
-    client.send("NAMES #c")
-    return _bare(_lines(client)[0])
-
-
-def _lines(client: IRCClient) -> list[str]:
-    """The raw lines up to the PONG of a fresh token (the PONG left out)."""
-    token = f"c{next(_tokens)}"
-    client.send(f"PING {token}")
-    return _until(client, "PONG", token)[:-1]
-
-
 def test_two_nodes_are_one_network(nodes):
     url, a, b = nodes
     bob = IRCClient(b.port)
     bob.register("bob", ["echo-message", "message-tags", "server-time"])
     bob.send("MONITOR + alice")
-    assert [_bare(ln) for ln in _lines(bob)][-1:] == [":b.test 731 bob alice"]
+    assert [bare(ln) for ln in lines(bob)][-1:] == [":b.test 731 bob alice"]
 
     alice = IRCClient(a.port)
     alice.register("alice", ["message-tags", "server-time"])
     # b learns of alice from a: its MONITOR says she came online
-    assert _bare(_until(bob, "730")[-1]) == ":b.test 730 bob alice!alice@127.0.0.1"
+    assert bare(until(bob, "730")[-1]) == ":b.test 730 bob alice!alice@127.0.0.1"
 
     # one nick on the network: b refuses alice's nick; a claim in the database (a node's
     # client whose arrival the others have not heard of yet) refuses it as well
     carol = IRCClient(b.port)
     carol.send("NICK alice")
-    assert _lines(carol) == [":b.test 433 * alice :Nickname is already in use"]
+    assert lines(carol) == [":b.test 433 * alice :Nickname is already in use"]
     conn = dbs.connect(url)
     conn.execute("INSERT INTO cluster_nicks (folded, node, client, claimed_at) VALUES ('dave', 'a', 999, 0)")
     conn.close()
     carol.send("NICK dave")
-    assert _lines(carol) == [":b.test 433 * dave :Nickname is already in use"]
+    assert lines(carol) == [":b.test 433 * dave :Nickname is already in use"]
     carol.register("carol")
     assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks ORDER BY folded") == [
         ("alice", "a"), ("bob", "b"), ("carol", "b"), ("dave", "a")]
@@ -217,81 +139,81 @@ def test_two_nodes_are_one_network(nodes):
     # the msgid's sequence starts with b's number (a started first: 0, b: 1)
     assert dbs.rows(url, "SELECT node, number FROM cluster_nodes ORDER BY node") == [("a", 0), ("b", 1)]
     bob.send("PRIVMSG alice :hello from b")
-    echo = _until(bob, "PRIVMSG")[-1]
+    echo = until(bob, "PRIVMSG")[-1]
     match = re.fullmatch(r"@msgid=(\S+);time=\S+ :bob!bob@127\.0\.0\.1 PRIVMSG alice :hello from b", echo)
     assert match is not None and (int(match.group(1), 16) >> 14) & 0xFF == 1
-    assert _until(alice, "PRIVMSG")[-1] == echo
-    assert _relayed(alice, "NOTICE bob :hello from a", bob) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
+    assert until(alice, "PRIVMSG")[-1] == echo
+    assert relayed(alice, "NOTICE bob :hello from a", bob) == ":alice!alice@127.0.0.1 NOTICE bob :hello from a"
 
     # WHOIS and LUSERS see the other node's users (with the real name alice set on a)
     alice.send("SETNAME :Alice A.")
     alice.send("PRIVMSG carol :renamed")  # after the SETNAME on the way from a to b
-    _until(carol, "PRIVMSG")
+    until(carol, "PRIVMSG")
     carol.send("WHOIS alice")
-    whois = _lines(carol)
+    whois = lines(carol)
     assert whois[0] == ":b.test 311 carol alice alice 127.0.0.1 * :Alice A."
     assert [ln for ln in whois if " 312 " in ln] == [":b.test 312 carol alice a.test :pircd IRC server"]
     assert whois[-1] == ":b.test 318 carol alice :End of /WHOIS list"
     carol.send("LUSERS")
-    lusers = _lines(carol)
+    lusers = lines(carol)
     assert ":b.test 251 carol :There are 3 users and 0 invisible on 1 servers" in lusers
     assert ":b.test 253 carol 0 :unknown connection(s)" in lusers  # alice is no unknown connection here
 
     # a channel across the nodes: JOIN, NAMES, PRIVMSG both ways, PART
     alice.send("JOIN #c")
-    assert [_bare(ln) for ln in _lines(alice)] == [":alice!alice@127.0.0.1 JOIN #c", ":a.test 353 alice = #c @alice",
+    assert [bare(ln) for ln in lines(alice)] == [":alice!alice@127.0.0.1 JOIN #c", ":a.test 353 alice = #c @alice",
                                                    ":a.test 366 alice #c :End of /NAMES list"]
     alice.send("PRIVMSG bob :in #c now")  # after the JOIN on the same way: b knows of it before this
-    _until(bob, "PRIVMSG")
+    until(bob, "PRIVMSG")
     bob.send("JOIN #c")
-    joined = [_bare(ln) for ln in _lines(bob)]
+    joined = [bare(ln) for ln in lines(bob)]
     assert joined == [":bob!bob@127.0.0.1 JOIN #c", ":b.test 353 bob = #c :@alice bob",
                       ":b.test 366 bob #c :End of /NAMES list"]
-    assert _bare(_until(alice, "JOIN")[-1]) == ":bob!bob@127.0.0.1 JOIN #c"
+    assert bare(until(alice, "JOIN")[-1]) == ":bob!bob@127.0.0.1 JOIN #c"
     bob.send("PRIVMSG #c :hi all")
-    echo = _until(bob, "PRIVMSG")[-1]
-    assert _bare(echo) == ":bob!bob@127.0.0.1 PRIVMSG #c :hi all"
-    assert _until(alice, "PRIVMSG")[-1] == echo
-    assert _relayed(alice, "PRIVMSG #c :hi bob", bob) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
-    assert _names(alice) == ":a.test 353 alice = #c :@alice bob"
+    echo = until(bob, "PRIVMSG")[-1]
+    assert bare(echo) == ":bob!bob@127.0.0.1 PRIVMSG #c :hi all"
+    assert until(alice, "PRIVMSG")[-1] == echo
+    assert relayed(alice, "PRIVMSG #c :hi bob", bob) == ":alice!alice@127.0.0.1 PRIVMSG #c :hi bob"
+    assert names(alice) == ":a.test 353 alice = #c :@alice bob"
 
     # MODE and TOPIC on one node: the channel is the same on the other
-    assert _relayed(alice, "MODE #c +mv bob", bob) == ":alice!alice@127.0.0.1 MODE #c +mv bob"
-    assert _relayed(alice, "TOPIC #c :across nodes", bob) == ":alice!alice@127.0.0.1 TOPIC #c :across nodes"
+    assert relayed(alice, "MODE #c +mv bob", bob) == ":alice!alice@127.0.0.1 MODE #c +mv bob"
+    assert relayed(alice, "TOPIC #c :across nodes", bob) == ":alice!alice@127.0.0.1 TOPIC #c :across nodes"
     bob.send("TOPIC #c")
     bob.send("MODE #c")
-    got = [_bare(ln) for ln in _lines(bob)]
+    got = [bare(ln) for ln in lines(bob)]
     assert got[0] == ":b.test 332 bob #c :across nodes"
     assert re.fullmatch(r":b\.test 333 bob #c alice!alice@127\.0\.0\.1 \d+", got[1])
     assert got[2] == ":b.test 324 bob #c +mnt"
-    assert _names(bob) == ":b.test 353 bob = #c :@alice +bob"
+    assert names(bob) == ":b.test 353 bob = #c :@alice +bob"
     bob.send("WHO #c")
-    assert [_bare(ln) for ln in _lines(bob)] == [
+    assert [bare(ln) for ln in lines(bob)] == [
         ":b.test 352 bob #c alice 127.0.0.1 a.test alice H@ :0 Alice A.",
         ":b.test 352 bob #c bob 127.0.0.1 b.test bob H+ :0 bob",
         ":b.test 315 bob #c :End of WHO list"]
-    assert _relayed(bob, "PRIVMSG #c :voiced now", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :voiced now"
+    assert relayed(bob, "PRIVMSG #c :voiced now", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :voiced now"
     alice.send("@+typing=active TAGMSG #c")  # client tags cross too
-    tagmsg = _until(bob, "TAGMSG")[-1]
+    tagmsg = until(bob, "TAGMSG")[-1]
     assert re.fullmatch(r"@\+typing=active;msgid=\S+;time=\S+ :alice!alice@127\.0\.0\.1 TAGMSG #c", tagmsg), tagmsg
-    assert _relayed(bob, "PART #c :bye", alice) == ":bob!bob@127.0.0.1 PART #c bye"
-    assert _names(alice) == ":a.test 353 alice = #c @alice"
+    assert relayed(bob, "PART #c :bye", alice) == ":bob!bob@127.0.0.1 PART #c bye"
+    assert names(alice) == ":a.test 353 alice = #c @alice"
 
     # KICK of a user of the other node: it is out of the channel on both
     bob.send("JOIN #c")
-    _until(alice, "JOIN")
-    assert _relayed(alice, "KICK #c bob :out", bob) == ":alice!alice@127.0.0.1 KICK #c bob out"
+    until(alice, "JOIN")
+    assert relayed(alice, "KICK #c bob :out", bob) == ":alice!alice@127.0.0.1 KICK #c bob out"
     bob.send("NAMES #c")
-    assert [_bare(ln) for ln in _lines(bob)] == [":b.test 353 bob = #c @alice", ":b.test 366 bob #c :End of /NAMES list"]
-    assert _bare(_until(alice, "KICK")[-1]) == ":alice!alice@127.0.0.1 KICK #c bob out"
-    assert _names(alice) == ":a.test 353 alice = #c @alice"
+    assert [bare(ln) for ln in lines(bob)] == [":b.test 353 bob = #c @alice", ":b.test 366 bob #c :End of /NAMES list"]
+    assert bare(until(alice, "KICK")[-1]) == ":alice!alice@127.0.0.1 KICK #c bob out"
+    assert names(alice) == ":a.test 353 alice = #c @alice"
 
     # QUIT: the others see it, the nick is free again on every node
     bob.send("JOIN #c")
-    _until(alice, "JOIN")
-    assert _relayed(bob, "QUIT :later", alice) == ":bob!bob@127.0.0.1 QUIT :Quit: later"
+    until(alice, "JOIN")
+    assert relayed(bob, "QUIT :later", alice) == ":bob!bob@127.0.0.1 QUIT :Quit: later"
     alice.send("WHOIS bob")
-    assert [_bare(ln) for ln in _lines(alice)][0] == ":a.test 401 alice bob :No such nick/channel"
+    assert [bare(ln) for ln in lines(alice)][0] == ":a.test 401 alice bob :No such nick/channel"
     for client in (alice, bob, carol):
         client.close()
 
@@ -302,16 +224,16 @@ def _alice_and_bob_in_c(a: ServerProcess, b: ServerProcess) -> tuple[IRCClient, 
     alice = IRCClient(a.port, timeout=60)
     alice.register("alice")
     alice.send("JOIN #c")
-    _lines(alice)
+    lines(alice)
     alice.send("MONITOR + bob")
-    assert _lines(alice)[-1:] == [":a.test 731 alice bob"]
+    assert lines(alice)[-1:] == [":a.test 731 alice bob"]
     bob = IRCClient(b.port, timeout=60)
     bob.register("bob")
-    _until(alice, "730")  # a knows of bob
+    until(alice, "730")  # a knows of bob
     alice.send("PRIVMSG bob :join #c")  # after alice's JOIN on the way from a to b
-    _until(bob, "PRIVMSG")
+    until(bob, "PRIVMSG")
     bob.send("JOIN #c")
-    assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    assert until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
     return alice, bob
 
 
@@ -321,10 +243,10 @@ def test_a_node_killed_leaves_with_a_netsplit_and_frees_its_nicks(nodes):
     url, a, b = nodes
     alice, bob = _alice_and_bob_in_c(a, b)
     b.kill9()
-    assert _until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
-    assert _lines(alice) == [":a.test 731 alice bob"]
+    assert until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
+    assert lines(alice) == [":a.test 731 alice bob"]
     alice.send("NICK bob")
-    assert _lines(alice) == [":alice!alice@127.0.0.1 NICK bob"]
+    assert lines(alice) == [":alice!alice@127.0.0.1 NICK bob"]
     assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks ORDER BY folded") == [("bob", "a")]
     alice.close()
     bob.close()
@@ -336,23 +258,23 @@ def test_a_login_after_registration_is_seen_on_the_other_node(nodes):
     carol = IRCClient(b.port)
     carol.register("carol")
     carol.send("MONITOR + guest")
-    _lines(carol)
+    lines(carol)
     guest = IRCClient(a.port)
     guest.register("guest")
-    _until(carol, "730")
+    until(carol, "730")
     guest.send("PRIVMSG NickServ :IDENTIFY olive olive-pw-4821")
-    assert [ln for ln in _lines(guest) if " 900 " in ln] == [
+    assert [ln for ln in lines(guest) if " 900 " in ln] == [
         ":a.test 900 guest guest!guest@127.0.0.1 olive :You are now logged in as olive"]
     guest.send("PRIVMSG carol :logged in")  # after the login on the way from a to b
-    _until(carol, "PRIVMSG")
+    until(carol, "PRIVMSG")
     carol.send("WHOIS guest")
-    assert ":b.test 330 carol guest olive :is logged in as" in _lines(carol)
+    assert ":b.test 330 carol guest olive :is logged in as" in lines(carol)
     # a private channel made on a is as invisible on b to those not in it
     guest.send("JOIN #olive/den")
     guest.send("PRIVMSG carol :made #olive/den")  # after the JOIN on the way from a to b
-    _until(carol, "PRIVMSG")
+    until(carol, "PRIVMSG")
     carol.send("NAMES #olive/den")
-    assert _lines(carol) == [":b.test 366 carol #olive/den :End of /NAMES list"]
+    assert lines(carol) == [":b.test 366 carol #olive/den :End of /NAMES list"]
     carol.close()
     guest.close()
 
@@ -365,7 +287,7 @@ def _agent_and_watcher(url: str, b: ServerProcess) -> IRCClient:
     dan = IRCClient(b.port)
     dan.register("dan")
     dan.send("MONITOR + bot1")
-    assert _lines(dan)[-1:] == [":b.test 731 dan bot1"]
+    assert lines(dan)[-1:] == [":b.test 731 dan bot1"]
     return dan
 
 
@@ -377,25 +299,25 @@ def test_an_agent_has_one_connection_across_nodes(nodes):
     old = IRCClient(a.port)
     old.login("bot1", "bot1-pw-93157")
     old.send("JOIN #c")
-    _lines(old)
-    assert _until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
+    lines(old)
+    assert until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
     carol = IRCClient(a.port)
     carol.register("carol")
     carol.send("JOIN #c")
-    _lines(carol)
+    lines(carol)
     new = IRCClient(b.port)
     new.login("bot1", "bot1-pw-93157")
     assert old.read_all_until_close()[-1] == "ERROR :Closing link: 127.0.0.1 (Nick taken over by a new connection of its account)"
-    assert _until(carol, "QUIT")[-1] == ":bot1!bot1@127.0.0.1 QUIT :Nick taken over by a new connection of its account"
+    assert until(carol, "QUIT")[-1] == ":bot1!bot1@127.0.0.1 QUIT :Nick taken over by a new connection of its account"
     carol.send("MONITOR + bot1")  # online again when a hears of b's connection (at once if it has)
-    assert _until(carol, "730")[-1] == ":a.test 730 carol bot1!bot1@127.0.0.1"
+    assert until(carol, "730")[-1] == ":a.test 730 carol bot1!bot1@127.0.0.1"
     carol.send("PRIVMSG bot1 :which one?")
-    assert _until(new, "PRIVMSG")[-1] == ":carol!carol@127.0.0.1 PRIVMSG bot1 :which one?"
+    assert until(new, "PRIVMSG")[-1] == ":carol!carol@127.0.0.1 PRIVMSG bot1 :which one?"
     carol.send("NICK bot1")
-    assert _lines(carol) == [":a.test 433 carol bot1 :Nickname is already in use"]
+    assert lines(carol) == [":a.test 433 carol bot1 :Nickname is already in use"]
     # dan saw the new connection come online, and (the old one's QUIT reached b before carol's
     # message did) no offline for the old one, whose nick b's connection holds
-    assert _lines(dan) == [":b.test 730 dan bot1!bot1@127.0.0.1"]
+    assert lines(dan) == [":b.test 730 dan bot1!bot1@127.0.0.1"]
     for client in (carol, dan, new):
         client.close()
 
@@ -407,17 +329,17 @@ def test_an_always_on_agent_stays_on_the_network_and_its_end_reaches_every_node(
     dan = _agent_and_watcher(url, b)
     bot = IRCClient(a.port)
     bot.login("bot1", "bot1-pw-93157")
-    assert _until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
+    assert until(dan, "730")[-1] == ":b.test 730 dan bot1!bot1@127.0.0.1"
     bot.send("QUIT :bye")
     bot.read_all_until_close()
     carol = IRCClient(a.port)
     carol.register("carol")
     carol.send("PRIVMSG dan :after bot1 left")  # after bot1's QUIT on the way from a to b
-    _until(dan, "PRIVMSG")
+    until(dan, "PRIVMSG")
     dan.send("WHOIS bot1")
-    assert _lines(dan)[0] == ":b.test 311 dan bot1 bot1 127.0.0.1 * bot1"
+    assert lines(dan)[0] == ":b.test 311 dan bot1 bot1 127.0.0.1 * bot1"
     assert cli("account", "suspend", "bot1", "--db", url).returncode == 0
-    assert _until(dan, "731")[-1] == ":b.test 731 dan bot1"
+    assert until(dan, "731")[-1] == ":b.test 731 dan bot1"
     dan.close()
     carol.close()
 
@@ -432,27 +354,27 @@ def test_kill_of_a_user_of_the_other_node(nodes):
     carol.register("carol")
     for client in (alice, carol):
         client.send("JOIN #c")
-        _lines(client)
+        lines(client)
     root = IRCClient(b.port)
     root.register("root")
     root.send("OPER root root-pw-5521")
     root.send("MONITOR + alice")
-    _until(root, "730")
+    until(root, "730")
     alice.send("MODE alice +i")
     alice.send("PRIVMSG root :invisible now")  # after the mode change on the way from a to b
-    _until(root, "PRIVMSG")
+    until(root, "PRIVMSG")
     root.send("LUSERS")
-    lusers = _lines(root)
+    lusers = lines(root)
     assert ":b.test 251 root :There are 2 users and 1 invisible on 1 servers" in lusers
     assert ":b.test 252 root 1 :IRC Operators online" in lusers
     root.send("PRIVMSG carol :an operator now")  # after root's OPER on the way from b to a
-    _until(carol, "PRIVMSG")
+    until(carol, "PRIVMSG")
     carol.send("LUSERS")
-    assert ":a.test 252 carol 1 :IRC Operators online" in _lines(carol)
+    assert ":a.test 252 carol 1 :IRC Operators online" in lines(carol)
     root.send("KILL alice :spam")
     assert alice.read_all_until_close()[-1] == "ERROR :Closing link: 127.0.0.1 (Killed (root (spam)))"
-    assert _until(carol, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :Killed (root (spam))"
-    assert _until(root, "731")[-1] == ":b.test 731 root alice"
+    assert until(carol, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :Killed (root (spam))"
+    assert until(root, "731")[-1] == ":b.test 731 root alice"
     carol.close()
     root.close()
 
@@ -489,11 +411,11 @@ def test_nats_restarting_splits_the_nodes_and_joins_them_again(nodes, nats):
     url, a, b = nodes
     alice, bob = _alice_and_bob_in_c(a, b)
     nats[0].stop()
-    assert _until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
-    assert _until(bob, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :*.net *.split"
+    assert until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
+    assert until(bob, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :*.net *.split"
     nats.append(NatsServer(nats[0].port))
-    assert _until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
-    assert _until(bob, "JOIN")[-1] == ":alice!alice@127.0.0.1 JOIN #c"
-    assert _relayed(bob, "PRIVMSG #c :together again", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :together again"
+    assert until(alice, "JOIN")[-1] == ":bob!bob@127.0.0.1 JOIN #c"
+    assert until(bob, "JOIN")[-1] == ":alice!alice@127.0.0.1 JOIN #c"
+    assert relayed(bob, "PRIVMSG #c :together again", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :together again"
     alice.close()
     bob.close()

@@ -183,6 +183,28 @@ class Replica:
         client.closing = True  # nothing more is sent to it from here; its node's QUIT removes it
         self.link.to_node(who[0], {"op": "kill", "id": who[1], "reason": reason, "quit": quit_message})
 
+    def publish_ext(self, kind: str, data: dict[str, Any], node: str | None) -> None:
+        """An extension's message to the other nodes (``ExtensionAPI.publish``)."""
+        op = {"op": "ext", "kind": kind, "data": data}
+        if node is None:
+            self.link.broadcast(op)
+        elif node in self.link.peers:
+            self.link.to_node(node, op)
+
+    def _ext(self, op: dict[str, Any]) -> None:
+        handler = self.server.cluster_handlers.get(op["kind"])
+        if handler is None:
+            log.warning("cluster node message unknown kind=%r from=%s", op["kind"], op["from"])
+            return
+        handler(op["from"], op["data"])
+
+    def _peer_changed(self, node: str, up: bool) -> None:
+        for hook in self.server.cluster_peer_hooks:
+            try:
+                hook(node, up)
+            except Exception:  # noqa: BLE001 - one extension's failure must not stop the others
+                log.exception("cluster node change hook failed node=%s", node)
+
     def hello(self) -> None:
         """Say this node is (back) on the network: the others drop what they knew of it and
         send it their users (``_hello``), it sends them its own in return (``_burst``)."""
@@ -219,6 +241,7 @@ class Replica:
                 log.warning("cluster node silent for %.0f s, given up node=%s", DEAD_AFTER, node)
                 self.link.peers.discard(node)
                 self._drop_node(node, SPLIT_REASON)
+                self._peer_changed(node, False)
                 if self.server.store is not None:
                     self.server.store.write_nowait(release_node, node)
 
@@ -243,6 +266,7 @@ class Replica:
         log.warning("cluster node back after it was given up node=%s", node)
         self.link.peers.add(node)
         self._send_burst(node, answer=True)
+        self._peer_changed(node, True)
 
     def _alive(self, op: dict[str, Any]) -> None:
         pass  # ``apply`` noted the time
@@ -258,8 +282,10 @@ class Replica:
         node = op["from"]
         self.last_seen[node] = time.monotonic()
         self._drop_node(node, SPLIT_REASON)  # it restarted: its old users are gone
+        self._peer_changed(node, False)
         self.link.peers.add(node)  # from here on it gets every change, after this burst
         self._send_burst(node)
+        self._peer_changed(node, True)
 
     def _send_burst(self, node: str, *, answer: bool = False) -> None:
         """This node's users, their channels and those channels' state, to ``node``;
@@ -279,6 +305,7 @@ class Replica:
         if node not in self.link.peers or op["answer"]:
             self.link.peers.add(node)
             self._send_burst(node)
+            self._peer_changed(node, True)
         for user in op["users"]:
             self._user({**user, "from": op["from"]})
             for name, modes in user["chans"]:
@@ -289,6 +316,7 @@ class Replica:
     def _gone(self, op: dict[str, Any]) -> None:
         self.link.peers.discard(op["from"])
         self._drop_node(op["from"], SPLIT_REASON)
+        self._peer_changed(op["from"], False)
 
     def _user(self, op: dict[str, Any]) -> None:
         node, ident = op["from"], op["id"]
@@ -444,7 +472,7 @@ _APPLY = {
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
     "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan, "kill": Replica._kill,
-    "umode": Replica._umode_op, "ident": Replica._ident_op,
+    "umode": Replica._umode_op, "ident": Replica._ident_op, "ext": Replica._ext,
 }
 
 
