@@ -90,6 +90,7 @@ class Server:
         self.created_at = clock()
         self.created_str = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.created_at))
         self.max_clients_seen = 0
+        self.max_local_seen = 0  # of this node's users (the same as max_clients_seen without a cluster)
         self.registrations = 0  # for /metrics (ircd/metrics.py reads it at scrape time)
         self._client_seq = 0
         self._time_ms = -1

@@ -156,8 +156,14 @@ def test_two_nodes_are_one_network(nodes):
     assert whois[-1] == ":b.test 318 carol alice :End of /WHOIS list"
     carol.send("LUSERS")
     lusers = lines(carol)
-    assert ":b.test 251 carol :There are 3 users and 0 invisible on 1 servers" in lusers
-    assert ":b.test 253 carol 0 :unknown connection(s)" in lusers  # alice is no unknown connection here
+    # the network's users on its two servers; this node's own (255, 265) apart from all (266)
+    assert lusers == [":b.test 251 carol :There are 3 users and 0 invisible on 2 servers",
+                      ":b.test 252 carol 0 :IRC Operators online",
+                      ":b.test 253 carol 0 :unknown connection(s)",  # alice is no unknown connection here
+                      ":b.test 254 carol 0 :channels formed",
+                      ":b.test 255 carol :I have 2 clients and 1 servers",
+                      ":b.test 265 carol 2 2 :Current local users 2, max 2",
+                      ":b.test 266 carol 3 3 :Current global users 3, max 3"]
 
     # a channel across the nodes: JOIN, NAMES, PRIVMSG both ways, PART
     alice.send("JOIN #c")
@@ -365,7 +371,7 @@ def test_kill_of_a_user_of_the_other_node(nodes):
     until(root, "PRIVMSG")
     root.send("LUSERS")
     lusers = lines(root)
-    assert ":b.test 251 root :There are 2 users and 1 invisible on 1 servers" in lusers
+    assert ":b.test 251 root :There are 2 users and 1 invisible on 2 servers" in lusers
     assert ":b.test 252 root 1 :IRC Operators online" in lusers
     root.send("PRIVMSG carol :an operator now")  # after root's OPER on the way from b to a
     until(carol, "PRIVMSG")

@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ircd.cluster.channels import apply_snapshot, netjoin, snapshot
+from ircd.cluster.channels import ChannelSync
+from ircd.cluster.liveness import Liveness, user_record
 from ircd.events import (
     AwayChanged,
     ChannelModeChanged,
@@ -33,12 +34,10 @@ from ircd.events import (
     UserModeChanged,
 )
 from ircd.state.client import Client
-from ircd.store.cluster import release_node
 
 if TYPE_CHECKING:
     from ircd.cluster.link import Link
     from ircd.server import Server
-    from ircd.state.channel import Channel
     from ircd.state.cluster import ClusterState
     from ircd.state.local import LocalState
 
@@ -46,8 +45,6 @@ log = logging.getLogger("pircd.cluster")
 
 __all__ = ["RemoteConn", "Replica"]
 
-SPLIT_REASON = "*.net *.split"
-DEAD_AFTER = 5.0  # seconds without a word from a peer (it says "alive" every second)
 _JOINING = frozenset({"hello", "burst", "gone"})  # what a node not (or no longer) a peer may say
 
 
@@ -69,7 +66,7 @@ class RemoteConn:
         pass  # a remote user leaves when its own node says so
 
 
-class Replica:
+class Replica(Liveness):
     def __init__(self, server: Server, remote: ClusterState, link: Link) -> None:
         self.server, self.remote, self.link = server, remote, link
         self.state: LocalState = remote.local
@@ -78,14 +75,17 @@ class Replica:
         self.servers: dict[str, tuple[str, str]] = {}  # node -> its server name and description
         # a local client holds the nick of a remote user that left (ircd.cluster.nicks)
         self.nick_taken_over: Callable[[Client, str], None] | None = None
+        self.channels = ChannelSync(server, self.identity, self.member, lambda c: self.local.get(c.id) is c,
+                                    self.link.broadcast)
         events = server.events
         for kind, fn in ((Registered, self._registered), (Quit, self._quit), (NickChanged, self._nick),
                          (Joined, self._joined), (Parted, self._parted), (Kicked, self._kicked),
                          (AwayChanged, self._away), (LoggedIn, self._account), (LoggedOut, self._account),
-                         (TopicChanged, self._channel_changed), (ChannelModeChanged, self._channel_changed),
+                         (TopicChanged, self._topic_changed), (ChannelModeChanged, self._mode_changed),
                          (UserModeChanged, self._umode), (UserChanged, self._user_changed)):
             events.subscribe(kind, fn)
         server.cap_change_hooks.append(self._caps)
+        server.invite_hooks.append(self.channels.invited)
 
     # this node's changes ---------------------------------------------------
 
@@ -94,7 +94,7 @@ class Replica:
         if self.state.nick_holder(client.nick_folded) is not client:
             return  # a connection sharing another's nick (ircd.sessions): not a user of its own
         self.local[client.id] = client
-        self.link.broadcast({"op": "user", **_record(self.server, client)})
+        self.link.broadcast({"op": "user", **user_record(self.server, client)})
 
     def _quit(self, ev: Quit) -> None:
         client = ev.client
@@ -115,30 +115,25 @@ class Replica:
 
     def _joined(self, ev: Joined) -> None:
         if ev.client.id in self.local:
-            modes = ev.channel.members.get(ev.client, "")
-            op = {"op": "join", "id": ev.client.id, "chan": ev.channel.name, "modes": modes}
-            if ev.created:  # with the modes it was created with (PIRCAN's private channels: +P)
-                op["state"] = snapshot(ev.channel, self.identity)
-            self.link.broadcast(op)
+            self.channels.joined(ev)
 
     def _parted(self, ev: Parted) -> None:
-        self._left(ev.client, ev.channel)
+        self.channels.left(ev.client, ev.channel)
 
     def _kicked(self, ev: Kicked) -> None:
-        self._left(ev.target, ev.channel)
-
-    def _left(self, client: Client, channel: Channel) -> None:
-        who = self.identity(client)  # a remote user kicked here: its node and the others learn it too
-        if who is not None:
-            self.link.broadcast({"op": "part", "node": who[0], "id": who[1], "chan": channel.folded})
+        self.channels.left(ev.target, ev.channel)
 
     def _away(self, ev: AwayChanged) -> None:
         if ev.client.id in self.local:
             self.link.broadcast({"op": "away", "id": ev.client.id, "away": ev.client.away})
 
-    def _channel_changed(self, ev: TopicChanged | ChannelModeChanged) -> None:
+    def _mode_changed(self, ev: ChannelModeChanged) -> None:
         if ev.client is None or ev.client.id in self.local:  # a change made here, not one applied here
-            self.link.broadcast({"op": "chan", **snapshot(ev.channel, self.identity)})
+            self.channels.mode_changed(ev)
+
+    def _topic_changed(self, ev: TopicChanged) -> None:
+        if ev.client is None or ev.client.id in self.local:
+            self.channels.topic_changed(ev)
 
     def identity(self, client: Client) -> tuple[str, int] | None:
         """Who ``client`` is across the network: (its node, its client id there)."""
@@ -148,6 +143,10 @@ class Replica:
         if node is None or not isinstance(client.conn, RemoteConn):
             return None
         return node, client.conn.ident
+
+    def member(self, node: str, ident: int) -> Client | None:
+        """The user (node, client id there), if this node knows it."""
+        return self.local.get(ident) if node == self.link.node else self.remote.find_remote(node, ident)
 
     def _account(self, ev: LoggedIn | LoggedOut) -> None:
         client = ev.client
@@ -205,15 +204,6 @@ class Replica:
             except Exception:  # noqa: BLE001 - one extension's failure must not stop the others
                 log.exception("cluster node change hook failed node=%s", node)
 
-    def hello(self) -> None:
-        """Say this node is (back) on the network: the others drop what they knew of it and
-        send it their users (``_hello``), it sends them its own in return (``_burst``)."""
-        self.link.hello()
-
-    def goodbye(self) -> None:
-        self.link.broadcast({"op": "gone"})
-        self.link.peers.clear()
-
     # the other nodes' changes ----------------------------------------------
 
     def apply(self, op: dict[str, Any]) -> None:
@@ -227,96 +217,12 @@ class Replica:
             self._resync(node)  # a node this one had given up for dead: start over with it
         handler(self, op)
 
-    # liveness ------------------------------------------------------------------
-
-    def heartbeat(self) -> None:
-        """Once a second (the server's tick): tell the peers this node is alive, and give up
-        the peers not heard from for ``DEAD_AFTER`` seconds: their users leave with a
-        netsplit QUIT and their nicks are freed (docs/scaling.md, node loss)."""
-        self.link.broadcast({"op": "alive"})
-        self._sweep_gone()
-        now = time.monotonic()
-        for node in list(self.link.peers):
-            if now - self.last_seen.get(node, now) > DEAD_AFTER:
-                log.warning("cluster node silent for %.0f s, given up node=%s", DEAD_AFTER, node)
-                self.link.peers.discard(node)
-                self._drop_node(node, SPLIT_REASON)
-                self._peer_changed(node, False)
-                if self.server.store is not None:
-                    self.server.store.write_nowait(release_node, node)
-
-    def _sweep_gone(self) -> None:
-        """Local users that left without a Quit event (an always-on identity ended by REHASH, an
-        account deleted: ircd.sessions drops it and tells its peers itself) leave the other
-        nodes' state too, within a second."""
-        holder = self.state.nick_holder
-        for ident, client in [(i, c) for i, c in self.local.items() if holder(c.nick_folded) is not c]:
-            del self.local[ident]
-            face = holder(client.nick_folded)
-            if face is not None and face.group is not None and face.group is client.group:
-                self.local[face.id] = face  # the identity stays, another connection is its face
-                self.link.broadcast({"op": "rekey", "id": ident, "new": face.id})
-            else:
-                self.link.broadcast({"op": "quit", "id": ident, "reason": "gone"})
-
-    def _resync(self, node: str) -> None:
-        """Exchange state again with ``node`` (this node had given it up: a cut, NATS away):
-        send it this node's users and ask for its own. Users either side had dropped come back
-        with a JOIN to their channels' members, as after a netsplit."""
-        log.warning("cluster node back after it was given up node=%s", node)
-        self.link.peers.add(node)
-        self._send_burst(node, answer=True)
-        self._peer_changed(node, True)
-
-    def _alive(self, op: dict[str, Any]) -> None:
-        pass  # ``apply`` noted the time
-
     def deliver(self, frames: list[tuple[int, bytes]]) -> None:
         """Lines another node formatted for clients of this one."""
         for ident, data in frames:
             client = self.local.get(ident)
             if client is not None:
                 client.send(data)
-
-    def _hello(self, op: dict[str, Any]) -> None:
-        node = op["from"]
-        self.last_seen[node] = time.monotonic()
-        self._drop_node(node, SPLIT_REASON)  # it restarted: its old users are gone
-        self._peer_changed(node, False)
-        self.link.peers.add(node)  # from here on it gets every change, after this burst
-        self._send_burst(node)
-        self._peer_changed(node, True)
-
-    def _send_burst(self, node: str, *, answer: bool = False) -> None:
-        """This node's users, their channels and those channels' state, to ``node``;
-        ``answer``: it should send its own back."""
-        users = [{**_record(self.server, c),
-                  "chans": [[ch.name, ch.members.get(c, "")] for ch in c.channels.values()]}
-                 for c in self.local.values()]
-        channels = {ch for c in self.local.values() for ch in c.channels.values()}
-        snaps = [snapshot(ch, self.identity) for ch in channels]
-        self.link.to_node(node, {"op": "burst", "users": users, "channels": snaps, "answer": answer})
-
-    def _burst(self, op: dict[str, Any]) -> None:
-        """A node's users: the answer to this node's hello (then this node answers with its
-        own, which the other has not had), that answer, or a resync (answered too). Joins this
-        node did not know are told to the channels' local members (a netjoin)."""
-        node = op["from"]
-        if node not in self.link.peers or op["answer"]:
-            self.link.peers.add(node)
-            self._send_burst(node)
-            self._peer_changed(node, True)
-        for user in op["users"]:
-            self._user({**user, "from": op["from"]})
-            for name, modes in user["chans"]:
-                self._join({"from": op["from"], "id": user["id"], "chan": name, "modes": modes}, tell=True)
-        for snap in op["channels"]:
-            self._chan(snap)
-
-    def _gone(self, op: dict[str, Any]) -> None:
-        self.link.peers.discard(op["from"])
-        self._drop_node(op["from"], SPLIT_REASON)
-        self._peer_changed(op["from"], False)
 
     def _user(self, op: dict[str, Any]) -> None:
         node, ident = op["from"], op["id"]
@@ -374,44 +280,18 @@ class Replica:
             server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
             server.notify_monitors(client, online=True)
 
-    def _join(self, op: dict[str, Any], *, tell: bool = False) -> None:
-        """A remote user joined; ``tell``: the local members hear it from this node (a burst:
-        the user's node told no one here)."""
+    def _join(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
-        if client is None:
-            return
-        state, server = self.state, self.server
-        folded = server.casefold(op["chan"])
-        channel = state.channel(folded) or state.create_channel(op["chan"], int(server.clock()))
-        if client in channel.members:
-            return
-        channel.add_member(client, op["modes"])
-        client.channels[folded] = channel
-        if "state" in op:  # in the same step: the channel is never seen here without its modes
-            apply_snapshot(channel, op["state"], self.identity)
-        if tell:
-            netjoin(server, client, channel, [m for m in channel.members if m.id in self.local])
+        if client is not None:
+            self.channels.join(client, op, tell=False)
 
     def _part(self, op: dict[str, Any]) -> None:
-        node = op["node"]
-        ident = op["id"]
-        client = self.local.get(ident) if node == self.link.node else self.remote.find_remote(node, ident)
-        channel = self.state.channel(op["chan"])
-        if client is None or channel is None or client not in channel.members:
-            return
-        channel.remove_member(client)
-        client.channels.pop(channel.folded, None)
-        self.server.drop_channel_if_empty(channel)
+        self.channels.part(self.member(op["node"], op["id"]), op)
 
     def _away_op(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
         if client is not None:
             client.away = op["away"]
-
-    def _chan(self, op: dict[str, Any]) -> None:
-        channel = self.state.channel(self.server.casefold(op["chan"]))
-        if channel is not None:
-            apply_snapshot(channel, op, self.identity)
 
     def _account_op(self, op: dict[str, Any]) -> None:
         """A remote user logged in or out (an agent gets +B with it)."""
@@ -440,45 +320,13 @@ class Replica:
         if client is not None:
             client.set_caps(op["caps"])
 
-    # leaving -----------------------------------------------------------------
 
-    def _drop_node(self, node: str, reason: str) -> None:
-        for ident, client in self.remote.remotes_of(node):
-            self._drop(node, ident, client, reason, tell=True)
-
-    def _drop(self, node: str, ident: int, client: Client, reason: str, *, tell: bool) -> None:
-        """A remote user left. ``tell``: its node cannot tell the local clients (it is gone),
-        so this node sends them the QUIT."""
-        server, state = self.server, self.state
-        if tell:
-            peers = {p for p in state.common_peers(client) if p.id in self.local}
-            if peers:
-                server.delivery.relay(peers, server.relay_from(client, "QUIT", reason))
-        for channel in list(client.channels.values()):
-            channel.remove_member(client)
-            server.drop_channel_if_empty(channel)
-        client.channels.clear()
-        state.remember(client, int(server.clock()))
-        self.remote.drop_remote(node, ident)
-        holder = state.nick_holder(client.nick_folded)
-        if holder is None:
-            server.notify_monitors(client, online=False)
-        elif holder.id in self.local and self.nick_taken_over is not None:
-            self.nick_taken_over(holder, node)  # a local client took the nick over meanwhile
-
-
-_APPLY = {
+_APPLY: dict[str, Callable[[Replica, dict[str, Any]], None]] = {
     "hello": Replica._hello, "burst": Replica._burst, "gone": Replica._gone, "user": Replica._user,
     "quit": Replica._quit_op, "nick": Replica._nick_op, "join": Replica._join, "part": Replica._part,
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
-    "alive": Replica._alive, "account": Replica._account_op, "chan": Replica._chan, "kill": Replica._kill,
+    "alive": Replica._alive, "account": Replica._account_op, "kill": Replica._kill,
     "umode": Replica._umode_op, "ident": Replica._ident_op, "ext": Replica._ext,
+    "chan": lambda r, op: r.channels.chan(op), "mode": lambda r, op: r.channels.mode(op),
+    "topic": lambda r, op: r.channels.topic(op), "invite": lambda r, op: r.channels.invite(op),
 }
-
-
-def _record(server: Server, client: Client) -> dict[str, Any]:
-    """What the other nodes keep of a local user."""
-    return {"id": client.id, "nick": client.nick, "user": client.user, "host": client.host,
-            "realname": client.realname, "account": client.account, "account_kind": client.account_kind,
-            "modes": "".join(sorted(client.modes)), "caps": client.caps, "away": client.away,
-            "signon": client.signon, "server": server.name, "info": server.config.server.description}

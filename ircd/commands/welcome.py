@@ -6,7 +6,7 @@ configuration (``WelcomeTemplates``): a registration only fills in the values.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from ircd import __version__
 from ircd.delivery.replies import ReplyBuffer
@@ -76,40 +76,58 @@ def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
         reply.numeric(N.RPL_ISUPPORT, *group, "are supported by this server")
 
 
-def lusers_counts(server: "Server", viewer: "Client") -> tuple[int, int, int, int, int, int]:
-    """(users, invisible, operators, unknown connections, channels, most users seen) as LUSERS
-    shows them to ``viewer``."""
+class Lusers(NamedTuple):
+    """What LUSERS shows one client."""
+
+    users: int  # on the network (every node's)
+    invisible: int
+    opers: int
+    unknown: int  # connections not registered (yet)
+    channels: int
+    most: int  # most users seen on the network at once
+    servers: int  # the nodes of the network up, this one too (1 without a cluster)
+    local: int  # this node's users
+    most_local: int
+
+
+def lusers_counts(server: "Server", viewer: "Client") -> Lusers:
+    """The LUSERS numbers as ``viewer`` is shown them."""
     # running counts: LUSERS is part of every registration, so it must not walk all clients
-    total = server.state.registered_count
-    invisible = server.state.invisible_count
+    state = server.state
+    total = state.registered_count
+    local = total - state.remote_count
     # registered connections: the users, less always-on ones without a connection and users of
     # other nodes of a cluster, plus the connections that share a user's nick (ircd.sessions)
     sessions = server.sessions
-    connected = total - server.state.remote_count - len(sessions.ghosts) + sessions.shadows
+    connected = local - len(sessions.ghosts) + sessions.shadows
     unknown = len(server.clients) - connected
     server.max_clients_seen = max(server.max_clients_seen, total)
+    server.max_local_seen = max(server.max_local_seen, local)
+    servers = 1 if server.remote_users is None else server.remote_users.nodes_up()
     exists = server.visibility.channel_exists_for
     # channels hidden from this client (PIRCAN private channels) are not counted either
     channels = 0
-    for ch in server.state.all_channels():
+    for ch in state.all_channels():
         if (ch.members or ch.owner_account) and exists(viewer, ch):
             channels += 1
-    return total, invisible, server.state.oper_count, unknown, channels, server.max_clients_seen
+    return Lusers(total, state.invisible_count, state.oper_count, unknown, channels, server.max_clients_seen,
+                  servers, local, server.max_local_seen)
 
 
 def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
-    total, invisible, opers, unknown, channels, most = lusers_counts(server, reply.client)
+    n = lusers_counts(server, reply.client)
     reply.numeric(
         N.RPL_LUSERCLIENT,
-        f"There are {total - invisible} users and {invisible} invisible on 1 servers",
+        f"There are {n.users - n.invisible} users and {n.invisible} invisible on {n.servers} servers",
     )
-    reply.numeric(N.RPL_LUSEROP, str(opers), "IRC Operators online")
-    reply.numeric(N.RPL_LUSERUNKNOWN, str(unknown), "unknown connection(s)")
-    reply.numeric(N.RPL_LUSERCHANNELS, str(channels), "channels formed")
-    reply.numeric(N.RPL_LUSERME, f"I have {total} clients and 0 servers")
-    top = str(most)
-    reply.numeric(N.RPL_LOCALUSERS, str(total), top, f"Current local users {total}, max {top}")
-    reply.numeric(N.RPL_GLOBALUSERS, str(total), top, f"Current global users {total}, max {top}")
+    reply.numeric(N.RPL_LUSEROP, str(n.opers), "IRC Operators online")
+    reply.numeric(N.RPL_LUSERUNKNOWN, str(n.unknown), "unknown connection(s)")
+    reply.numeric(N.RPL_LUSERCHANNELS, str(n.channels), "channels formed")
+    reply.numeric(N.RPL_LUSERME, f"I have {n.local} clients and {n.servers - 1} servers")
+    local, top = str(n.local), str(n.most_local)
+    reply.numeric(N.RPL_LOCALUSERS, local, top, f"Current local users {local}, max {top}")
+    users, top = str(n.users), str(n.most)
+    reply.numeric(N.RPL_GLOBALUSERS, users, top, f"Current global users {users}, max {top}")
 
 
 def motd_lines(server: "Server") -> list[str] | None:
@@ -144,12 +162,12 @@ def welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
                        intro.count)
     for hook in server.welcome_hooks:
         hook(client, reply)
-    total, invisible, opers, unknown, channels, most = lusers_counts(server, client)
+    n = lusers_counts(server, client)
     closing = templates.closing
     reply.preformatted(
-        closing.fmt % (nick, total - invisible, invisible, nick, opers, nick, unknown, nick, channels, nick, total,
-                       nick, total, most, total, most, nick, total, most, total, most,
-                       *(nick,) * (closing.count - 7)),
+        closing.fmt % (nick, n.users - n.invisible, n.invisible, n.servers, nick, n.opers, nick, n.unknown, nick,
+                       n.channels, nick, n.local, n.servers - 1, nick, n.local, n.most_local, n.local, n.most_local,
+                       nick, n.users, n.most, n.users, n.most, *(nick,) * (closing.count - 7)),
         closing.count,
     )
     if client.modes:
@@ -237,11 +255,11 @@ def welcome_templates(server: Server) -> WelcomeTemplates:
     n = _NUMBER
     welcome = (N.RPL_WELCOME, [f"Welcome to the {server.config.server.network} IRC Network {_TEXT}"])
     lusers = [
-        (N.RPL_LUSERCLIENT, [f"There are {n} users and {n} invisible on 1 servers"]),
+        (N.RPL_LUSERCLIENT, [f"There are {n} users and {n} invisible on {n} servers"]),
         (N.RPL_LUSEROP, [n, "IRC Operators online"]),
         (N.RPL_LUSERUNKNOWN, [n, "unknown connection(s)"]),
         (N.RPL_LUSERCHANNELS, [n, "channels formed"]),
-        (N.RPL_LUSERME, [f"I have {n} clients and 0 servers"]),
+        (N.RPL_LUSERME, [f"I have {n} clients and {n} servers"]),
         (N.RPL_LOCALUSERS, [n, n, f"Current local users {n}, max {n}"]),
         (N.RPL_GLOBALUSERS, [n, n, f"Current global users {n}, max {n}"]),
     ]
@@ -249,5 +267,5 @@ def welcome_templates(server: Server) -> WelcomeTemplates:
     closing = lusers + _motd(server)
     return WelcomeTemplates(
         make_template(server, intro, len(intro) + 1),  # 001 has the prefix too
-        make_template(server, closing, 21 + len(closing) - len(lusers)),  # the numbers of LUSERS, nicks
+        make_template(server, closing, 23 + len(closing) - len(lusers)),  # the numbers of LUSERS, nicks
     )
