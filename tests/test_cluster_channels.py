@@ -122,6 +122,22 @@ def test_mode_changes_travel_as_changes_and_both_of_two_at_once_stay(node):
     assert (channel.lists["b"], channel.key, channel.limit) == ([], "key", 5)
 
 
+def test_a_channel_sent_whole_after_a_change_is_taken_as_it_is(node):
+    """A channel's whole state (``chan``, after a MODE its changes could not say) of the same TS
+    replaces this node's, modes taken away too; one of an older TS wins as a JOIN's would."""
+    h, replica, _ = node
+    h.send("alice", "MODE #c +s")
+    h.take("alice")
+    state = {**created_on_b(T)["state"], "modes": "n", "members": [["a", 1, ""]]}
+    apply(h, replica, {"op": "chan", **state})
+    assert (h.server.state.channel("#c").mode_string(show_key=True), names_here(h)) == (
+        ("+n", []), ":irc.test 353 alice = #c alice")
+    assert h.lines("alice") == []  # its node told everyone
+    apply(h, replica, {"op": "chan", **state, "ts": T - 1, "modes": "nt"})
+    assert h.lines("alice") == [":irc.test MODE #c +t"]
+    assert h.server.state.channel("#c").created == T - 1
+
+
 def test_invite_of_a_user_of_another_node(node):
     """alice invites bob (on b) to +i #c: 341 to alice, the INVITE line to bob's node, and the
     invitation to every node, so b lets bob in; an invitation made on b lets a's user in here."""
@@ -154,11 +170,11 @@ def test_invite_and_invite_exceptions_reach_the_other_node(nodes):
     alice = IRCClient(a.port)
     alice.register("alice")
     alice.send("JOIN #inv")
+    alice.send("MONITOR + carol,bob")
     lines(alice)
     carol = IRCClient(b.port)
     carol.register("carol", ["invite-notify"])
-    carol.send("LUSERS")
-    assert [bare(ln) for ln in lines(carol)][:1] == [":b.test 251 carol :There are 2 users and 0 invisible on 2 servers"]
+    until(alice, "730")  # a knows carol
     alice.send("PRIVMSG carol :join #inv")  # after alice's JOIN on the way from a to b
     until(carol, "PRIVMSG")
     carol.send("JOIN #inv")
@@ -166,10 +182,14 @@ def test_invite_and_invite_exceptions_reach_the_other_node(nodes):
     alice.send("MODE #inv +io carol")
     assert bare(until(carol, "MODE")[-1]) == ":alice!alice@127.0.0.1 MODE #inv +io carol"
     bob = IRCClient(b.port)
-    bob.register("bob")
+    welcome = [f":{m.source} {m.command} {' '.join(m.params[:-1])} :{m.params[-1]}" for m in bob.register("bob")
+               if m.command in ("251", "255", "265", "266")]
+    assert welcome == [":b.test 251 bob :There are 3 users and 0 invisible on 2 servers",
+                       ":b.test 255 bob :I have 2 clients and 1 servers",
+                       ":b.test 265 bob 2 2 :Current local users 2, max 2",
+                       ":b.test 266 bob 3 3 :Current global users 3, max 3"]
     bob.send("JOIN #inv")
     assert lines(bob) == [":b.test 473 bob #inv :Cannot join channel (+i)"]
-    alice.send("MONITOR + bob")
     until(alice, "730")  # a knows of bob
     alice.send("INVITE bob #inv")
     assert lines(alice) == [":a.test 341 alice bob #inv"]
@@ -197,10 +217,12 @@ def test_a_channel_made_on_both_sides_of_a_split_keeps_the_older(nodes, nats):
     url, a, b = nodes
     alice = IRCClient(a.port, timeout=60)
     alice.register("alice")
-    bob = IRCClient(b.port, timeout=60)
-    bob.register("bob")
+    alice.send("MONITOR + bob")
     alice.send("JOIN #c")  # both in #c, to see the split and the netjoin
     lines(alice)
+    bob = IRCClient(b.port, timeout=60)
+    bob.register("bob")
+    until(alice, "730")  # a knows bob
     alice.send("PRIVMSG bob :hi")  # after the JOIN on the way from a to b
     until(bob, "PRIVMSG")
     bob.send("JOIN #c")

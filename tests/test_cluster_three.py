@@ -49,10 +49,13 @@ def test_three_nodes_lose_one_under_load_and_take_it_back(tmp_path, nats):
         lines(alice)
         bob = IRCClient(b.port, timeout=60)
         bob.register("bob")
+        bob.send("MONITOR + carol")
+        lines(bob)
         carol = IRCClient(c.port, timeout=60)
         carol.register("carol", TAGS)
         until(alice, "730")
         until(alice, "730")  # a knows bob and carol
+        until(bob, "730")  # b knows carol
         alice.send("PRIVMSG bob :come in")  # after alice's JOIN on the way from a to b
         alice.send("PRIVMSG carol :come in")  # and from a to c
         until(bob, "PRIVMSG")

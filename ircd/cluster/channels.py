@@ -318,9 +318,15 @@ class ChannelSync:
         self.server.drop_channel_if_empty(channel)
 
     def chan(self, op: dict[str, Any]) -> None:
+        """A channel's whole state after a change on its node (a MODE its changes cannot say):
+        taken as it is, as the newest word on a channel of the same TS."""
         channel = self.server.state.channel(self.server.casefold(op["chan"]))
-        if channel is not None:  # a channel's state without members here: no channel
-            self.arrive(op["chan"], op.get("ts", channel.created), op)
+        if channel is None:  # a channel's state without members here: no channel
+            return
+        if op["ts"] == channel.created:
+            apply_snapshot(channel, op, self.identity)
+        else:
+            self.arrive(op["chan"], op["ts"], op)
 
     def mode(self, op: dict[str, Any]) -> None:
         channel = self.server.state.channel(self.server.casefold(op["chan"]))
