@@ -271,7 +271,8 @@ def handle_quit(ctx: CommandContext, msg: Message) -> None:
 @command(
     "LUSERS",
     doc="""LUSERS
-    Shows how many users, operators and channels the server has.""",
+    Shows how many users, operators and channels the network has, on how many servers, and
+    how many of the users are on this server.""",
 )
 def handle_lusers(ctx: CommandContext, msg: Message) -> None:
     send_lusers(ctx.server, ctx.reply)
