@@ -280,7 +280,9 @@ class ChannelSync:
             return channel, True
         if ts > channel.created:
             return channel, False
-        seen = _seen(channel)
+        if ts == channel.created and snap is None:  # a JOIN to a channel both know: nothing to settle
+            return channel, True
+        seen = _seen(channel)  # a copy of the members: only where two views of a channel meet
         if ts < channel.created:
             reset(channel, ts)
             if snap is not None:
@@ -299,9 +301,13 @@ class ChannelSync:
         told to no one here (that node knew of no member): this node tells its own members, as it
         does for a burst's (``tell``)."""
         if accept is None:
-            _, accept = self.arrive(op["chan"], op.get("ts", 0), op.get("state"))
-        channel = self.server.state.channel(self.server.casefold(op["chan"]))
-        if channel is None or client in channel.members:
+            channel, accept = self.arrive(op["chan"], op["ts"], op.get("state"))
+        else:
+            found = self.server.state.channel(self.server.casefold(op["chan"]))
+            if found is None:
+                return
+            channel = found
+        if client in channel.members:
             return
         channel.add_member(client, op["modes"] if accept else "")
         client.channels[channel.folded] = channel
