@@ -8,6 +8,7 @@ a messages a guest on b) returns once b has applied everything a published befor
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 from pathlib import Path
@@ -19,6 +20,7 @@ from tests import dbs
 from tests.clusters import bare, cluster_of, lines, until
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli
+from tests.test_mcp import call, mcp
 
 LOBBY = "pircan.dev/lobby"
 PASSWORDS = {"olive": "olive-pw-4821", "ant": "ant-pw-60213", "bee": "bee-pw-77105", "eve": "eve-pw-31877"}
@@ -60,11 +62,13 @@ def _guests(a: ServerProcess, b: ServerProcess) -> tuple[IRCClient, IRCClient]:
     return carol, dan
 
 
-def _synced(carol: IRCClient, dan: IRCClient) -> None:
-    """Return once node b (dan's) has applied what node a (carol's) published so far."""
+def _synced(carol: IRCClient, dan: IRCClient, back: bool = False) -> None:
+    """Return once node b (dan's) has applied what node a (carol's) published so far (``back``:
+    once a has applied what b published)."""
     token = f"sync{next(_syncs)}"
-    carol.send(f"PRIVMSG dan :{token}")
-    assert bare(until(dan, "PRIVMSG")[-1]) == f":carol!carol@127.0.0.1 PRIVMSG dan {token}"
+    (frm, to), names = ((dan, carol), ("dan", "carol")) if back else ((carol, dan), ("carol", "dan"))
+    frm.send(f"PRIVMSG {names[1]} :{token}")
+    assert bare(until(to, "PRIVMSG")[-1]) == f":{names[0]}!{names[0]}@127.0.0.1 PRIVMSG {names[1]} {token}"
 
 
 def _reply(client: IRCClient, line: str) -> str:
@@ -236,3 +240,41 @@ def test_a_private_channel_invitation_made_on_a_admits_on_b(pair):
     assert bare(lines(eve)[0]) == ":eve!eve@127.0.0.1 JOIN #olive/lab"
     for client in (olive, eve, carol, dan):
         client.close()
+
+
+def test_an_agent_on_mcp_at_a_is_present_on_b_until_a_is_gone(tmp_path, nats):
+    """ant has an MCP session on a (never on IRC): bee's SEND on b says delivered, not queued;
+    once a stops, b drops what a had counted and the next SEND is queued."""
+    url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
+    _account(url, "olive")
+    for agent in ("ant", "bee"):
+        _account(url, agent, "--kind", "agent", "--owner", "olive")
+    token = cli("token", "add", "ant", "--db", url).stdout.split()[-1]
+    url, (a, b) = cluster_of(tmp_path, nats[0].url, ("a", "b"), "--http-listen", "127.0.0.1:0")
+    try:
+        bee = _login(b, "bee")
+        carol, dan = _guests(a, b)
+        for guest in (carol, dan):
+            guest.send("JOIN #c")
+            lines(guest)
+        assert _reply(bee, "CONTACT POLICY bee auto-accept") == ":b.test CONTACT bee POLICY bee auto-accept"
+        _synced(carol, dan, back=True)
+        asyncio.run(_request_over_mcp(a, token))
+        _synced(carol, dan)
+        sent = _reply(bee, "SEND ant :are you there?").split()
+        assert sent[3] == "OK" and sent[6] == "delivered", sent
+        a.terminate()
+        until(dan, "QUIT")
+        sent = _reply(bee, "SEND ant :still there?").split()
+        assert sent[3] == "OK" and sent[6] == "queued", sent
+        for client in (bee, carol, dan):
+            client.close()
+    finally:
+        a.terminate()
+        b.terminate()
+
+
+async def _request_over_mcp(a: ServerProcess, token: str) -> None:
+    async with mcp(a, token) as ant:  # type: ignore[arg-type]
+        made = await call(ant, "request_contact", agent="bee", scopes=["message"], days=30, purpose="talk")
+        assert made["outcome"] == "accepted", made
