@@ -56,9 +56,13 @@ def _login(node: ServerProcess, account: str, caps: tuple[str, ...] = (LOBBY,)) 
 
 
 def _guests(a: ServerProcess, b: ServerProcess) -> tuple[IRCClient, IRCClient]:
+    """carol on a and dan on b, for ``_synced``."""
     carol, dan = IRCClient(a.port), IRCClient(b.port)
     carol.register("carol")
     dan.register("dan")
+    for guest, other in ((carol, "dan"), (dan, "carol")):  # each node knows the other's guest
+        guest.send(f"MONITOR + {other}")
+        until(guest, "730")
     return carol, dan
 
 
@@ -163,6 +167,22 @@ def test_two_waits_on_two_nodes_one_takes_the_other_is_told(pair):
     assert answers["MESSAGE"].startswith(f"{mid} ant ")
     assert answers["EVENT"] == f"message {mid} ant {mid} taken :Another wait of your account took this message"
     for client in (ant, olive_a, olive_b, carol, dan):
+        client.close()
+
+
+def test_a_wait_on_b_for_a_person_on_a_ends_when_she_leaves_a(pair):
+    """bee waits on b for a message from its owner olive, connected on a: her QUIT there ends it."""
+    url, a, b = pair
+    olive, bee = _login(a, "olive", ()), _login(b, "bee")
+    carol, dan = _guests(a, b)
+    _synced(carol, dan)
+    bee.send("INBOX WAIT olive 60000")
+    bee.send("PING waiting")
+    until(bee, "PONG", "waiting")
+    olive.send("QUIT :bye")
+    olive.read_all_until_close()
+    assert bare(until(bee, "INBOX")[-1]) == ":b.test INBOX bee GONE olive :olive left the network before sending you a message"
+    for client in (bee, carol, dan):
         client.close()
 
 

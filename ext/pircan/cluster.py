@@ -22,6 +22,8 @@ import dataclasses
 import logging
 from typing import Any
 
+from ircd.api import LoggedIn, LoggedOut, Quit, Registered
+
 from ext.pircan import store_tasks as tdb
 from ext.pircan.rules import SlidingWindow
 from ext.pircan.service.waits import wake_task_waiters, wake_waiters
@@ -42,6 +44,7 @@ TASK = "pircan.task"  # {"t": the Task's fields, "e": the TaskEntry's}: a task c
 NOTIFIED = "pircan.notified"  # {"to", "ids"}: events announced (NOTIFY, a wait) on the sender's node
 PRESENCE = "pircan.presence"  # {"account", "d": +1|-1}, or {"counts": {account: n}} (all of the node's)
 ACCESS = "pircan.access"  # {"chan", "invited", "members"}: a private channel's access list as it is now
+ACCOUNT = "pircan.account"  # {"account", "up"}: an IRC connection of it logged in (up) or closed here
 
 
 def _add_in_order(window: SlidingWindow, at: int) -> None:
@@ -209,6 +212,18 @@ class NodeLink:
             for _ in range(count):
                 self.state.left_elsewhere(account)
 
+    def _account(self, node: str, data: dict[str, Any]) -> None:
+        """A connection of another node logged in or closed: its waits' peers watch or are gone
+        (the core's own news of the user, sent before this on the same stream, is applied)."""
+        if data["up"]:
+            self.state.account_arrived(data["account"])
+        else:
+            self.state.account_departed(data["account"])
+
+    def connection(self, account: str | None, up: bool) -> None:
+        if account is not None:
+            self._tell(ACCOUNT, {"account": account, "up": up})
+
     def _access(self, node: str, data: dict[str, Any]) -> None:
         chans = self.state.private_channels
         if chans is not None:
@@ -233,12 +248,18 @@ def install(state: Pircan) -> NodeLink:
     link = NodeLink(state)
     for kind, handler in ((AGREEMENT, link._agreement), (POLICY, link._policy), (NAME, link._name),
                           (EVENT, link._event), (MESSAGE, link._message), (TASK, link._task),
-                          (NOTIFIED, link._notified), (PRESENCE, link._presence), (ACCESS, link._access)):
+                          (NOTIFIED, link._notified), (PRESENCE, link._presence), (ACCESS, link._access),
+                          (ACCOUNT, link._account)):
         api.on_node_message(kind, link._apply(handler))
     api.on_node_change(link.node_changed)
     state.event_hooks.append(link.event_committed)
     state.message_hooks.append(link.message_committed)
     state.task_hooks.append(link.task_committed)
+    # this node's IRC connections (the core tells extensions of its own users only)
+    api.subscribe(Registered, lambda ev: link.connection(ev.client.account_folded, True))
+    api.subscribe(LoggedIn, lambda ev: link.connection(ev.client.account_folded, True))
+    api.subscribe(Quit, lambda ev: link.connection(ev.client.account_folded, False))
+    api.subscribe(LoggedOut, lambda ev: link.connection(ev.account, False))
 
     async def ready() -> None:
         state.cluster = link
