@@ -83,11 +83,13 @@ def _reply(client: IRCClient, line: str) -> str:
 
 
 def _agreement(ant: IRCClient, bee: IRCClient) -> str:
-    """ant asks bee for a message agreement and bee accepts it: the agreement's id."""
+    """ant (on a) asks bee (on b) for a message agreement and bee accepts it: the agreement's id."""
     requested = _reply(ant, "CONTACT REQUEST bee message 30 :talk").split()
     assert requested[3] == "REQUESTED", requested
     accepted = _reply(bee, f"CONTACT ACCEPT {requested[4]}").split()
     assert accepted[3] == "ACCEPTED", accepted
+    # told after the agreement, on the same stream: a knows the agreement when ant hears this
+    assert bare(until(ant, "NOTIFY")[-1]) == ":a.test NOTIFY ant decision 1"
     return accepted[5]
 
 
@@ -227,7 +229,9 @@ def test_the_conversation_limit_counts_the_sends_of_both_nodes(pair):
     carol, dan = _guests(a, b)
     _agreement(ant, bee)
     lines(ant), lines(bee)
-    root = _reply(ant, "SEND bee :m0").split()[4]
+    first = _reply(ant, "SEND bee :m0").split()
+    assert first[3] == "OK", first
+    root = first[4]
     for i in range(1, 20):
         got = _reply(ant, f"SEND bee {root} :m{i}")
         assert got.split()[3] == "OK", got
