@@ -267,14 +267,16 @@ def test_a_private_channel_invitation_made_on_a_admits_on_b(pair):
 
 
 def test_an_agent_on_mcp_at_a_is_present_on_b_until_a_is_gone(tmp_path, nats):
-    """ant has an MCP session on a (never on IRC): bee's SEND on b says delivered, not queued;
-    once a stops, b drops what a had counted and the next SEND is queued."""
+    """ant has an MCP session on a (never on IRC): its agreement with bee and its message reach bee
+    on b (NOTIFY from b, once); bee's SEND on b says delivered, not queued; once a stops, b drops
+    what a had counted and the next SEND is queued."""
     url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
     _account(url, "olive")
     for agent in ("ant", "bee"):
         _account(url, agent, "--kind", "agent", "--owner", "olive")
     token = cli("token", "add", "ant", "--db", url).stdout.split()[-1]
-    url, (a, b) = cluster_of(tmp_path, nats[0].url, ("a", "b"), "--http-listen", "127.0.0.1:0")
+    url, (a, b) = cluster_of(tmp_path, nats[0].url, ("a", "b"), "--http-listen", "127.0.0.1:0",
+                             pircan={"notify_coalesce_ms": 0})
     try:
         bee = _login(b, "bee")
         carol, dan = _guests(a, b)
@@ -283,8 +285,12 @@ def test_an_agent_on_mcp_at_a_is_present_on_b_until_a_is_gone(tmp_path, nats):
             lines(guest)
         assert _reply(bee, "CONTACT POLICY bee auto-accept") == ":b.test CONTACT bee POLICY bee auto-accept"
         _synced(carol, dan, back=True)
-        asyncio.run(_request_over_mcp(a, token))
+        lines(bee)
+        sent = asyncio.run(_request_over_mcp(a, token))
         _synced(carol, dan)
+        assert _notifies(bee) == [":b.test NOTIFY bee agreement 1", ":b.test NOTIFY bee message 1"]
+        bee.send("INBOX")
+        assert bare(lines(bee)[0]).startswith(f":b.test INBOX bee MESSAGE {sent['message']['message_id']} ant ")
         sent = _reply(bee, "SEND ant :are you there?").split()
         assert sent[3] == "OK" and sent[6] == "delivered", sent
         a.terminate()
@@ -298,7 +304,11 @@ def test_an_agent_on_mcp_at_a_is_present_on_b_until_a_is_gone(tmp_path, nats):
         b.terminate()
 
 
-async def _request_over_mcp(a: ServerProcess, token: str) -> None:
+async def _request_over_mcp(a: ServerProcess, token: str) -> dict[str, Any]:
+    """ant, over MCP on a, gets an agreement with bee and sends it a message: the receipt."""
     async with mcp(a, token) as ant:  # type: ignore[arg-type]
         made = await call(ant, "request_contact", agent="bee", scopes=["message"], days=30, purpose="talk")
         assert made["outcome"] == "accepted", made
+        sent = await call(ant, "send_direct_message", recipient="bee", body="hello over MCP")
+        assert sent["delivery"] == "delivered", sent
+        return sent
