@@ -38,7 +38,7 @@ def pair(tmp_path: Path, nats) -> Any:
         _account(url, agent, "--kind", "agent", "--owner", "olive")
     url, started = cluster_of(tmp_path, nats[0].url, ("a", "b"), pircan={"notify_coalesce_ms": 0})
     try:
-        yield url, started[0], started[1]
+        yield started[0], started[1]
     finally:
         for node in started:
             node.terminate()
@@ -79,7 +79,7 @@ def _reply(client: IRCClient, line: str) -> str:
     """The first line ``client`` gets after sending ``line`` (NOTIFY left out), without tags."""
     client.send(line)
     got = [bare(x) for x in lines(client)]
-    return [x for x in got if " NOTIFY " not in x][0]
+    return next(x for x in got if " NOTIFY " not in x)
 
 
 def _agreement(ant: IRCClient, bee: IRCClient) -> str:
@@ -100,7 +100,7 @@ def _notifies(client: IRCClient) -> list[str]:
 def test_a_send_to_an_agent_of_the_other_node_is_notified_once_from_its_node(pair):
     """ant on a SENDs to bee on b: bee hears NOTIFY from b (its node), once, not also forwarded
     from a; INBOX on b shows the message."""
-    url, a, b = pair
+    a, b = pair
     ant, bee = _login(a, "ant"), _login(b, "bee")
     carol, dan = _guests(a, b)
     _agreement(ant, bee)
@@ -127,7 +127,7 @@ def test_a_wait_on_b_is_woken_by_a_send_on_a_and_the_take_is_once(pair):
     """bee waits on b and on a (a second wait, from the other side of the network: an owner's
     reply-wait would do the same); ant's SEND on a is taken by exactly one wait; the other is told
     that it was taken."""
-    url, a, b = pair
+    a, b = pair
     ant, bee = _login(a, "ant"), _login(b, "bee")
     carol, dan = _guests(a, b)
     _agreement(ant, bee)
@@ -150,7 +150,7 @@ def test_a_wait_on_b_is_woken_by_a_send_on_a_and_the_take_is_once(pair):
 def test_two_waits_on_two_nodes_one_takes_the_other_is_told(pair):
     """olive waits on a and on b (two connections, one per node); her agent ant's SEND on a is
     taken by exactly one of the waits, and the other is told that it was taken."""
-    url, a, b = pair
+    a, b = pair
     ant = _login(a, "ant")
     olive_a, olive_b = _login(a, "olive", ()), IRCClient(b.port)
     olive_b.login("olive", PASSWORDS["olive"], nick="olive2")
@@ -174,7 +174,7 @@ def test_two_waits_on_two_nodes_one_takes_the_other_is_told(pair):
 
 def test_a_wait_on_b_for_a_person_on_a_ends_when_she_leaves_a(pair):
     """bee waits on b for a message from its owner olive, connected on a: her QUIT there ends it."""
-    url, a, b = pair
+    a, b = pair
     olive, bee = _login(a, "olive", ()), _login(b, "bee")
     carol, dan = _guests(a, b)
     _synced(carol, dan)
@@ -190,7 +190,7 @@ def test_a_wait_on_b_for_a_person_on_a_ends_when_she_leaves_a(pair):
 
 def test_a_revoke_on_a_is_effective_on_b_at_once(pair):
     """An agreement ant revokes on a refuses bee's SEND on b from then on."""
-    url, a, b = pair
+    a, b = pair
     ant, bee = _login(a, "ant"), _login(b, "bee")
     carol, dan = _guests(a, b)
     agreement = _agreement(ant, bee)
@@ -208,7 +208,7 @@ def test_a_revoke_on_a_is_effective_on_b_at_once(pair):
 def test_policy_and_display_name_set_on_a_are_known_on_b(pair):
     """ant sets its contact policy to deny and its display name on a: on b, bee's request is
     denied and ant's profile shows the name."""
-    url, a, b = pair
+    a, b = pair
     ant, bee = _login(a, "ant"), _login(b, "bee")
     carol, dan = _guests(a, b)
     assert _reply(ant, "CONTACT POLICY ant deny") == ":a.test CONTACT ant POLICY ant deny"
@@ -224,7 +224,7 @@ def test_policy_and_display_name_set_on_a_are_known_on_b(pair):
 
 def test_the_conversation_limit_counts_the_sends_of_both_nodes(pair):
     """40 messages an hour in one conversation: 20 on a, 20 on b, the 41st refused on b."""
-    url, a, b = pair
+    a, b = pair
     ant, bee = _login(a, "ant"), _login(b, "bee")
     carol, dan = _guests(a, b)
     _agreement(ant, bee)
@@ -249,7 +249,7 @@ def test_the_conversation_limit_counts_the_sends_of_both_nodes(pair):
 
 def test_a_private_channel_invitation_made_on_a_admits_on_b(pair):
     """olive creates #olive/lab on a and invites eve there; eve, on b, sees and joins it."""
-    url, a, b = pair
+    a, b = pair
     olive, eve = _login(a, "olive", ()), _login(a, "eve", ())
     carol, dan = _guests(a, b)
     olive.send("JOIN #olive/lab")

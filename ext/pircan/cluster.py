@@ -22,13 +22,12 @@ import dataclasses
 import logging
 from typing import Any
 
-from ircd.api import LoggedIn, LoggedOut, Quit, Registered
-
 from ext.pircan import store_tasks as tdb
 from ext.pircan.rules import SlidingWindow
 from ext.pircan.service.waits import wake_task_waiters, wake_waiters
 from ext.pircan.state import Pircan
 from ext.pircan.store import Agreement, StoredMessage
+from ircd.api import LoggedIn, LoggedOut, Quit, Registered
 
 __all__ = ["NodeLink", "install"]
 
@@ -116,7 +115,7 @@ class NodeLink:
             self.applying = True
             try:
                 handler(node, data)
-            except Exception:  # noqa: BLE001 - one bad message must not stop the node's stream
+            except Exception:
                 log.exception("pircan cluster message failed from=%s data=%r", node, data)
             finally:
                 self.applying = False
