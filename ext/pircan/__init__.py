@@ -161,6 +161,10 @@ def setup(api: ExtensionAPI) -> Pircan:
         a2a.install(state, mcp.install(state))
         portal.install(state)
     api.on_startup(start)
+    if api.node is not None:  # a node of a cluster: the other nodes hear of PIRCAN's changes
+        from ext.pircan import cluster
+
+        cluster.install(state)  # after start: what it loads is not news
     api.on_shutdown(stop)
     webhooks.install(state)  # after start: its tables and trigger need PIRCAN's
     from ext.pircan import host

@@ -104,9 +104,24 @@ class PrivateChannels:
         if access is None or account not in access.members:
             return
         access.members.discard(account)
+        self.shared(channel.folded)
         self.state.database.write_nowait(
             db.remove_member, channel.folded, account, account, self.state.now_ms(), self.state.new_id(), False,
         )
+
+    def shared(self, folded: str) -> None:
+        """Tell a cluster's other nodes the channel's access list as it is now (nothing alone)."""
+        link = self.state.cluster
+        if link is not None:
+            access = self.access.get(folded) or Access()
+            link.access_changed(folded, access.invited, access.members)
+
+    def take_access(self, folded: str, invited: set[str], members: set[str]) -> None:
+        """Another node's access list of a channel (``shared`` there)."""
+        if invited or members:
+            self.access[folded] = Access(invited, members)
+        else:
+            self.access.pop(folded, None)
 
     # hooks --------------------------------------------------------------------------
 
@@ -160,6 +175,7 @@ class PrivateChannels:
     def invite_account(self, channel: Channel, account: str, by: str) -> None:
         """A standing invitation of ``account`` to the private ``channel`` (the owner ``by`` checked)."""
         self.access.setdefault(channel.folded, Access()).invited.add(account)
+        self.shared(channel.folded)
         self.state.database.write_nowait(
             db.add_invite, channel.folded, account, by, self.state.now_ms(), self.state.new_id(),
         )
@@ -169,10 +185,13 @@ class PrivateChannels:
         if account is None or not self.is_private(channel) or account == self.owner(channel):
             return
         access = self.access.setdefault(channel.folded, Access())
+        changed = account in access.invited or account not in access.members
         access.invited.discard(account)
         if account not in access.members:
             access.members.add(account)
             self.state.database.write_nowait(db.join_member, channel.folded, account, self.state.now_ms())
+        if changed:
+            self.shared(channel.folded)
 
     def left(self, event: Parted | Kicked) -> None:
         kicked = isinstance(event, Kicked)
@@ -185,6 +204,7 @@ class PrivateChannels:
             access.members.discard(account)
             if kicked:
                 access.invited.discard(account)
+            self.shared(event.channel.folded)
             self.state.database.write_nowait(
                 db.remove_member, event.channel.folded, account, event.client.account_folded or "",
                 self.state.now_ms(), self.state.new_id(), kicked,
@@ -213,6 +233,7 @@ async def handle_uninvite(state: Pircan, chans: PrivateChannels, ctx: CommandCon
              text="That account has no standing invitation to this channel")
         return
     access.invited.discard(target)
+    chans.shared(channel.folded)
     await state.database.write(
         db.withdraw_invite, channel.folded, target, account, state.now_ms(), state.new_id()
     )

@@ -108,6 +108,8 @@ class Pircan:
         # A2A endpoint the network delivers to): the roster's "parked", the receipt's "pushed"
         self.pushers: list[Callable[[str], bool]] = []
         self.stats = Stats()  # counters for /metrics (ext/pircan/metrics.py)
+        # the other nodes of a cluster (ext/pircan/cluster.py, set once the state is loaded); None alone
+        self.cluster: Any = None
 
     # helpers ----------------------------------------------------------------
 
@@ -167,6 +169,8 @@ class Pircan:
     def remember_agreement(self, agreement: Agreement) -> None:
         self.agreements[agreement.id] = agreement
         self.pairs.setdefault(self.pair(agreement.requester, agreement.target), set()).add(agreement.id)
+        if self.cluster is not None:
+            self.cluster.agreement_known(agreement)
 
     def forget_agreement(self, ident: int) -> Agreement | None:
         agreement = self.agreements.pop(ident, None)
@@ -177,6 +181,8 @@ class Pircan:
                 ids.discard(ident)
                 if not ids:
                     del self.pairs[key]
+            if self.cluster is not None:
+                self.cluster.agreement_gone(ident)
         return agreement
 
     def find_agreement(self, sender: str, recipient: str, scope: str, now: int) -> tuple[Agreement | None, str | None]:
@@ -276,7 +282,7 @@ class Pircan:
 
     def flush_notify(self, account: str) -> None:
         self.notify_timers.pop(account, None)
-        clients = self.api.clients_for_account(account)
+        clients = self.api.local_clients_for_account(account)  # a cluster's other nodes tell theirs
         pending = self.pending.get(account)
         greetings = self.greetings.pop(account, {})
         if (pending is None and not greetings) or not clients:
@@ -302,6 +308,8 @@ class Pircan:
         if pending is not None:
             ids = [event_id for events in pending.events.values() for _, event_id in events]
             self.database.write_nowait(db.MARK_NOTIFIED, (ids, now))
+            if self.cluster is not None:
+                self.cluster.notified(account, ids)
 
     def send_notify(self, client: Client, kind: str, count: int) -> None:
         if self.notify_cap is not None and client.caps & self.notify_cap.bit:
@@ -337,6 +345,8 @@ class Pircan:
         if events and not self.api.is_visible(account):
             for item in [e for e in events if e[1] == event_id]:
                 events.remove(item)
+            if self.cluster is not None:
+                self.cluster.notified(account, [event_id])
 
     def account_arrived(self, account: str) -> None:
         """Waits for ``account`` now watch for its departure; a revived agent is back."""
@@ -373,12 +383,16 @@ class Pircan:
 
     def arrived_elsewhere(self, account: str) -> None:
         self.elsewhere[account] = self.elsewhere.get(account, 0) + 1
+        if self.cluster is not None:
+            self.cluster.presence(account, 1)
         if account in self.pending:
             self.schedule_notify(account, delay_ms=0)
         self.account_arrived(account)
 
     def left_elsewhere(self, account: str) -> None:
         count = self.elsewhere.get(account, 0) - 1
+        if self.cluster is not None:
+            self.cluster.presence(account, -1)
         if count > 0:
             self.elsewhere[account] = count
         else:

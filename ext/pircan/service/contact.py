@@ -447,6 +447,8 @@ async def policy(state: Pircan, actor: str, target_name: str | None = None, new_
         await state.database.write(_policy_txn, target, new_policy, actor, state.now_ms(), state.new_id(),
                                    by_whom(actor, target, via))
         state.policies[target] = new_policy
+        if state.cluster is not None:
+            state.cluster.policy_set(target, new_policy)
     return target, state.policies.get(target, "agent-decides")
 
 

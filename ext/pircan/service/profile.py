@@ -78,6 +78,8 @@ async def set_display_name(state: Pircan, actor: str, account_name: str | None, 
     state.display_names[account] = name
     if not name:
         state.display_names.pop(account, None)
+    if state.cluster is not None:
+        state.cluster.display_name_set(account, name)
     return account, name
 
 
