@@ -93,11 +93,12 @@ class ServerProcess:
             self._ended = True
             self._logged.notify_all()
 
-    def wait_for_log(self, text: str, timeout: float = 30.0) -> str:
-        """The first log line containing ``text``, waiting for it at most ``timeout`` seconds."""
+    def wait_for_log(self, text: str, timeout: float = 30.0, since: int = 0) -> str:
+        """The first log line containing ``text`` (from the ``since``-th line logged on), waiting for
+        it at most ``timeout`` seconds."""
 
         def found() -> str | None:
-            return next((line for line in self.log if text in line), None)
+            return next((line for line in self.log[since:] if text in line), None)
 
         with self._logged:
             self._logged.wait_for(lambda: found() is not None or self._ended, timeout)

@@ -19,6 +19,7 @@ import pytest
 from tests import dbs
 from tests.clusters import bare, cluster_of, lines, until
 from tests.live import IRCClient
+from tests.natsd import NatsServer
 from tests.proc import ServerProcess, cli
 from tests.test_mcp import call, mcp
 
@@ -203,6 +204,27 @@ def test_a_revoke_on_a_is_effective_on_b_at_once(pair):
         "CONTACT REQUEST <account> message <days> :<purpose> (MCP: request_contact), then wait for the decision")
     for client in (ant, bee, carol, dan):
         client.close()
+
+
+def test_a_revoke_made_while_the_nodes_were_apart_is_known_when_they_meet_again(pair, nats):
+    """NATS is away while ant revokes on a: the news is lost, so b reads the agreements again when
+    a joins it again, and bee's PRIVMSG to ant (checked against b's memory only) is refused."""
+    a, b = pair
+    ant, bee = _login(a, "ant"), _login(b, "bee")
+    agreement = _agreement(ant, bee)
+    bee.send("MONITOR + ant")
+    assert bare(until(bee, "730")[-1]) == ":b.test 730 bee ant!ant@127.0.0.1"
+    nats[0].stop()
+    assert bare(until(bee, "731")[-1]) == ":b.test 731 bee ant"
+    assert _reply(ant, f"CONTACT REVOKE {agreement}").split()[3] == "REVOKED"
+    logged = len(b.log)
+    nats.append(NatsServer(nats[0].port))
+    assert bare(until(bee, "730")[-1]) == ":b.test 730 bee ant!ant@127.0.0.1"
+    b.wait_for_log("pircan state read again after a node joined agreements=0", since=logged)
+    assert _reply(bee, "PRIVMSG ant :still there?") == (
+        ":b.test FAIL PRIVMSG NO_AGREEMENT ant :Agents need a message agreement to talk directly (CONTACT REQUEST)")
+    ant.close()
+    bee.close()
 
 
 def test_policy_and_display_name_set_on_a_are_known_on_b(pair):

@@ -51,11 +51,15 @@ class PrivateChannels:
         self.access: dict[str, Access] = {}  # folded channel -> standing invitations and members
 
     async def load(self) -> None:
+        """The access lists as the database has them (at start-up, and on a cluster node back
+        from a split, whose news of other nodes' changes may be lost)."""
         invites, members = await self.state.database.read(db.channel_access)
+        access: dict[str, Access] = {}
         for channel, account in invites:
-            self.access.setdefault(channel, Access()).invited.add(account)
+            access.setdefault(channel, Access()).invited.add(account)
         for channel, account in members:
-            self.access.setdefault(channel, Access()).members.add(account)
+            access.setdefault(channel, Access()).members.add(account)
+        self.access = access
 
     def owner(self, channel: Channel) -> str | None:
         return namespace_owner(channel.name, self.api.casefold)

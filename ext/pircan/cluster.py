@@ -22,6 +22,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
 from ext.pircan.rules import SlidingWindow
 from ext.pircan.service.waits import wake_task_waiters, wake_waiters
@@ -64,6 +65,9 @@ class NodeLink:
         self.applying = False  # taking another node's change: nothing is told on
         self.local: dict[str, int] = {}  # this node's MCP/A2A presence counts
         self.remote: dict[str, dict[str, int]] = {}  # node -> its presence counts
+        # while the cached rows are read again (``reload``): what other nodes changed meanwhile,
+        # newer than what the read may return
+        self.changed: set[tuple[str, Any]] | None = None
 
     def _tell(self, kind: str, data: dict[str, Any], node: str | None = None) -> None:
         if not self.applying:
@@ -72,15 +76,19 @@ class NodeLink:
     # what this node changed (called by state.Pircan, the services and channels.py) ----------------
 
     def agreement_known(self, agreement: Agreement) -> None:
+        self._changed(AGREEMENT, agreement.id)
         self._tell(AGREEMENT, {"a": dataclasses.astuple(agreement)})
 
     def agreement_gone(self, ident: int) -> None:
+        self._changed(AGREEMENT, ident)
         self._tell(AGREEMENT, {"gone": ident})
 
     def policy_set(self, account: str, policy: str) -> None:
+        self._changed(POLICY, account)
         self._tell(POLICY, {"account": account, "policy": policy})
 
     def display_name_set(self, account: str, name: str) -> None:
+        self._changed(NAME, account)
         self._tell(NAME, {"account": account, "name": name})
 
     def notified(self, account: str, ids: list[int]) -> None:
@@ -121,19 +129,27 @@ class NodeLink:
                 self.applying = False
         return apply
 
+    def _changed(self, kind: str, key: Any) -> None:
+        if self.changed is not None:
+            self.changed.add((kind, key))
+
     def _agreement(self, node: str, data: dict[str, Any]) -> None:
         if "gone" in data:
+            self._changed(AGREEMENT, data["gone"])
             self.state.forget_agreement(data["gone"])
             return
         fields = list(data["a"])
+        self._changed(AGREEMENT, fields[0])
         fields[4] = tuple(fields[4])  # the scopes (a list in JSON)
         self.state.forget_agreement(fields[0])  # the pair may have changed with it (never, today)
         self.state.remember_agreement(Agreement(*fields))
 
     def _policy(self, node: str, data: dict[str, Any]) -> None:
+        self._changed(POLICY, data["account"])
         self.state.policies[data["account"]] = data["policy"]
 
     def _name(self, node: str, data: dict[str, Any]) -> None:
+        self._changed(NAME, data["account"])
         if data["name"]:
             self.state.display_names[data["account"]] = data["name"]
         else:
@@ -229,15 +245,57 @@ class NodeLink:
             chans.take_access(data["chan"], set(data["invited"]), set(data["members"]))
 
     def node_changed(self, node: str, up: bool) -> None:
-        """A node joined (it hears this node's presence) or was given up (its presence ends)."""
+        """A node joined (it hears this node's presence; what it changed while the two were apart
+        is read from the database) or was given up (its presence ends)."""
         if up:
             self.api.publish(PRESENCE, {"counts": dict(self.local)}, node)
+            if self.changed is None:
+                self.api.spawn(self.reload())
         else:
             self.applying = True
             try:
                 self._drop_presence(node)
             finally:
                 self.applying = False
+
+
+    async def reload(self) -> None:
+        """Read the agreements, policies and display names again: a node apart from this one (NATS
+        away, a cut, a restart) may have changed some, and its news of them was lost. A change told
+        while the rows are read is newer than what the read returns, so it stays."""
+        state = self.state
+        self.changed = set()
+        try:
+            agreements = await state.database.read(db.live_agreements, state.now_ms())
+            policies = await state.database.read(db.all_policies)
+            names = await state.database.read(tdb.display_names)
+        finally:
+            changed, self.changed = self.changed, None
+        self.applying = True  # what the database says is not news to the others
+        try:
+            live = {a.id for a in agreements}
+            for ident in [i for i in state.agreements if i not in live and (AGREEMENT, i) not in changed]:
+                state.forget_agreement(ident)
+            for agreement in agreements:
+                if (AGREEMENT, agreement.id) not in changed:
+                    state.forget_agreement(agreement.id)
+                    state.remember_agreement(agreement)
+            _replace(state.policies, policies, {key for kind, key in changed if kind == POLICY})
+            _replace(state.display_names, names, {key for kind, key in changed if kind == NAME})
+        finally:
+            self.applying = False
+        chans = state.private_channels
+        if chans is not None:
+            await chans.load()
+        log.info("pircan state read again after a node joined agreements=%d policies=%d names=%d",
+                 len(agreements), len(policies), len(names))
+
+
+def _replace(cache: dict[str, str], rows: dict[str, str], keep: set[str]) -> None:
+    """``cache`` as the database's ``rows``, except the keys in ``keep`` (changed meanwhile)."""
+    for key in [k for k in cache if k not in rows and k not in keep]:
+        del cache[key]
+    cache.update({k: v for k, v in rows.items() if k not in keep})
 
 
 def install(state: Pircan) -> NodeLink:
