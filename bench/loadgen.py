@@ -1172,7 +1172,7 @@ class Sizes:
     # bench/cluster.py: receivers, senders, lines per sender; SEND pairs, SENDs per pair; remote users
     # (15,000: the loadgen and the node each hold one socket per user, under a hard limit of 20,000 open files)
     cluster_fanout: tuple[int, int, int] = (200, 4, 2500)
-    cluster_send: tuple[int, int] = (40, 50)
+    cluster_send: tuple[int, int] = (40, 100)
     cluster_remote: int = 15_000
 
 
