@@ -41,6 +41,7 @@ class Costs:
     claim_pg_us: float = 80.0  # PostgreSQL's CPU per registration (a nick claimed, later freed)
     send_node_us: float = 370.0  # nodes' CPU per durable SEND
     send_pg_us: float = 150.0  # PostgreSQL's CPU per durable SEND
+    publish_us: float = 10.0  # a node's CPU per NATS publish of a change (--publish measures it)
 
 
 @dataclass
@@ -97,7 +98,8 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
     pubs = change_pubs + alive + line_pubs
     nats_bytes = change_pubs * c.change_bytes + line_frames * c.nats_bytes_per_remote_line
     per_node_cpu_us = (
-        changes * (n - 1) / n * c.apply_us  # every other node's changes applied
+        changes / n * (n - 1) * c.publish_us  # its own changes, published to every peer
+        + changes * (n - 1) / n * c.apply_us  # every other node's changes applied
         + w.users * c.sweep_us_per_user_s  # the heartbeat's sweep of its own users
         + w.users * (n - 1) * c.idle_remote_us_per_user_s  # remote users held, nothing happening
         + line_frames / n * c.remote_line_us  # its share of the channel's forwarded lines
@@ -111,6 +113,7 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
         "nats_mb_per_s": nats_bytes / 1e6,
         "nats_cores": pubs * c.nats_us_per_msg / 1e6,
         "node_changes_applied_per_s": changes * (n - 1) / n,
+        "node_publishes_per_s": changes / n * (n - 1),
         "node_cores": per_node_cpu_us / 1e6,
         "node_remote_users": w.users * (n - 1),
         "node_remote_mb": w.users * (n - 1) * c.remote_user_bytes / 2**20,
@@ -130,7 +133,8 @@ _ROWS = [
     ("nats_mb_per_s", "NATS MB/s in", "{:,.1f}"),
     ("nats_cores", "NATS cores (at the measured CPU per message)", "{:,.2f}"),
     ("node_changes_applied_per_s", "per node: others' changes applied/s", "{:,.0f}"),
-    ("node_cores", "per node: cores (changes, sweep, channel, SENDs)", "{:,.2f}"),
+    ("node_publishes_per_s", "per node: its changes published/s (to N-1 peers)", "{:,.0f}"),
+    ("node_cores", "per node: cores (publishing, applying, sweep, channel, SENDs)", "{:,.2f}"),
     ("node_remote_users", "per node: remote users held", "{:,.0f}"),
     ("node_remote_mb", "per node: MB of RSS for remote users", "{:,.0f}"),
     ("channel_frames_per_line", "channel on every node: frames per line today", "{:,.0f}"),
@@ -151,6 +155,37 @@ def table(nodes: list[int], w: Workload, c: Costs) -> str:
                                for i, cell in enumerate(row)) for row in [head, *rows])
 
 
+def publish_cost(count: int = 50_000, size: int = 287) -> float:
+    """A node's CPU (µs) per NATS publish of a change-sized message: ``count`` publishes with
+    nats-py, as a node's sender task makes them (one awaited publish after the other), against a
+    NATS server of its own (nothing subscribes: the cost is the publisher's)."""
+    import asyncio
+    import resource
+
+    from bench.cluster import Nats
+
+    server = Nats(1024 * 1024)
+
+    async def run() -> float:
+        import nats
+
+        nc = await nats.connect(server.url)
+        payload = b"{" + b"x" * (size - 2) + b"}"
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        before = ru.ru_utime + ru.ru_stime
+        for _ in range(count):
+            await nc.publish("pircd.bench.node.n2", payload)
+        await nc.flush()
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        await nc.close()
+        return 1e6 * (ru.ru_utime + ru.ru_stime - before) / count
+
+    try:
+        return asyncio.run(run())
+    finally:
+        server.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cluster_model", description=__doc__.split("\n\n")[0])
     p.add_argument("--results", type=Path, help="JSON of a run of the cluster scenarios (bench.run --json)")
@@ -158,8 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     for f in fields(Workload):
         p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default,
                        help=f"workload: {f.name} (default {f.default})")
+    p.add_argument("--publish", action="store_true", help="measure a node's CPU per NATS publish (nats-py)")
     args = p.parse_args(argv)
     costs = costs_from(args.results) if args.results else Costs()
+    if args.publish:
+        costs.publish_us = publish_cost()
     work = Workload(**{f.name: getattr(args, f.name) for f in fields(Workload)})
     print("costs: " + ", ".join(f"{f.name}={getattr(costs, f.name):.3g}" for f in fields(Costs)))
     print("workload per node: " + ", ".join(f"{f.name}={getattr(work, f.name)}" for f in fields(Workload)))
