@@ -44,7 +44,16 @@ from typing import Any
 
 from bench import loadgen
 from bench.loadgen import (
-    BenchError, IRCClient, Metric, Sample, Scenario, Sizes, Target, _close_all, _p50_p99_ms, _usage,
+    BenchError,
+    IRCClient,
+    Metric,
+    Sample,
+    Scenario,
+    Sizes,
+    Target,
+    _close_all,
+    _p50_p99_ms,
+    _usage,
 )
 from bench.proc import free_port, proc_sample
 from bench.servers import _REPO, POSTGRES, RunningServer, ServerSpec, _pircd_config
@@ -147,8 +156,9 @@ class Cluster:
     def rss(self, index: int) -> int:
         return proc_sample(self.nodes[index].pid)[2]
 
-    def begin(self) -> tuple[Sample, dict[str, float]]:
-        return self.targets[0].begin(), self._others()
+    def sample(self) -> tuple[Sample, dict[str, float]]:
+        """The nodes' sample (``Target.sample``), and NATS's and PostgreSQL's CPU and NATS's counters."""
+        return self.targets[0].sample(), self._others()
 
     def _others(self) -> dict[str, float]:
         nats_cpu = proc_sample(self.nats.proc.pid)[0]
@@ -179,18 +189,20 @@ class Cluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+async def _knows(client: IRCClient, nick: str, timeout: float) -> bool:
+    found = client.expect("311", "401")
+    client.send(f"WHOIS {nick}")
+    return b" 311 " in await asyncio.wait_for(found, timeout)
+
+
 async def connected(cluster: Cluster, timeout: float = 30.0) -> None:
     """Until every node knows a user of every other node (each has the others as peers)."""
     probes = [await loadgen.connect_registered(t, f"probe{i}", "127.0.0.1") for i, t in enumerate(cluster.targets)]
     try:
         deadline = time.monotonic() + timeout
         for i, probe in enumerate(probes):
-            for j in range(len(probes)):
-                while i != j:
-                    found = probe.expect("311", "401")
-                    probe.send(f"WHOIS probe{j}")
-                    if b" 311 " in await asyncio.wait_for(found, timeout):
-                        break
+            for j in (j for j in range(len(probes)) if j != i):
+                while not await _knows(probe, f"probe{j}", timeout):
                     if time.monotonic() > deadline:
                         raise BenchError(f"node n{i + 1} does not see node n{j + 1}'s users after {timeout} s")
                     await asyncio.sleep(0.1)
@@ -212,7 +224,8 @@ class Watcher:
 
     def __init__(self, client: IRCClient, written: list[list[float]], block: int, marker: bytes) -> None:
         self.client, self.written, self.block, self.marker = client, written, block, marker
-        self.count, self.markers, self.latencies = 0, 0, []
+        self.count, self.markers = 0, 0
+        self.latencies: list[float] = []
         self.done: asyncio.Future[float] = client.loop.create_future()
         client.on_line = self.line
 
@@ -252,8 +265,8 @@ async def _members(cluster: Cluster, receivers: int, senders: int, channel: str
         for k, target in enumerate(cluster.targets):
             recv += await loadgen.register_many(target, _spread(receivers, n).count(k), f"r{k}x", channel=channel)
             for j in (j for j, node in enumerate(_spread(senders, n)) if node == k):
-                send[j] = await loadgen.connect_registered(target, f"s{j}", "127.0.0.1")
-                await loadgen.join(send[j], channel)
+                sender = send[j] = await loadgen.connect_registered(target, f"s{j}", "127.0.0.1")
+                await loadgen.join(sender, channel)
             watch.append(await loadgen.connect_registered(target, f"w{k}", "127.0.0.1"))
             await loadgen.join(watch[-1], channel)
     except BaseException:
@@ -287,11 +300,11 @@ async def cluster_fanout(cluster: Cluster, receivers: int, senders: int, lines: 
                     raise BenchError(f"sender disconnected: {sender.error}")
             sender.write(f"PRIVMSG {channel} :".encode() + marker + b"\r\n")
 
-        before = cluster.begin()
+        before = cluster.sample()
         await asyncio.gather(*(blast(j, s) for j, s in enumerate(send)))
         ends = [c.marker_seen for c in counting] + [w.done for w in watchers]
         await asyncio.wait(ends, timeout=timeout)
-        after = cluster.begin()
+        after = cluster.sample()
         seen = [t for f in ends if f.done() and (t := f.result()) > 0]
         if seen:
             after[0].when = max(seen)
@@ -358,11 +371,11 @@ async def cluster_send(cluster: Cluster, pairs: int, per_pair: int, timeout: flo
         same: list[float] = []
         across: list[float] = []
         await asyncio.gather(*(c.ping(30) for couple in couples for c in couple))
-        before = cluster.begin()
+        before = cluster.sample()
         await asyncio.wait_for(asyncio.gather(*(
             loadgen.send_many(a, b, per_pair, across if na != nb else same)
             for (a, b), (na, nb) in zip(couples, places))), timeout)
-        after = cluster.begin()
+        after = cluster.sample()
         total = len(same) + len(across)
         p50, p99 = _p50_p99_ms(same + across)
         usage = cluster.usage(before, after, total, "send")
@@ -403,7 +416,7 @@ async def remote_users(cluster: Cluster, count: int, timeout: float = 600.0) -> 
         base = await _users_seen(watcher, 30)
         await asyncio.sleep(1.0)
         rss0 = [cluster.rss(0), cluster.rss(1)]
-        before, home0 = cluster.begin(), proc_sample(cluster.nodes[0].pid)[0]
+        before, home0 = cluster.sample(), proc_sample(cluster.nodes[0].pid)[0]
 
         async def make(i: int) -> IRCClient:
             client = await loadgen.connect_registered(other, f"u{i}", loadgen.source_address(i))
@@ -420,7 +433,7 @@ async def remote_users(cluster: Cluster, count: int, timeout: float = 600.0) -> 
             if time.monotonic() > deadline:
                 raise BenchError("the first node did not learn of every remote user within 60 s")
             await asyncio.sleep(0.2)
-        after, home1 = cluster.begin(), proc_sample(cluster.nodes[0].pid)[0]
+        after, home1 = cluster.sample(), proc_sample(cluster.nodes[0].pid)[0]
         usage = cluster.usage(before, after, count, "registration")
         await asyncio.sleep(1.0)
         rss1 = [cluster.rss(0), cluster.rss(1)]

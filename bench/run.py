@@ -36,7 +36,15 @@ from typing import Any
 
 from bench import cluster, loadgen
 from bench.loadgen import FULL, QUICK, TINY, BenchError, Scenario, Target, build_scenarios
-from bench.servers import AGENTMAIL_SRC, AGENTMAIL_VENV, POSTGRES, SERVERS, AgentMailSpec, RunningServer, ServerSpec
+from bench.servers import (
+    AGENTMAIL_SRC,
+    AGENTMAIL_VENV,
+    POSTGRES,
+    SERVERS,
+    AgentMailSpec,
+    RunningServer,
+    ServerSpec,
+)
 
 DEFAULT_SERVERS = "pircd,ngircd,inspircd"
 
