@@ -27,21 +27,22 @@ from pathlib import Path
 
 @dataclass
 class Costs:
-    """Per-unit costs, from one run of the cluster scenarios (2 nodes unless said)."""
+    """Per-unit costs, from one run of the cluster scenarios (2 nodes unless said): the defaults are
+    the run quoted in docs/scaling.md."""
 
-    local_line_us: float = 0.29  # nodes' CPU per line delivered on the sender's node (1 node)
-    remote_line_us: float = 0.69  # both nodes' CPU per line delivered to a member of the other node
-    nats_bytes_per_remote_line: float = 150.0  # NATS bytes in per line forwarded to a remote member
-    nats_us_per_msg: float = 20.0  # NATS CPU per message published (and delivered once)
-    change_bytes: float = 283.0  # NATS bytes of one change (a remote user's arrival)
-    apply_us: float = 60.0  # CPU of the node taking a remote user in (a change applied)
-    remote_user_bytes: float = 1500.0  # RSS per remote user on the node that holds it remotely
-    sweep_us_per_user_s: float = 0.5  # CPU per second per local user, nothing happening (the sweep)
+    local_line_us: float = 0.24  # nodes' CPU per line delivered on the sender's node (1 node)
+    remote_line_us: float = 0.70  # both nodes' CPU per line delivered to a member of the other node
+    nats_bytes_per_remote_line: float = 149.0  # NATS bytes in per line forwarded to a remote member
+    nats_us_per_msg: float = 7.3  # NATS CPU per message published (and delivered once)
+    change_bytes: float = 287.0  # NATS bytes of one change (a remote user's arrival)
+    apply_us: float = 20.0  # CPU of the node taking a remote user in (a change applied)
+    remote_user_bytes: float = 1639.0  # RSS per remote user on the node that holds it remotely
+    sweep_us_per_user_s: float = 0.53  # CPU per second per local user, nothing happening (the sweep)
     idle_remote_us_per_user_s: float = 0.0  # the same per remote user
-    claim_pg_us: float = 80.0  # PostgreSQL's CPU per registration (a nick claimed, later freed)
-    send_node_us: float = 370.0  # nodes' CPU per durable SEND
-    send_pg_us: float = 150.0  # PostgreSQL's CPU per durable SEND
-    publish_us: float = 10.0  # a node's CPU per NATS publish of a change (--publish measures it)
+    claim_pg_us: float = 162.0  # PostgreSQL's CPU per registration (a nick claimed, later freed)
+    send_node_us: float = 155.0  # nodes' CPU per durable SEND
+    send_pg_us: float = 108.0  # PostgreSQL's CPU per durable SEND
+    publish_us: float = 1.5  # a node's CPU per NATS publish of a change (--publish measures it)
 
 
 @dataclass
