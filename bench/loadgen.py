@@ -169,6 +169,7 @@ class IRCClient(asyncio.Protocol):
         self.counting = False
         self.count = 0
         self.marker: bytes | None = None
+        self.markers_left = 1
         self.marker_seen: asyncio.Future[float] = self.loop.create_future()
         self.sync_token: bytes | None = None
         self.synced: asyncio.Future[None] | None = None
@@ -256,9 +257,11 @@ class IRCClient(asyncio.Protocol):
 
     # counting mode ----------------------------------------------------------
 
-    def start_counting(self, marker: bytes) -> None:
-        """From now on count lines; ``marker`` ends the count (see ``marker_seen``)."""
+    def start_counting(self, marker: bytes, markers: int = 1) -> None:
+        """From now on count lines; ``marker`` ends the count (see ``marker_seen``), on its
+        ``markers``-th arrival (one from each of several senders)."""
         self.marker = marker
+        self.markers_left = markers
         self.count = 0
         self.counting = True  # a partial line in ``buf`` is counted when it ends
 
@@ -291,7 +294,8 @@ class IRCClient(asyncio.Protocol):
                 if self.synced is not None and not self.synced.done():
                     self.synced.set_result(None)
             elif marker is not None and marker in line:
-                if not self.marker_seen.done():
+                self.markers_left -= 1
+                if self.markers_left <= 0 and not self.marker_seen.done():
                     self.marker_seen.set_result(time.perf_counter())
             elif b"ERROR " in line and line.startswith(b"ERROR "):
                 self.error = line.decode("utf-8", "replace")
@@ -1039,36 +1043,43 @@ async def pircan_send(target: Target, senders: int, per_sender: int, timeout: fl
         b_side = [await sasl_login(target, name) for name in b_names]
         agents = a_side + b_side
         for a, b in zip(a_side, b_side):  # agreements (set-up)
-            requested = a.expect("CONTACT", "FAIL")
-            a.send(f"CONTACT REQUEST {b.nick} message 30 :benchmark")
-            line = await asyncio.wait_for(requested, 30)
-            if b" REQUESTED " not in line:
-                raise BenchError(f"CONTACT REQUEST refused: {line!r}")
-            request_id = line.split(b" REQUESTED ")[1].split()[0].decode()
-            accepted = b.expect("CONTACT", "FAIL")
-            b.send(f"CONTACT ACCEPT {request_id}")
-            line = await asyncio.wait_for(accepted, 30)
-            if b" ACCEPTED " not in line:
-                raise BenchError(f"CONTACT ACCEPT refused: {line!r}")
+            await agree(a, b)
         latencies: list[float] = []
-
-        async def run_sender(a: IRCClient, b: IRCClient) -> None:
-            for i in range(per_sender):
-                receipt = a.expect("SEND", "FAIL")
-                t0 = time.perf_counter()
-                a.send(f"SEND {b.nick} :benchmark message {i} of a durable direct message run")
-                line = await receipt
-                latencies.append(time.perf_counter() - t0)
-                if b" OK " not in line:
-                    raise BenchError(f"SEND refused: {line!r}")
-
         await asyncio.gather(*(c.ping(30) for c in agents))
         before = target.begin()
-        await asyncio.wait_for(asyncio.gather(*(run_sender(a, b) for a, b in zip(a_side, b_side))), timeout)
+        pairs = zip(a_side, b_side)
+        await asyncio.wait_for(asyncio.gather(*(send_many(a, b, per_sender, latencies) for a, b in pairs)), timeout)
         after = target.end()
         return measured(_usage(before, after), latencies, "sends", "send")
     finally:
         _close_all(agents)
+
+
+async def agree(a: IRCClient, b: IRCClient, timeout: float = 30.0) -> None:
+    """An agreement for messages from ``a`` to ``b`` (set-up): ``a`` requests, ``b`` accepts."""
+    requested = a.expect("CONTACT", "FAIL")
+    a.send(f"CONTACT REQUEST {b.nick} message 30 :benchmark")
+    line = await asyncio.wait_for(requested, timeout)
+    if b" REQUESTED " not in line:
+        raise BenchError(f"CONTACT REQUEST refused: {line!r}")
+    request_id = line.split(b" REQUESTED ")[1].split()[0].decode()
+    accepted = b.expect("CONTACT", "FAIL")
+    b.send(f"CONTACT ACCEPT {request_id}")
+    line = await asyncio.wait_for(accepted, timeout)
+    if b" ACCEPTED " not in line:
+        raise BenchError(f"CONTACT ACCEPT refused: {line!r}")
+
+
+async def send_many(a: IRCClient, b: IRCClient, count: int, latencies: list[float]) -> None:
+    """``count`` durable SENDs from ``a`` to ``b``, each waiting for its receipt (latency recorded)."""
+    for i in range(count):
+        receipt = a.expect("SEND", "FAIL")
+        t0 = time.perf_counter()
+        a.send(f"SEND {b.nick} :benchmark message {i} of a durable direct message run")
+        line = await receipt
+        latencies.append(time.perf_counter() - t0)
+        if b" OK " not in line:
+            raise BenchError(f"SEND refused: {line!r}")
 
 
 def measured(usage: dict[str, float], latencies: list[float], things: str, thing: str) -> dict[str, Any]:
@@ -1158,14 +1169,20 @@ class Sizes:
     chathistory: tuple[int, int, int] = (5000, 10, 100)  # lines stored, readers, queries per reader
     mcp_mail: tuple[int, int] = (10, 10)  # the same against MCP Agent Mail: ~0.1 s of its CPU a call
     http_load: float = 40.0  # seconds of each phase (at the call limit, over it), flooding every other second
+    # bench/cluster.py: receivers, senders, lines per sender; SEND pairs, SENDs per pair; remote users
+    # (15,000: the loadgen and the node each hold one socket per user, under a hard limit of 20,000 open files)
+    cluster_fanout: tuple[int, int, int] = (200, 4, 2500)
+    cluster_send: tuple[int, int] = (40, 100)
+    cluster_remote: int = 15_000
 
 
 FULL = Sizes()
 QUICK = Sizes(fanout=((20, 200), (100, 50)), dm=(10, 50), connections=500, churn=(100, 10), storm=(1000, 5),
               sasl=(20, 2), pircan=(20, 20), mcp=(20, 20), chathistory=(500, 4, 20), mcp_mail=(4, 25),
-              http_load=10.0)
+              http_load=10.0, cluster_fanout=(40, 2, 200), cluster_send=(8, 10), cluster_remote=1000)
 TINY = Sizes(fanout=((5, 20),), dm=(2, 5), connections=20, churn=(5, 2), storm=(20, 2), sasl=(4, 1), pircan=(2, 3),
-             mcp=(4, 3), chathistory=(50, 2, 3), mcp_mail=(4, 3), http_load=2.0)
+             mcp=(4, 3), chathistory=(50, 2, 3), mcp_mail=(4, 3), http_load=2.0, cluster_fanout=(4, 2, 10),
+             cluster_send=(2, 2), cluster_remote=20)
 
 
 def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:

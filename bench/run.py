@@ -34,9 +34,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import loadgen
+from bench import cluster, loadgen
 from bench.loadgen import FULL, QUICK, TINY, BenchError, Scenario, Target, build_scenarios
-from bench.servers import AGENTMAIL_SRC, AGENTMAIL_VENV, SERVERS, AgentMailSpec, RunningServer, ServerSpec
+from bench.servers import (
+    AGENTMAIL_SRC,
+    AGENTMAIL_VENV,
+    POSTGRES,
+    SERVERS,
+    AgentMailSpec,
+    RunningServer,
+    ServerSpec,
+)
 
 DEFAULT_SERVERS = "pircd,ngircd,inspircd"
 
@@ -308,6 +316,41 @@ def select(table: dict[str, Scenario], wanted: list[str]) -> list[Scenario]:
     return chosen
 
 
+def loadgen_loop() -> asyncio.AbstractEventLoop:
+    loop = loadgen.new_event_loop()
+    asyncio.set_event_loop(loop)
+    return loop
+
+
+def run_cluster(chosen: list[Scenario], args: argparse.Namespace, loop: asyncio.AbstractEventLoop) -> int:
+    """The cluster scenarios (bench/cluster.py): 1 node and 2 nodes instead of the servers."""
+    fds = raise_fd_limit()
+    repeat = args.repeat or (1 if (args.quick or args.tiny) else 3)
+    info = machine_info()
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + f", open files {fds}")
+    print(f"pircd nodes: {SERVERS['pircd'].version()}, store on {POSTGRES.version()}")
+    results: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    errors: list[str] = []
+    started = time.monotonic()
+    try:
+        cluster.run_suite(chosen, repeat, loop, results, errors)
+    finally:
+        loop.close()
+    configs = list(cluster.CONFIGS)
+    print()
+    print(render_table(chosen, configs, results, repeat))
+    print(f"\nmedians of {repeat} run(s); ratios are other/{configs[0]}; total {time.monotonic() - started:.0f} s")
+    for e in errors:
+        print("error: " + e)
+    if args.json or args.out:
+        path = args.json or (args.out / "results.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [{"scenario": k[0], "server": k[1], "runs": v} for k, v in results.items()]
+        path.write_text(json.dumps({"machine": info, "repeat": repeat, "results": rows}, indent=1, default=str))
+        print(f"results: {path}")
+    return 1 if errors else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -315,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="scenario name or family (fanout, dm, connections, churn, storm, sasl, pircan, mcp, mcp-mail, "
-        "chathistory, http-load); "
+        "chathistory, http-load, cluster: only when named); "
         "repeatable or comma-separated",
     )
     p.add_argument(
@@ -371,12 +414,17 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = TINY if args.tiny else QUICK if args.quick else FULL
     table = build_scenarios(sizes)
+    clustered = cluster.build_scenarios(sizes)  # run only when named: they start servers of their own
     if args.list:
-        for s in table.values():
+        for s in [*table.values(), *clustered.values()]:
             print(f"{s.name:22} {s.description}" + (f"  (pending: {s.pending})" if s.pending else ""))
         return 0
     wanted = [w for item in args.scenario for w in item.split(",") if w]
-    chosen = select(table, wanted)
+    chosen = select({**table, **clustered}, wanted) if wanted else select(table, wanted)
+    if chosen and all(s.family == "cluster" for s in chosen):
+        return run_cluster(chosen, args, loadgen_loop())
+    if any(s.family == "cluster" for s in chosen):
+        raise SystemExit("the cluster scenarios start their own servers: run them on their own (--scenario cluster)")
     for s in chosen:
         if s.pending:
             print(f"skipping {s.name}: {s.pending}")
@@ -392,8 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(agentmail, AgentMailSpec) and (args.agentmail_venv or args.agentmail_src):
         agentmail.configure(args.agentmail_venv or agentmail.venv, args.agentmail_src or agentmail.src)
     fds = raise_fd_limit()
-    loop = loadgen.new_event_loop()
-    asyncio.set_event_loop(loop)
+    loop = loadgen_loop()
     built: list[Path] = []  # compiled copies of pircd, removed at the end
     try:
         if args.profile:

@@ -287,11 +287,12 @@ POSTGRES = _Postgres()
 
 
 def _pircd_config(directory: Path, port: int, history: bool = True, http: bool = True,
-                  database: Callable[[Path], str] = sqlite_file, durability: str = "full") -> str:
+                  database: Callable[[Path], str] = sqlite_file, durability: str = "full",
+                  name: str = "bench.pircd.local") -> str:
     return f"""\
 # pircd, benchmark configuration (bench/servers.py)
 [server]
-name = "bench.pircd.local"
+name = "{name}"
 listen = ["127.0.0.1:{port}"]
 db = "{database(directory)}"
 motd = "{MOTD}"
