@@ -9,6 +9,7 @@ import atexit
 import re
 import shutil
 import subprocess
+import tempfile
 import sysconfig
 import threading
 from pathlib import Path
@@ -28,9 +29,15 @@ def binary() -> str:
 
 
 class NatsServer:
-    def __init__(self, port: int = -1) -> None:
-        """``port``: -1 for one it picks (the default), or the port of a server being restarted."""
-        self.proc = subprocess.Popen([binary(), "-a", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+    def __init__(self, port: int = -1, max_payload: int | None = None) -> None:
+        """``port``: -1 for one it picks (the default), or the port of a server being restarted;
+        ``max_payload``: the most one message may carry (NATS's default: 1 MB)."""
+        args = [binary(), "-a", "127.0.0.1", "-p", str(port)]
+        if max_payload is not None:
+            conf = Path(tempfile.mkdtemp(prefix="natsd-")) / "nats.conf"
+            conf.write_text(f"max_payload: {max_payload}\n")
+            args += ["-c", str(conf)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.log: list[str] = []
         assert self.proc.stderr is not None

@@ -425,3 +425,67 @@ def test_nats_restarting_splits_the_nodes_and_joins_them_again(nodes, nats):
     assert relayed(bob, "PRIVMSG #c :together again", alice) == ":bob!bob@127.0.0.1 PRIVMSG #c :together again"
     alice.close()
     bob.close()
+
+
+def test_messages_longer_than_nats_takes_go_in_pieces():
+    """Lines for a node are packed in messages of at most NATS's max_payload, cut between
+    frames; a longer message (a big burst) goes in pieces that are put together again, each
+    sender's apart from the others'."""
+    from ircd.cluster.link import Joiner, pack_lines, split, unpack_lines
+
+    frames = [(n, bytes([65 + n % 26]) * (100 + n)) for n in range(60)]
+    messages = pack_lines(frames, 1000)
+    assert len(messages) > 1 and all(len(m) <= 1000 for m in messages)
+    assert [f for m in messages for f in unpack_lines(m)] == frames
+    whole = pack_lines(frames)  # no limit: one message
+    assert len(whole) == 1 and unpack_lines(whole[0]) == frames
+
+    joiner = Joiner()
+    first, second = bytes(range(256)) * 40, b'{"op": "burst"}' * 500
+    pieces_a, pieces_b = split(first, 1000, "a"), split(second, 1000, "node-b")
+    assert all(len(p) <= 1000 for p in pieces_a + pieces_b)
+    got = []
+    for pair in zip(pieces_a, pieces_b):  # two senders' pieces interleaved
+        got += [whole for whole in map(joiner.piece, pair) if whole is not None]
+    got += [whole for whole in map(joiner.piece, pieces_a[len(pieces_b):] + pieces_b[len(pieces_a):])
+            if whole is not None]
+    assert sorted(got) == sorted([first, second])
+    joiner.piece(split(first, 1000, "a")[0])  # a restarts in the middle of a message
+    joiner.restarted("a")
+    assert [joiner.piece(p) for p in split(b"{}", 1000, "a")] == [b"{}"]
+
+
+def test_a_burst_and_lines_past_the_payload_limit_reach_the_other_node(tmp_path):
+    """With NATS taking 4 KB a message, a's burst of 30 users in #big (some 10 KB) reaches b
+    when it starts, and a line said on b to #big reaches every member on a (30 frames)."""
+    from tests.clusters import cluster_of, start_node
+
+    nats = NatsServer(max_payload=4096)
+    started: list[ServerProcess] = []
+    try:
+        url, started = cluster_of(tmp_path, nats.url, ("a",))
+        members = []
+        for n in range(30):
+            member = IRCClient(started[0].port)
+            member.register(f"member{n}-{'x' * 20}")
+            member.send("JOIN #big")
+            lines(member)
+            members.append(member)
+        started.append(start_node(tmp_path, url, nats.url, "b"))
+        bob = IRCClient(started[1].port)
+        bob.register("bob")
+        bob.send("JOIN #big")
+        assert bare(until(bob, "366")[-1]) == ":b.test 366 bob #big :End of /NAMES list"
+        bob.send("LUSERS")
+        assert ":b.test 266 bob 31 31 :Current global users 31, max 31" in [bare(x) for x in lines(bob)]
+        said = "PRIVMSG #big :" + " ".join(["word"] * 60)
+        bob.send(said)
+        for member in members:
+            assert bare(until(member, "PRIVMSG")[-1]) == f":bob!bob@127.0.0.1 {said}"
+        assert not [ln for node in started for ln in node.log if "publish failed" in ln]
+        for client in (*members, bob):
+            client.close()
+    finally:
+        for node in started:
+            node.terminate()
+        nats.stop()

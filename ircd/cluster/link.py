@@ -27,10 +27,14 @@ from typing import Any
 
 log = logging.getLogger("pircd.cluster")
 
-__all__ = ["Link", "pack_lines", "shown", "unpack_lines"]
+__all__ = ["Joiner", "Link", "pack_lines", "shown", "split", "unpack_lines"]
 
 _FRAME = struct.Struct("!QI")  # client id, length of the bytes that follow
 _LINES = b"L"  # the first byte of a message of lines; a change is a JSON object ("{")
+# the first byte of a piece of a message longer than NATS takes in one (its max_payload, 1 MB by
+# default; a burst of a big node): then the sender's name's length and name, then M (more follow)
+# or E (the end), then the piece. One publisher's pieces arrive in order on one subject.
+_PART = b"P"
 
 
 def shown(url: str) -> str:
@@ -39,8 +43,48 @@ def shown(url: str) -> str:
     return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
 
-def pack_lines(frames: list[tuple[int, bytes]]) -> bytes:
-    return _LINES + b"".join(_FRAME.pack(ident, len(data)) + data for ident, data in frames)
+def pack_lines(frames: list[tuple[int, bytes]], limit: int | None = None) -> list[bytes]:
+    """The frames as messages of lines, each at most ``limit`` bytes (a frame longer than that
+    alone in its message: ``split`` cuts it)."""
+    messages, parts, size = [], [_LINES], 1
+    for ident, data in frames:
+        frame = _FRAME.pack(ident, len(data)) + data
+        if limit is not None and size + len(frame) > limit and len(parts) > 1:
+            messages.append(b"".join(parts))
+            parts, size = [_LINES], 1
+        parts.append(frame)
+        size += len(frame)
+    messages.append(b"".join(parts))
+    return messages
+
+
+def split(payload: bytes, limit: int, node: str) -> list[bytes]:
+    """``payload`` in pieces of at most ``limit`` bytes, which ``Joiner`` puts together again."""
+    head = _PART + bytes([len(node)]) + node.encode()
+    room = limit - len(head) - 1
+    pieces = [payload[at:at + room] for at in range(0, len(payload), room)]
+    return [head + (b"E" if n == len(pieces) - 1 else b"M") + piece for n, piece in enumerate(pieces)]
+
+
+class Joiner:
+    """Pieces of the messages of each sending node, put together again."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, bytearray] = {}
+
+    def piece(self, data: bytes) -> bytes | None:
+        """The whole message once ``data`` was its last piece; None while pieces are to come."""
+        size = data[1]
+        node = data[2:2 + size].decode()
+        kept = self.pending.setdefault(node, bytearray())
+        kept += data[3 + size:]
+        if data[2 + size:3 + size] == b"M":
+            return None
+        del self.pending[node]
+        return bytes(kept)
+
+    def restarted(self, node: str) -> None:
+        self.pending.pop(node, None)  # what it was sending before is not coming
 
 
 def unpack_lines(payload: bytes) -> list[tuple[int, bytes]]:
@@ -70,6 +114,7 @@ class Link:
         self._queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
         self._sender: asyncio.Task[None] | None = None
         self._lines: dict[str, list[tuple[int, bytes]]] = {}  # node -> frames not yet queued
+        self._joiner = Joiner()
 
     async def start(self) -> None:
         import nats
@@ -135,8 +180,16 @@ class Link:
 
     def _queue_lines(self) -> None:
         lines, self._lines = self._lines, {}
+        limit = self._limit()
         for node, frames in lines.items():
-            self._queue.put_nowait((f"{self.prefix}.node.{node}", pack_lines(frames)))
+            subject = f"{self.prefix}.node.{node}"
+            for message in pack_lines(frames, limit):
+                self._queue.put_nowait((subject, message))
+
+    def _limit(self) -> int:
+        """The most one NATS message carries (the server says, at connecting)."""
+        nc = self.nc
+        return nc.max_payload if nc is not None and nc.max_payload > 0 else 1024 * 1024
 
     async def _send(self) -> None:
         while True:
@@ -144,8 +197,14 @@ class Link:
             if item is None:
                 await self.nc.flush()
                 return
+            subject, payload = item
             try:
-                await self.nc.publish(*item)
+                limit = self._limit()
+                if len(payload) <= limit:
+                    await self.nc.publish(subject, payload)
+                else:
+                    for piece in split(payload, limit, self.node):
+                        await self.nc.publish(subject, piece)
             except Exception as exc:  # NATS away: the message is lost, as a netsplit loses lines
                 log.warning("cluster publish failed subject=%s: %s", item[0], exc)
 
@@ -154,10 +213,17 @@ class Link:
     async def _received(self, msg: Any) -> None:
         data = msg.data
         try:
+            if data[:1] == _PART:
+                whole = self._joiner.piece(data)
+                if whole is None:
+                    return
+                data = whole
             if data[:1] == _LINES:
                 self.on_lines(unpack_lines(data))
                 return
             op = json.loads(data)
+            if op.get("op") == "hello":
+                self._joiner.restarted(op.get("from", ""))
             if op.get("from") != self.node:  # this node's own hello comes back to it
                 self.on_op(op)
         except Exception:
