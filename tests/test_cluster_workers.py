@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ext.pircan.ids import hexid
 from tests import dbs
 from tests.clusters import start_node
 from tests.live import IRCClient
 from tests.proc import ServerProcess, cli
 from tests.test_host import until
-from tests.webhook_receiver import Receiver
+from tests.webhook_receiver import Received, Receiver
 
 PASSWORD = "sesame123"
 LOOPBACK = {"webhook_allowed_networks": ["127.0.0.0/8"]}
@@ -56,28 +58,43 @@ def _events_of(url: str, account: str) -> list[int]:
     return [r[0] for r in dbs.rows(url, "SELECT id FROM pircan_events WHERE recipient = ? ORDER BY id", (account,))]
 
 
-def _delivered(receiver: Receiver) -> list[tuple[str, int]]:
+def _document(request: Received) -> dict[str, Any]:
+    """The event's JSON document in a request: a webhook's body, or an A2A push's data part."""
+    body = json.loads(request.body)
+    if "jsonrpc" not in body:
+        return body
+    data: dict[str, Any] = body["params"]["message"]["parts"][1]["data"]
+    return data
+
+
+def _delivered(receiver: Receiver) -> list[tuple[str, str]]:
     """(delivery id, event id) of every request the receiver got, in order."""
-    return [(r.headers["pircan-delivery"], json.loads(r.body)["event_id"]) for r in receiver.requests]
+    return [(doc["delivery_id"], doc["event_id"]) for doc in map(_document, receiver.requests)]
 
 
 def _hex(event_id: int) -> str:
     return hexid(event_id)
 
 
-def test_each_webhook_delivery_is_sent_once_by_the_cluster(tmp_path, nats):
-    """Events for bob caused on both nodes (both wake their worker for bob's endpoint, set on a)
-    reach bob's receiver once each; after a kill -9 of a, what is queued meanwhile comes from b."""
+@pytest.mark.parametrize("protocol", ["webhook", "a2a"])
+def test_each_push_delivery_is_sent_once_by_the_cluster(tmp_path, nats, protocol):
+    """Events for bob caused on both nodes (both wake their worker for bob's push endpoint, set on
+    a: a webhook, or the A2A endpoint it publishes) reach bob's receiver once each; after a kill -9
+    of a, what is queued meanwhile comes from b."""
     url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
     _accounts(url, ("olive", "person", None), ("alice", "agent", "olive"), ("carol", "agent", "olive"),
               ("bob", "agent", "olive"))
-    a, b = (start_node(tmp_path, url, nats[0].url, name, pircan=LOOPBACK) for name in ("a", "b"))
+    http = ("--http-listen", "127.0.0.1:0")  # an A2A push is signed for the network's HTTP address
+    a, b = (start_node(tmp_path, url, nats[0].url, name, *http, pircan=LOOPBACK) for name in ("a", "b"))
     receiver = Receiver()
     clients: list[IRCClient] = []
     try:
         bob = _login(a, "bob", clients)
         alice, carol = _login(a, "alice", clients), _login(b, "carol", clients)
-        assert _irc(bob, f"WEBHOOK SET {receiver.url}", "WEBHOOK")[1] == "SET"
+        if protocol == "webhook":
+            assert _irc(bob, f"WEBHOOK SET {receiver.url}", "WEBHOOK")[1] == "SET"
+        else:
+            assert _irc(bob, f"PROFILE ENDPOINT * {receiver.url}", "PROFILE")[1:3] == ["ENDPOINT", "bob"]
         # each request accepted on the node where it was made (bob's owner on b for carol's)
         olive = _login(b, "olive", clients)
         for sender, accepter in ((alice, bob), (carol, olive)):
@@ -98,6 +115,7 @@ def test_each_webhook_delivery_is_sent_once_by_the_cluster(tmp_path, nats):
         got = _delivered(receiver)
         assert sorted(e for _, e in got) == [_hex(e) for e in events]  # each event once
         assert len({d for d, _ in got}) == len(got)
+        assert {"jsonrpc" in json.loads(r.body) for r in receiver.requests} == {protocol == "a2a"}
         # a killed (nothing of bob's was being sent: the queue was empty); carol goes on on b
         a.kill9()
         for i in range(5):
@@ -107,7 +125,7 @@ def test_each_webhook_delivery_is_sent_once_by_the_cluster(tmp_path, nats):
         until(lambda: _deliveries_done(url), 60)
         got = _delivered(receiver)
         assert sorted(e for _, e in got) == [_hex(e) for e in events]
-        bodies = [json.loads(r.body)["message"]["body"] for r in receiver.requests[len(got) - 5:]]
+        bodies = [_document(r)["message"]["body"] for r in receiver.requests[len(got) - 5:]]
         assert bodies == [f"after {i}" for i in range(5)]  # in order, from b
     finally:
         for client in clients:
