@@ -63,9 +63,10 @@ def install(state: Pircan) -> Host:
     state.event_hooks.append(host.event_seen)
     state.sweep_hooks.append(host.sweep)
     if host.leases is not None:  # a node of a cluster: events for the agents it runs, from the others
-        from ext.pircan.host.lease import WAKE
+        from ext.pircan.host.lease import SEEN, WAKE
 
         api.on_node_message(WAKE, host.leases.on_wake)
+        api.on_node_message(SEEN, host.leases.on_seen)
 
     async def start() -> None:
         problems = check_accounts(cfg, api.account_kind, api.casefold)

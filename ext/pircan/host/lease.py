@@ -10,6 +10,9 @@ node stops renewing it.
   agent whose lease another node took meanwhile (it was cut off from the database for a whole
   lease), and takes over the agents whose lease ended unrenewed: their node was killed or cut off,
   or stopped and handed them over (a node that stops ends its leases at once).
+* An event for an agent that another node may run is told to the other nodes (``host.seen``, at
+  most every ``_SEEN_EVERY_MS`` per agent), so that its node does not park it as idle
+  (``idle_stop_minutes``) while its events come through other nodes.
 * The lease ends when the agent parks (it exited, or was stopped): a parked agent belongs to no
   node, and the next event for it starts it on the node where the event happened.
 
@@ -26,11 +29,13 @@ from ext.pircan.host import store as hdb
 if TYPE_CHECKING:
     from ext.pircan.host.supervisor import Host, Hosted
 
-__all__ = ["Leases", "WAKE"]
+__all__ = ["Leases", "SEEN", "WAKE"]
 
 log = logging.getLogger("pircd.pircan.host")
 
 WAKE = "host.wake"  # node message: an event for an agent the receiving node holds
+SEEN = "host.seen"  # node message: an event for an agent, for the idle rule of the node running it
+_SEEN_EVERY_MS = 10_000
 _REVIVALS = ("revive", "always", "takeover")  # starts that leave a failed agent alone
 
 
@@ -43,6 +48,7 @@ class Leases:
         self.held: set[str] = set()  # the agents this node runs (holds the lease of)
         self._timer: Any = None
         self._ticking = False
+        self._told: dict[str, int] = {}  # agent -> when an event of it was last told (host.seen)
 
     def now(self) -> int:
         return self.host.state.now_ms()
@@ -82,6 +88,18 @@ class Leases:
             hosted.last_event_ms = self.now()
         else:  # parked meanwhile: started here, or wherever it runs now
             self.host.wake(hosted.account, f"event on node {node}")
+
+    def seen(self, hosted: Hosted, at: int) -> None:
+        """An event for an agent not running here: the node running it, if any, counts it as activity."""
+        if at - self._told.get(hosted.account, -_SEEN_EVERY_MS) >= _SEEN_EVERY_MS:
+            self._told[hosted.account] = at
+            self.api.publish(SEEN, {"account": hosted.account})
+
+    def on_seen(self, node: str, data: dict[str, Any]) -> None:
+        account = data.get("account")
+        hosted = self.host.agents.get(account) if isinstance(account, str) else None
+        if hosted is not None and hosted.task is not None:
+            hosted.last_event_ms = self.now()
 
     async def elsewhere(self, hosted: Hosted) -> hdb.Row | None:
         """The agent's row when another node runs it or ran it last (None: this node's own view)."""

@@ -136,6 +136,8 @@ class Host:
         hosted = self.agents.get(recipient)
         if hosted is not None:
             hosted.last_event_ms = at
+            if self.leases is not None and hosted.task is None:
+                self.leases.seen(hosted, at)
 
     # start-up and shutdown ---------------------------------------------------------------
 
