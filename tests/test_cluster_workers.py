@@ -200,6 +200,12 @@ def test_a_hosted_agent_runs_on_one_node_and_moves_when_it_dies(tmp_path, nats):
         assert _irc(olive_other, "HOST STOP bot", "HOST")[:4] == ["HOST", "OTHER_NODE", "bot", holder]
         assert _irc(olive_other, "HOST START bot", "HOST")[3:5] == ["running", str(pid)]
         assert _processes(script) == [pid]
+        # the operator's request, made with the other node's config, is the running node's to answer
+        done = cli("host", "restart", "bot", "--config", str(tmp_path / other / "pircd.toml"))
+        assert (done.returncode, done.stdout) == (0, "bot: restarting\n"), done.stderr
+        (pid,) = until(lambda: [p for p in _processes(script) if p != pid] or None, 30)
+        until(lambda: dbs.rows(url, "SELECT node, pid, state FROM pircan_host WHERE account = 'bot'")
+              == [(holder, pid, "running")], 30)
         for client in clients:
             client.close()
         clients.clear()
