@@ -200,6 +200,9 @@ def test_a_hosted_agent_runs_on_one_node_and_moves_when_it_dies(tmp_path, nats):
         assert _irc(olive_other, "HOST STOP bot", "HOST")[:4] == ["HOST", "OTHER_NODE", "bot", holder]
         assert _irc(olive_other, "HOST START bot", "HOST")[3:5] == ["running", str(pid)]
         assert _processes(script) == [pid]
+        ps = cli("host", "ps", "--config", str(tmp_path / other / "pircd.toml")).stdout.splitlines()
+        assert [line.split()[:4] for line in ps] == [["ACCOUNT", "NODE", "STATE", "PID"],
+                                                     ["bot", holder, "running", str(pid)]]
         # the operator's request, made with the other node's config, is the running node's to answer
         done = cli("host", "restart", "bot", "--config", str(tmp_path / other / "pircd.toml"))
         assert (done.returncode, done.stdout) == (0, "bot: restarting\n"), done.stderr
