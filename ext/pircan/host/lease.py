@@ -101,6 +101,16 @@ class Leases:
         if hosted is not None and hosted.task is not None:
             hosted.last_event_ms = self.now()
 
+    async def take_request(self, ident: int, account: str) -> bool:
+        """An operator's request (``pircd host``) is one node's to answer: the one running the
+        agent, or, while none does, the first to take it."""
+        hosted = self.host.agents.get(account)
+        if hosted is not None and hosted.task is None:
+            row = await self.host.state.database.read(hdb.get_row, account)
+            if row is not None and row.held_by_other(self.node):
+                return False
+        return bool(await self.host.state.database.write(hdb.take_request, ident, self.node))
+
     async def elsewhere(self, hosted: Hosted) -> hdb.Row | None:
         """The agent's row when another node runs it or ran it last (None: this node's own view)."""
         if hosted.task is not None:

@@ -487,22 +487,12 @@ class Host:
                 return
             self._data_version = version
             for ident, account, action in await self.state.database.read(hdb.pending_requests):
-                if self.leases is not None and not await self._take_request(ident, account):
+                if self.leases is not None and not await self.leases.take_request(ident, account):
                     continue
                 result = await self.operator_action(account, action)
                 await self.state.database.write(hdb.answer_request, ident, self.state.now_ms(), result)
         finally:
             self._polling = False
-
-    async def _take_request(self, ident: int, account: str) -> bool:
-        """In a cluster, one node answers a request: the one running the agent (or any, while none does)."""
-        assert self.leases is not None
-        hosted = self.agents.get(account)
-        if hosted is not None and hosted.task is None:
-            row = await self.state.database.read(hdb.get_row, account)
-            if row is not None and row.held_by_other(self.leases.node):
-                return False
-        return bool(await self.state.database.write(hdb.take_request, ident, self.leases.node))
 
     async def operator_action(self, account: str, action: str) -> str:
         if account not in self.agents:

@@ -92,4 +92,12 @@ class Claims:
     def _on_endpoint(self, node: str, data: dict[str, Any]) -> None:
         account = data.get("account")
         if isinstance(account, str) and not self.worker.stopping:
-            self.api.spawn(self.worker.reread(account))
+            self.api.spawn(self._reread(account))
+
+    async def _reread(self, account: str) -> None:
+        """Another node changed the account's endpoint: take it as the database has it now."""
+        endpoint = await self.database.read(store.get_endpoint, account, None)
+        if endpoint is None or not endpoint.enabled:
+            self.worker.forget_here(account)
+        else:
+            self.worker.set_here(endpoint)

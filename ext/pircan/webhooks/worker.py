@@ -148,7 +148,7 @@ class Webhooks:
                 newer = self.by_account.get(account)
                 if newer is not None and newer.id not in known:
                     continue  # the account's endpoint was set again while the read ran
-                self._forget_account(account)
+                self.forget_here(account)
                 ep = self._add(ident, account)
             if due is not None and not ep.running:
                 self._schedule(ep, due)
@@ -180,38 +180,31 @@ class Webhooks:
         self.by_account[account] = ep
         return ep
 
-    def _forget_account(self, account: str) -> None:
+    def forget_here(self, account: str) -> None:
         old = self.by_account.pop(account, None)
         if old is not None:
             self.by_id.pop(old.id, None)
 
     def endpoint_set(self, endpoint: Endpoint) -> None:
         """An endpoint was set or enabled again (its pending deliveries are due as they were)."""
-        self._set_here(endpoint)
+        self.set_here(endpoint)
         if self.claims is not None:
             self.claims.changed(endpoint.account)
 
-    def _set_here(self, endpoint: Endpoint) -> None:
+    def set_here(self, endpoint: Endpoint) -> None:
+        """(Also what another node set or enabled: ``claims.py``.)"""
         ep = self.by_id.get(endpoint.id)
         if ep is None:
-            self._forget_account(endpoint.account)
+            self.forget_here(endpoint.account)
             ep = self._add(endpoint.id, endpoint.account)
         ep.paused_until = 0
         self.state.api.spawn(self._refresh(ep))
 
     def forget(self, account: str) -> None:
         """The account's endpoint was cleared or disabled: nothing more is sent to it."""
-        self._forget_account(account)
+        self.forget_here(account)
         if self.claims is not None:
             self.claims.changed(account)
-
-    async def reread(self, account: str) -> None:
-        """Another node changed the account's endpoint: take it as the database has it now."""
-        endpoint = await self.state.database.read(store.get_endpoint, account, None)
-        if endpoint is None or not endpoint.enabled:
-            self._forget_account(account)
-        else:
-            self._set_here(endpoint)
 
     def event_queued(self, recipient: str, kind: str, event_id: int, at: int) -> None:
         """An event was committed (``Pircan.event_hooks``): its delivery row was made with it."""
@@ -336,7 +329,7 @@ class Webhooks:
                 claimed, next_at = await self.claims.claim(ep)
                 if not claimed:  # another node sends to it now; this one tries again when its claim ends
                     if next_at is None:
-                        self._forget_account(ep.account)
+                        self.forget_here(ep.account)
                     return
             while not self.stopping and self.by_id.get(ep.id) is ep:
                 ep.more = False
