@@ -69,8 +69,9 @@ def _rows(conn: Conn) -> list[hdb.Row]:
 @host.command("ps")
 @db_options
 def ps(config_path: str | None, db: str | None) -> None:
-    """One line per hosted agent: account, state, pid, restarts, started, last exit (and in a
-    cluster, first, the node that runs it or ran it last)."""
+    """One line per hosted agent: account, state, pid, restarts, started, last exit.
+
+    In a cluster, also the node that runs it, or ran it last (a pid is that node's)."""
     conn, cfg, _, casefold = _open(config_path, db)
     try:
         rows = {row.account: row for row in _rows(conn)}
