@@ -42,6 +42,8 @@ def _toml(value: object) -> str:
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table (a list of them: an array of tables)
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

@@ -4,7 +4,8 @@ their logs (docs/host.md).
 
 ``config.py`` is the section and its checks; ``supervisor.py`` the processes (PIRCAN's waker);
 ``logs.py`` the captured output with cursors; ``store.py`` the rows the CLI reads and the
-operator's requests; ``service.py`` the owner operations every transport calls.
+operator's requests; ``service.py`` the owner operations every transport calls; ``lease.py`` which
+node of a cluster runs each agent.
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ def install(state: Pircan) -> Host:
     state.wakers.append(host)
     state.event_hooks.append(host.event_seen)
     state.sweep_hooks.append(host.sweep)
+    if host.leases is not None:  # a node of a cluster: events for the agents it runs, from the others
+        from ext.pircan.host.lease import SEEN, WAKE
+
+        api.on_node_message(WAKE, host.leases.on_wake)
+        api.on_node_message(SEEN, host.leases.on_seen)
 
     async def start() -> None:
         problems = check_accounts(cfg, api.account_kind, api.casefold)

@@ -69,7 +69,9 @@ def _rows(conn: Conn) -> list[hdb.Row]:
 @host.command("ps")
 @db_options
 def ps(config_path: str | None, db: str | None) -> None:
-    """One line per hosted agent: account, state, pid, restarts, started, last exit."""
+    """One line per hosted agent: account, state, pid, restarts, started, last exit.
+
+    In a cluster, also the node that runs it, or ran it last (a pid is that node's)."""
     conn, cfg, _, casefold = _open(config_path, db)
     try:
         rows = {row.account: row for row in _rows(conn)}
@@ -78,15 +80,18 @@ def ps(config_path: str | None, db: str | None) -> None:
     if not cfg.agents:
         click.echo("no hosted agents ([[host.agents]] in the config)")
         return
-    click.echo(f"{'ACCOUNT':<20} {'STATE':<9} {'PID':>7} {'RESTARTS':>8} {'STARTED':<24} LAST EXIT")
+    nodes = any(row.node for row in rows.values())  # a cluster's rows: a pid is the pid on that node
+    node = f"{'NODE':<12} " if nodes else ""
+    click.echo(f"{'ACCOUNT':<20} {node}{'STATE':<9} {'PID':>7} {'RESTARTS':>8} {'STARTED':<24} LAST EXIT")
     for spec in cfg.agents:
         name = casefold(spec.account)  # type: ignore[operator]
         row = rows.get(name)
+        node = f"{(row.node if row is not None else None) or '-':<12} " if nodes else ""
         if row is None:
-            click.echo(f"{name:<20} {'parked':<9} {'-':>7} {0:>8} {'-':<24} -")
+            click.echo(f"{name:<20} {node}{'parked':<9} {'-':>7} {0:>8} {'-':<24} -")
             continue
-        click.echo(f"{name:<20} {row.state:<9} {row.pid or '-':>7} {row.restarts:>8} {ts(row.started_at):<24} "
-                   f"{row.last_exit or '-'}")
+        click.echo(f"{name:<20} {node}{row.state:<9} {row.pid or '-':>7} {row.restarts:>8} "
+                   f"{ts(row.started_at):<24} {row.last_exit or '-'}")
 
 
 @host.command("logs", short_help="The last lines of a hosted agent's output; --follow for more.")

@@ -116,6 +116,9 @@ class HostConfig(BaseModel):
     # agent is left in the failed state; a run of ``stable_seconds`` counts as a success.
     max_failures: int = Field(5, ge=1, le=100)
     stable_seconds: float = Field(60.0, gt=0, le=86_400)
+    # In a cluster: how long a node's hold on a hosted agent lasts unrenewed (it renews it every
+    # third of this); another node starts the agent within this and a third of it after its node died.
+    lease_seconds: float = Field(15.0, ge=1, le=600)
 
 
 def check_duplicates(cfg: HostConfig, casefold: Callable[[str], str]) -> list[tuple[str, str]]:

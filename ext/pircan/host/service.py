@@ -3,6 +3,11 @@ owner tools, the portal page): list, status, start, stop, restart, logs, a line 
 
 Only the agent's owner may; anyone else gets ``NOT_HOSTED``, word for word the answer for an agent
 that is not hosted, so that the answer does not tell who hosts what.
+
+In a cluster every node answers LIST and STATUS alike (from the agent's row when another node runs
+it, with the note ``on node <name>``); START of an agent another node runs answers its state there;
+STOP, RESTART, STDIN and SIGNAL act on a process, so only the node running it does them, and the
+others refuse them with ``OTHER_NODE`` naming that node. LOGS reads this node's log files.
 """
 
 from __future__ import annotations
@@ -41,10 +46,29 @@ class Status:
     log_cursor: int
 
 
-def _status(hosted: Hosted) -> Status:
+async def _status(state: Pircan, hosted: Hosted) -> Status:
     spec = hosted.spec
+    leases = state.host.leases
+    row = await leases.elsewhere(hosted) if leases is not None else None
+    if row is not None:  # another node runs it, or ran it last
+        where = f"on node {row.node}" if row.lease_until is not None else f"last on node {row.node}"
+        return Status(hosted.account, row.state, row.pid, row.started_at, row.restarts, row.last_exit, where,
+                      spec.start, spec.restart, hosted.log.end)
+    note = hosted.note
+    if leases is not None and hosted.task is not None:
+        note = f"on node {leases.node}" + (f"; {note}" if note else "")
     return Status(hosted.account, hosted.state, hosted.pid, hosted.started_at, hosted.restarts, hosted.last_exit,
-                  hosted.note, spec.start, spec.restart, hosted.log.end)
+                  note, spec.start, spec.restart, hosted.log.end)
+
+
+async def _here(state: Pircan, hosted: Hosted, action: str) -> None:
+    """In a cluster, OTHER_NODE when another node runs the agent (the process is there)."""
+    leases = state.host.leases
+    row = await leases.elsewhere(hosted) if leases is not None else None
+    if row is not None and row.lease_until is not None:
+        raise Refused("OTHER_NODE", hosted.account, row.node or "?",
+                      text=f"{hosted.account} runs on node {row.node}: {action} it there",
+                      next_step=f"connect to node {row.node}")
 
 
 async def hosted_of(state: Pircan, actor: str, name: str) -> Hosted:
@@ -61,29 +85,34 @@ async def list_hosted(state: Pircan, actor: str) -> list[Status]:
     host = state.host
     if host is None:
         return []
-    return [_status(h) for h in host.agents.values() if await owns(state, actor, h.account)]
+    return [await _status(state, h) for h in host.agents.values() if await owns(state, actor, h.account)]
 
 
 async def status(state: Pircan, actor: str, name: str) -> Status:
-    return _status(await hosted_of(state, actor, name))
+    return await _status(state, await hosted_of(state, actor, name))
 
 
 async def start(state: Pircan, actor: str, name: str) -> Status:
     hosted = await hosted_of(state, actor, name)
-    state.host.start_agent(hosted.account, f"started by {actor}")
-    return _status(hosted)
+    leases = state.host.leases
+    row = await leases.elsewhere(hosted) if leases is not None else None
+    if row is None or row.lease_until is None:  # (else it runs on another node: its state there)
+        state.host.start_agent(hosted.account, f"started by {actor}")
+    return await _status(state, hosted)
 
 
 async def stop(state: Pircan, actor: str, name: str) -> Status:
     hosted = await hosted_of(state, actor, name)
+    await _here(state, hosted, "stop")
     await state.host.stop_agent(hosted.account, f"stopped by {actor}")
-    return _status(hosted)
+    return await _status(state, hosted)
 
 
 async def restart(state: Pircan, actor: str, name: str) -> Status:
     hosted = await hosted_of(state, actor, name)
+    await _here(state, hosted, "restart")
     await state.host.restart_agent(hosted.account, f"restarted by {actor}")
-    return _status(hosted)
+    return await _status(state, hosted)
 
 
 async def logs(state: Pircan, actor: str, name: str, *, lines: int = 100, grep: str | None = None,
@@ -118,6 +147,7 @@ async def logs(state: Pircan, actor: str, name: str, *, lines: int = 100, grep: 
 async def stdin(state: Pircan, actor: str, name: str, line: str) -> int:
     """Write ``line`` and a newline to the process's standard input; the bytes written."""
     hosted = await hosted_of(state, actor, name)
+    await _here(state, hosted, "write to")
     if len(line) > STDIN_MAX or "\n" in line or "\r" in line:
         raise Refused("INVALID_PARAMS", name, text=f"One line of at most {STDIN_MAX} characters")
     if not await state.host.write_stdin(hosted.account, line):
@@ -132,6 +162,7 @@ async def send_signal(state: Pircan, actor: str, name: str, signal_name: str) ->
     sig = signal_name.upper().removeprefix("SIG")
     if sig not in SIGNALS:
         raise Refused("INVALID_PARAMS", signal_name, text="Signals are TERM, INT, HUP and KILL")
+    await _here(state, hosted, "signal")
     if not state.host.send_signal(hosted.account, sig):
         raise Refused("NOT_RUNNING", name, text=f"{hosted.account} has no running process ({hosted.state})")
     state.host.audit(hosted.account, "host.signal", f"SIG{sig} by {actor}", actor)

@@ -3,7 +3,8 @@ when an event for it arrives (it is PIRCAN's waker).
 
 Invariants:
 - at most one process per agent: each hosted agent has one run task, and every start goes
-  through ``_ensure_running``, which starts that task only when there is none;
+  through ``start_run``, which starts that task only when there is none; in a cluster the task
+  first claims the agent's lease, so that it runs on one node of the network (``lease.py``);
 - a process runs in its own session (its own process group), so a stop reaches everything it
   started; after the leader exits, what is left of the group is killed (no orphans); each child
   also has the kernel's parent-death signal (SIGKILL), and a server killed -9 finds at its next
@@ -35,6 +36,7 @@ from typing import Any, Callable
 from ext.pircan import store as db
 from ext.pircan.host import store as hdb
 from ext.pircan.host.config import AgentSpec, HostConfig
+from ext.pircan.host.lease import Leases
 from ext.pircan.host.logs import AgentLog
 from ext.pircan.state import Pircan
 
@@ -67,7 +69,8 @@ class Hosted:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     last_event_ms: int = 0
     token_name: str | None = None
-    why: str = "start"  # what the next start is for: revive, always, start, restart
+    why: str = "start"  # what the next start is for: revive, always, start, restart, takeover
+    revive_for: str = ""  # the kind of event a revive is for (audited once the run is this node's)
 
     @property
     def command_text(self) -> str:
@@ -104,6 +107,8 @@ class Host:
         self._poller: Any = None
         self._data_version: int | None = None
         self._polling = False
+        # in a cluster, which node runs each agent (None alone: this server runs them all)
+        self.leases = Leases(self, self.api.node) if self.api.node is not None else None
         for spec in cfg.agents:
             folded = self.api.casefold(spec.account)
             self.agents[folded] = Hosted(spec, folded, AgentLog(log_dir, folded, cfg.log_max_bytes))
@@ -120,14 +125,19 @@ class Host:
             return False
         hosted.last_event_ms = self.state.now_ms()
         if hosted.task is None:
-            self.audit(account, "host.revive", f"for a {kind}")
-            self._ensure_running(hosted, "revive")
+            if self.leases is None:
+                self.audit(account, "host.revive", f"for a {kind}")
+            else:  # audited by the node that gets the lease
+                hosted.revive_for = kind
+            self.start_run(hosted, "revive")
         return True
 
     def event_seen(self, recipient: str, kind: str, event_id: int, at: int) -> None:
         hosted = self.agents.get(recipient)
         if hosted is not None:
             hosted.last_event_ms = at
+            if self.leases is not None and hosted.task is None:
+                self.leases.seen(hosted, at)
 
     # start-up and shutdown ---------------------------------------------------------------
 
@@ -135,7 +145,8 @@ class Host:
         database = self.state.database
         await database.migrate(hdb.TRACK, hdb.MIGRATIONS)
         for row in await database.read(hdb.all_rows):
-            if row.pid is not None and row.state not in ("parked", "failed"):
+            mine = self.leases is None or row.node in (None, self.leases.node)  # (others run on other nodes)
+            if mine and row.pid is not None and row.state not in ("parked", "failed"):
                 self._reap_leftover(row)
             hosted = self.agents.get(row.account)
             if hosted is not None and row.state == "failed":
@@ -149,14 +160,18 @@ class Host:
         """The listeners are bound (PIRCAN_IRC and PIRCAN_HTTP are known): ``always`` agents start."""
         for hosted in self.agents.values():
             if hosted.spec.start == "always" and hosted.state != "failed":
-                self._ensure_running(hosted, "always")
+                self.start_run(hosted, "always")
         self._poller = self.api.call_later(1.0, self._poll_tick)
+        if self.leases is not None:
+            self.leases.start()
 
     async def stop(self) -> None:
         """SIGTERM to every process group, SIGKILL after ``stop_grace_seconds``; tokens revoked."""
         self.stopping = True
         if self._poller is not None:
             self._poller.cancel()
+        if self.leases is not None:
+            self.leases.stop()
         await asyncio.gather(*(self._stop(h, "server shutdown") for h in self.agents.values()),
                              return_exceptions=True)
         for hosted in self.agents.values():
@@ -201,7 +216,7 @@ class Host:
         if hosted.task is not None:  # in a backoff: start now
             hosted.wakeup.set()
             return "starting"
-        self._ensure_running(hosted, why)
+        self.start_run(hosted, why)
         return "starting"
 
     async def stop_agent(self, account: str, why: str) -> str:
@@ -218,7 +233,7 @@ class Host:
         hosted.failures = 0
         if hosted.state == "failed":
             hosted.state = "parked"
-        self._ensure_running(hosted, "restart")
+        self.start_run(hosted, "restart")
         return "restarting"
 
     async def write_stdin(self, account: str, line: str) -> bool:
@@ -243,7 +258,7 @@ class Host:
 
     # running -------------------------------------------------------------------------
 
-    def _ensure_running(self, hosted: Hosted, why: str) -> None:
+    def start_run(self, hosted: Hosted, why: str) -> None:
         if hosted.task is not None or self.stopping:
             return
         hosted.want = True
@@ -252,6 +267,14 @@ class Host:
         hosted.task = asyncio.get_running_loop().create_task(self._run(hosted))
 
     async def _run(self, hosted: Hosted) -> None:
+        if self.leases is not None and not await self.leases.take(hosted):
+            hosted.want, hosted.task = False, None  # another node runs it
+            if hosted.state != "failed":
+                hosted.state = "parked"
+            return
+        if hosted.revive_for:
+            self.audit(hosted.account, "host.revive", f"for a {hosted.revive_for}")
+            hosted.revive_for = ""
         try:
             while hosted.want and not self.stopping:
                 began = time.monotonic()
@@ -292,9 +315,14 @@ class Host:
             hosted.note = ""
             self.state.reviving.discard(hosted.account)
             if not self.stopping:
-                await self._save(hosted)
+                await self._save(hosted, None)  # in a cluster: parked, the lease ends
+            elif self.leases is not None:  # another node takes it over at once
+                self.state.database.write_nowait(hdb.save_held, self._row(hosted), self.leases.node,
+                                                  self.leases.now())
             else:
                 self.state.database.write_nowait(hdb.save, self._row(hosted))
+            if self.leases is not None:
+                self.leases.released(hosted)
 
     async def _one_run(self, hosted: Hosted) -> int | None:
         """Start the process and wait for it to end; its exit status (None: it did not start)."""
@@ -459,6 +487,8 @@ class Host:
                 return
             self._data_version = version
             for ident, account, action in await self.state.database.read(hdb.pending_requests):
+                if self.leases is not None and not await self.leases.take_request(ident, account):
+                    continue
                 result = await self.operator_action(account, action)
                 await self.state.database.write(hdb.answer_request, ident, self.state.now_ms(), result)
         finally:
@@ -481,8 +511,13 @@ class Host:
         return hdb.Row(hosted.account, hosted.state, hosted.pid, hosted.command_text, hosted.started_at,
                        hosted.restarts, hosted.last_exit, self.state.now_ms())
 
-    async def _save(self, hosted: Hosted) -> None:
-        await self.state.database.write(hdb.save, self._row(hosted))
+    async def _save(self, hosted: Hosted, lease: int | None | bool = True) -> None:
+        """The agent's row; in a cluster only while this node runs it (or ran it last), and
+        ``lease`` (``store.save_held``): True keeps its lease, None ends it."""
+        if self.leases is None:
+            await self.state.database.write(hdb.save, self._row(hosted))
+        else:
+            await self.state.database.write(hdb.save_held, self._row(hosted), self.leases.node, lease)
 
     def audit(self, account: str, action: str, detail: str, actor: str = "server") -> None:
         log.info("%s account=%s %s", action, account, detail)

@@ -337,4 +337,5 @@ HOST SIGNAL <agent> <sig>: TERM, INT, HUP or KILL to its process group: HOST <yo
 Every start, stop, crash, revive, stdin line and signal is in the audit log (AUDIT, host.*).
 Errors: FAIL HOST <code> with ACCOUNT_REQUIRED, NOT_HOSTED (no hosted agent of yours by that
   name: also the answer for another's agent), NOT_RUNNING, INVALID_PARAMS, NEED_MORE_PARAMS,
-  UNKNOWN_SUBCOMMAND."""
+  UNKNOWN_SUBCOMMAND; on a network of several nodes, OTHER_NODE <agent> <node> for a STOP,
+  RESTART, STDIN or SIGNAL of an agent that another node runs (ask that node)."""

@@ -47,7 +47,8 @@ def register_host_tools(mcp: MCPServer, state: Pircan) -> None:
                         "period, and it is parked; restart: stop, then start.")],
     ) -> CallToolResult:
         """Start, stop (park) or restart one of your hosted agents; returns its state after the change.
-        Audited (host.start, host.stop)."""
+        Audited (host.start, host.stop). On a network of several nodes, stop and restart are done by
+        the node running it: another node answers OTHER_NODE with that node's name."""
         fn = {"start": service.start, "stop": service.stop, "restart": service.restart}[action]
         return ok({"agent": status_json(await fn(state, caller(ctx).account, agent))})
 

@@ -7,6 +7,12 @@ recipient, so no writer of events needs to know that webhooks exist. A delivery 
 its 2xx is recorded (then it is deleted) or it becomes a dead letter (then it moves, with its id
 and payload, to ``pircan_webhook_dead``). Delivery ids come from AUTOINCREMENT and are never
 reused, so a receiver can drop duplicates by ``PIRCAN-Delivery``.
+
+In a cluster (docs/scaling.md) every node runs the worker on the one queue; a node sends an
+endpoint's deliveries only while it holds the endpoint's claim (``claim_node``, ``claim_until``):
+one node at a time per endpoint, so each delivery is sent by one node and an endpoint still gets
+its deliveries in order, one request at a time. A claim lasts while the node's runner sends (renewed
+by it); a node killed meanwhile loses it when ``claim_until`` passes.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from ircd.api import Conn, PerDialect, dialect_of, postgres_ddl, table_exists
 __all__ = [
     "MIGRATIONS",
     "TRACK",
+    "claim",
     "DeadLetter",
     "Due",
     "Endpoint",
@@ -36,11 +43,14 @@ __all__ = [
     "given_up",
     "next_due",
     "replay",
+    "renew_claims",
     "rotate_secret",
     "save_endpoint",
     "set_payloads",
     "sync_a2a",
     "to_dead",
+    "unclaim",
+    "unclaim_all",
 ]
 
 TRACK = "pircan_webhooks"
@@ -124,6 +134,11 @@ MIGRATIONS: list[str | PerDialect] = [
     """
     ALTER TABLE pircan_webhook_endpoints ADD COLUMN protocol TEXT NOT NULL DEFAULT 'webhook'
         CHECK (protocol IN ('webhook', 'a2a'));
+    """,
+    # 3: in a cluster, the node that sends the endpoint's deliveries now, and until when at most
+    """
+    ALTER TABLE pircan_webhook_endpoints ADD COLUMN claim_node TEXT;
+    ALTER TABLE pircan_webhook_endpoints ADD COLUMN claim_until INTEGER;
     """,
 ]
 
@@ -356,6 +371,37 @@ def due_batch(conn: Conn, endpoint_id: int, now: int, limit: int) -> tuple[Endpo
         (endpoint_id, now, limit),
     ).fetchall()
     return endpoint, [Due(*r) for r in rows]
+
+
+def claim(conn: Conn, endpoint_id: int, node: str, now: int, until: int) -> tuple[str | None, int] | None:
+    """Claim the endpoint's deliveries for ``node`` until ``until`` (a cluster's node): when no node
+    holds them, ``node`` does, or the holder's claim ended before ``now``. None when claimed; else
+    (the holder, until when), or (None, 0) when the endpoint is gone or disabled.
+
+    One UPDATE of the endpoint's row: on PostgreSQL two nodes claiming at once queue on the row and
+    the second sees the first's claim (every writer of pircd also takes the advisory lock)."""
+    if conn.execute(
+            "UPDATE pircan_webhook_endpoints SET claim_node = ?, claim_until = ? WHERE id = ? AND enabled = 1 "
+            "AND (claim_node IS NULL OR claim_node = ? OR claim_until <= ?)",
+            (node, until, endpoint_id, node, now)).rowcount == 1:
+        return None
+    row = conn.execute("SELECT claim_node, claim_until FROM pircan_webhook_endpoints WHERE id = ? AND enabled = 1",
+                       (endpoint_id,)).fetchone()
+    return (None, 0) if row is None else (row[0], int(row[1] or 0))
+
+
+def unclaim(conn: Conn, endpoint_id: int, node: str) -> None:
+    conn.execute("UPDATE pircan_webhook_endpoints SET claim_node = NULL, claim_until = NULL "
+                 "WHERE id = ? AND claim_node = ?", (endpoint_id, node))
+
+
+def unclaim_all(conn: Conn, node: str) -> None:
+    conn.execute("UPDATE pircan_webhook_endpoints SET claim_node = NULL, claim_until = NULL WHERE claim_node = ?",
+                 (node,))
+
+
+def renew_claims(conn: Conn, node: str, until: int) -> None:
+    conn.execute("UPDATE pircan_webhook_endpoints SET claim_until = ? WHERE claim_node = ?", (until, node))
 
 
 def next_due(conn: Conn, endpoint_id: int) -> int | None:

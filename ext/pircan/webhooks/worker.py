@@ -21,6 +21,8 @@ it is paused. So memory grows with the number of endpoints, never with the backl
   once its 2xx is recorded. After a crash every pending row is due again (at-least-once, same
   delivery id, same bytes). At start-up, and every ``pircan.sweep_interval_ms``, the worker reads
   the endpoints and their next due times from the database (changes made by ``pircd webhook``).
+* **Clusters.** On a node of a cluster, a runner sends only while its node holds the endpoint's
+  claim in the database (``claims.py``), so each delivery is sent by one node of the network.
 * **Time.** Timers go through ``api.call_later`` and times through the server's clock, so the
   socket-free harness drives the whole schedule with its fake clock.
 """
@@ -33,7 +35,7 @@ import json
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ircd.api import Conn
 
@@ -45,6 +47,9 @@ from ext.pircan.webhooks import payload as payloads
 from ext.pircan.webhooks import rules, store
 from ext.pircan.webhooks.sender import Outcome, Policy, Sender, signed_headers
 from ext.pircan.webhooks.store import Due, Endpoint
+
+if TYPE_CHECKING:
+    from ext.pircan.webhooks.claims import Claims
 
 __all__ = ["BATCH", "Webhooks"]
 
@@ -91,6 +96,11 @@ class Webhooks:
         # (endpoint kind, outcome) -> deliveries, for /metrics (ext/pircan/metrics.py): kind webhook or
         # a2a; outcome delivered, retry, dead_tries, dead_expired, dead_gone
         self.counts: dict[tuple[str, str], int] = {}
+        self.claims: Claims | None = None  # on a node of a cluster: which node sends to which endpoint
+        if self.api.node is not None:
+            from ext.pircan.webhooks.claims import Claims
+
+            self.claims = Claims(self, self.api.node)
 
     def policy(self) -> Policy:
         cfg = self.state.cfg  # replaced whole by a REHASH
@@ -103,6 +113,8 @@ class Webhooks:
     async def start(self) -> None:
         await self.state.database.migrate(store.TRACK, store.MIGRATIONS)
         self.started = True
+        if self.claims is not None:
+            self.claims.start()
         await self.accounts_changed()  # accounts deleted while the server was down
         await self.reload()
 
@@ -136,7 +148,7 @@ class Webhooks:
                 newer = self.by_account.get(account)
                 if newer is not None and newer.id not in known:
                     continue  # the account's endpoint was set again while the read ran
-                self._forget_account(account)
+                self.forget_here(account)
                 ep = self._add(ident, account)
             if due is not None and not ep.running:
                 self._schedule(ep, due)
@@ -156,6 +168,8 @@ class Webhooks:
         return tasks
 
     async def close(self) -> None:
+        if self.claims is not None:
+            await self.claims.stop()
         await self.sender.aclose()
 
     # the endpoints in memory ---------------------------------------------------------------------
@@ -166,23 +180,31 @@ class Webhooks:
         self.by_account[account] = ep
         return ep
 
-    def _forget_account(self, account: str) -> None:
+    def forget_here(self, account: str) -> None:
         old = self.by_account.pop(account, None)
         if old is not None:
             self.by_id.pop(old.id, None)
 
     def endpoint_set(self, endpoint: Endpoint) -> None:
         """An endpoint was set or enabled again (its pending deliveries are due as they were)."""
+        self.set_here(endpoint)
+        if self.claims is not None:
+            self.claims.changed(endpoint.account)
+
+    def set_here(self, endpoint: Endpoint) -> None:
+        """(Also what another node set or enabled: ``claims.py``.)"""
         ep = self.by_id.get(endpoint.id)
         if ep is None:
-            self._forget_account(endpoint.account)
+            self.forget_here(endpoint.account)
             ep = self._add(endpoint.id, endpoint.account)
         ep.paused_until = 0
         self.state.api.spawn(self._refresh(ep))
 
     def forget(self, account: str) -> None:
         """The account's endpoint was cleared or disabled: nothing more is sent to it."""
-        self._forget_account(account)
+        self.forget_here(account)
+        if self.claims is not None:
+            self.claims.changed(account)
 
     def event_queued(self, recipient: str, kind: str, event_id: int, at: int) -> None:
         """An event was committed (``Pircan.event_hooks``): its delivery row was made with it."""
@@ -301,7 +323,14 @@ class Webhooks:
     async def _run(self, ep: _Endpoint) -> None:
         """Send the endpoint's due deliveries (one batch, or more while nobody else waits)."""
         next_at: int | None = None
+        claimed = False
         try:
+            if self.claims is not None:
+                claimed, next_at = await self.claims.claim(ep)
+                if not claimed:  # another node sends to it now; this one tries again when its claim ends
+                    if next_at is None:
+                        self.forget_here(ep.account)
+                    return
             while not self.stopping and self.by_id.get(ep.id) is ep:
                 ep.more = False
                 now = self.state.now_ms()
@@ -322,6 +351,8 @@ class Webhooks:
             log.exception("webhook runner failed endpoint=%d account=%s", ep.id, ep.account)
             next_at = self.state.now_ms() + _RETRY_READ_MS
         finally:
+            if claimed and self.claims is not None:
+                self.claims.release(ep)
             self.in_flight -= 1
             flying = self._owner_flight.get(ep.owner, 1) - 1
             if flying > 0:
