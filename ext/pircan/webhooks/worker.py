@@ -207,7 +207,12 @@ class Webhooks:
             self.claims.changed(account)
 
     def event_queued(self, recipient: str, kind: str, event_id: int, at: int) -> None:
-        """An event was committed (``Pircan.event_hooks``): its delivery row was made with it."""
+        """An event was committed (``Pircan.event_hooks``): its delivery row was made with it. An
+        event another node committed is that node's to wake for (every node hears every event:
+        ext/pircan/cluster.py), so one node, not all, tries to claim the endpoint for it."""
+        link = self.state.cluster
+        if link is not None and link.applying:
+            return
         ep = self.by_account.get(recipient)
         if ep is not None and not self.stopping:
             self.wake(ep, at)
