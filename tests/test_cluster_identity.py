@@ -28,6 +28,11 @@ def _said(sender: IRCClient, text: str, to: IRCClient, target: str) -> str:
     return bare(until(to, "PRIVMSG")[-1])
 
 
+def _members(reply: str) -> list[str]:
+    """The members a 353 line names, sorted (their order is that of the JOINs a node heard)."""
+    return sorted(reply.split(" :", 1)[1].split())
+
+
 def test_an_agent_connected_on_one_node_moves_to_the_other_with_its_channels(nodes):
     """bot1, connected on a, op of #c, logs in on b: a closes the old connection (ERROR), b's
     connection takes the identity over with #c and its op; carol on a and dan on b see nothing
@@ -74,4 +79,118 @@ def test_an_agent_connected_on_one_node_moves_to_the_other_with_its_channels(nod
     assert lines(carol) == [":a.test 433 carol bot1 :Nickname is already in use"]
     assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks WHERE folded = 'bot1'") == [("bot1", "b")]
     for client in (carol, dan, new):
+        client.close()
+
+
+def test_a_detached_identity_moves_and_comes_back_from_away(nodes):
+    """bot1's connection on a closed: its identity stays on a, away, in #c. Its next login is on
+    b: the identity is b's now, back from away (AWAY to those with away-notify, on both nodes)."""
+    url, a, b = nodes
+    dan = _agent_and_watcher(url, b)
+    carol = IRCClient(a.port)
+    carol.register("carol", ["away-notify"])
+    carol.send("JOIN #c")
+    lines(carol)
+    dan.send("CAP REQ away-notify")
+    dan.send("JOIN #c")
+    lines(dan)
+    assert _said(dan, "joined", carol, "carol") == ":dan!dan@127.0.0.1 PRIVMSG carol joined"  # a knows
+    old = IRCClient(a.port)
+    old.login("bot1", "bot1-pw-93157")
+    old.send("JOIN #c")
+    old.send("QUIT :later")
+    old.read_all_until_close()
+    assert [bare(ln) for ln in lines(carol)] == [
+        ":bot1!bot1@127.0.0.1 JOIN #c", ":bot1!bot1@127.0.0.1 AWAY :Not connected"]
+    assert _said(carol, "bot1 left", dan, "#c") == ":carol!carol@127.0.0.1 PRIVMSG #c :bot1 left"
+    assert [bare(ln) for ln in lines(dan)] == []  # the JOIN and AWAY came before carol's line
+    dan.send("WHOIS bot1")
+    assert ":b.test 301 dan bot1 :Not connected" in lines(dan)
+
+    new = IRCClient(b.port)
+    new.login("bot1", "bot1-pw-93157", sync=False)
+    assert [bare(ln) for ln in lines(new)][1:2] == [":bot1!bot1@127.0.0.1 JOIN #c"]
+    assert bare(until(carol, "AWAY")[-1]) == ":bot1!bot1@127.0.0.1 AWAY"
+    assert [bare(ln) for ln in lines(dan)] == [":bot1!bot1@127.0.0.1 AWAY"]
+    assert _said(carol, "hello again", new, "bot1") == ":carol!carol@127.0.0.1 PRIVMSG bot1 :hello again"
+    carol.send("WHOIS bot1")
+    whois = lines(carol)
+    assert not [ln for ln in whois if " 301 " in ln]
+    assert ":a.test 312 carol bot1 b.test :" in " ".join(whois)
+    for client in (carol, dan, new):
+        client.close()
+
+
+def test_a_persons_second_connection_on_another_node_takes_the_identity_over(nodes):
+    """Connections of one person on two nodes cannot share one nick: olive's connection on b
+    takes her identity over from a (ERROR there), with her channels; carol sees nothing."""
+    url, a, b = nodes
+    assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
+    first = IRCClient(a.port)
+    first.login("olive", "olive-pw-4821")
+    first.send("JOIN #c")
+    lines(first)
+    carol = IRCClient(a.port)
+    carol.register("carol")
+    carol.send("JOIN #c")
+    carol.send("MONITOR + dan")
+    lines(carol)
+    assert _said(carol, "hi", first, "#c") == ":carol!carol@127.0.0.1 PRIVMSG #c hi"
+    dan = IRCClient(b.port)
+    dan.register("dan")
+    until(carol, "730")  # a knows dan
+    assert _said(first, "hi dan", dan, "dan") == ":olive!olive@127.0.0.1 PRIVMSG dan :hi dan"  # b knows #c
+    second = IRCClient(b.port)
+    second.login("olive", "olive-pw-4821", sync=False)
+    burst = [bare(ln) for ln in lines(second)]
+    assert burst[0] == ":olive!olive@127.0.0.1 JOIN #c"
+    assert burst[-2:] == [":b.test 353 olive = #c :carol @olive", ":b.test 366 olive #c :End of /NAMES list"]
+    assert first.read_all_until_close()[-1] == f"ERROR :Closing link: 127.0.0.1 ({MOVED})"
+    assert _said(second, "on b now", carol, "#c") == ":olive!olive@127.0.0.1 PRIVMSG #c :on b now"
+    assert lines(carol) == []
+    for client in (carol, dan, second):
+        client.close()
+
+
+def test_an_accounts_name_held_by_a_guest_of_another_node(nodes):
+    """A guest on a goes by olive; olive logs in on b: the guest is renamed on a (as on one node),
+    every node sees the new nick, and the nick is the account's on both."""
+    url, a, b = nodes
+    guest = IRCClient(a.port)
+    guest.register("olive")  # before the account was made
+    assert cli("account", "add", "olive", "--password-stdin", "--db", url, stdin="olive-pw-4821\n").returncode == 0
+    guest.send("JOIN #c")
+    lines(guest)
+    carol = IRCClient(a.port)
+    carol.register("carol")
+    carol.send("JOIN #c")
+    lines(carol)
+    dan = IRCClient(b.port)
+    dan.register("dan")
+    dan.send("JOIN #c")
+    lines(dan)
+    assert _said(dan, "joined", guest, "#c") == ":dan!dan@127.0.0.1 PRIVMSG #c joined"
+    lines(carol)
+
+    owner = IRCClient(b.port)
+    got = owner.login("olive", "olive-pw-4821")
+    assert [m.params[0] for m in got if m.command == "001"] == ["olive"]  # the nick is the account's at once
+    renamed, notice = (bare(ln) for ln in until(guest, "NOTICE")[-2:])
+    new_nick = renamed.rsplit(" ", 1)[1]
+    assert new_nick.startswith("Guest")
+    assert renamed == f":olive!olive@127.0.0.1 NICK {new_nick}"
+    assert notice == (f":a.test NOTICE {new_nick} :The nick olive belongs to the account olive, which has "
+                      f"logged in; you are now {new_nick}")
+    assert bare(until(carol, "NICK")[-1]) == renamed
+    assert bare(until(dan, "NICK")[-1]) == renamed
+    assert _members(names(dan)) == [f"@{new_nick}", "carol", "dan"]
+    owner.send("JOIN #c")
+    assert bare(until(carol, "JOIN")[-1]) == ":olive!olive@127.0.0.1 JOIN #c"
+    assert _members(names(carol)) == [f"@{new_nick}", "carol", "dan", "olive"]
+    carol.send("WHOIS olive")
+    assert ":a.test 330 carol olive olive :is logged in as" in lines(carol)
+    guest.send("NICK olive")
+    assert lines(guest)[-1:] == [f":a.test 433 {new_nick} olive :Nickname is already in use"]
+    assert dbs.rows(url, "SELECT node FROM cluster_nicks WHERE folded = 'olive'") == [("b",)]
+    for client in (guest, carol, dan, owner):
         client.close()
