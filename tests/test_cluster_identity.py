@@ -194,3 +194,80 @@ def test_an_accounts_name_held_by_a_guest_of_another_node(nodes):
     assert dbs.rows(url, "SELECT node FROM cluster_nicks WHERE folded = 'olive'") == [("b",)]
     for client in (guest, carol, dan, owner):
         client.close()
+
+
+# a nick held twice (two sides of a split that each gave the other up) ------------------------
+
+T = 1_800_000_000  # the harness clock's start: alice signed on then
+
+
+@pytest.fixture
+def node_a(tmp_path):
+    """Node a in this process, with accounts, and alice on it, in #c."""
+    h = Harness(db=str(tmp_path / "a.db"))
+    link = FakeLink()
+    replica = Replica(h.server, ClusterState(h.server.state), link)  # type: ignore[arg-type]
+    h.server.remote_users = replica
+    h.register("alice")
+    h.send("alice", "JOIN #c")
+    h.take("alice")
+    yield h, replica, link
+    h.close()
+
+
+def _burst(h: Harness, replica: Replica, nick: str, signon: int, account: str | None = None) -> None:
+    """b's burst: its user 9 going by ``nick``, signed on at ``signon``."""
+    user = {"id": 9, "nick": nick, "user": "x", "host": "10.0.0.9", "realname": "X", "account": account,
+            "account_kind": "person" if account else None, "modes": "", "caps": 0, "away": None,
+            "signon": signon, "server": "b.test", "info": "node b", "chans": []}
+    replica.apply({"op": "burst", "users": [user], "channels": [], "answer": False, "from": "b"})
+    h.server.flush_all()
+
+
+def test_an_older_user_in_a_burst_keeps_the_nick_and_this_nodes_is_renamed(node_a):
+    """b's alice signed on before a's: a's is renamed (NICK to her, her channels' members and
+    the other nodes, with a NOTICE saying why), b's holds the nick here."""
+    h, replica, link = node_a
+    alice = h.clients["alice"]
+    h.register("carol")
+    h.send("carol", "JOIN #c")
+    h.take("carol")
+    h.take("alice")
+    link.sent.clear()
+    _burst(h, replica, "alice", T - 100)
+    guest = f"Guest{alice.id}"
+    assert h.lines("alice") == [
+        f":alice!alice@127.0.0.1 NICK {guest}",
+        f":irc.test NOTICE {guest} :Nick collision: alice is held by another user of the network; "
+        f"you are now {guest}"]
+    assert h.lines("carol") == [f":alice!alice@127.0.0.1 NICK {guest}"]
+    assert link.sent == [{"op": "nick", "id": alice.id, "nick": guest}]
+    assert h.server.state.nick_holder("alice") is replica.remote.find_remote("b", 9)
+    h.send("carol", "WHOIS alice")
+    assert h.lines("carol")[:2] == [":irc.test 311 carol alice x 10.0.0.9 * X",
+                                    ":irc.test 312 carol alice b.test :node b"]
+
+
+def test_a_newer_user_in_a_burst_waits_for_its_node_to_rename_it(node_a):
+    """b's alice signed on after a's: a's keeps the nick and hears nothing; b's is kept out of the
+    nick index until b's rename arrives."""
+    h, replica, link = node_a
+    alice = h.clients["alice"]
+    link.sent.clear()
+    _burst(h, replica, "alice", T + 100)
+    assert h.lines("alice") == []
+    assert link.sent == []
+    assert h.server.state.nick_holder("alice") is alice
+    replica.apply({"op": "nick", "id": 9, "nick": "Guest9", "from": "b"})
+    h.send("alice", "WHOIS Guest9")
+    assert h.lines("alice")[:1] == [":irc.test 311 alice Guest9 x 10.0.0.9 * X"]
+    assert h.server.state.nick_holder("alice") is alice
+
+
+def test_the_user_logged_in_to_the_nicks_account_keeps_it(node_a):
+    """b's alice signed on later but is logged in to the account alice: she keeps the nick."""
+    h, replica, link = node_a
+    alice = h.clients["alice"]
+    _burst(h, replica, "alice", T + 100, account="alice")
+    assert h.lines("alice")[0] == f":alice!alice@127.0.0.1 NICK Guest{alice.id}"
+    assert h.server.state.nick_holder("alice") is replica.remote.find_remote("b", 9)

@@ -155,7 +155,7 @@ class Moves:
         if not self.server.is_here(loser):
             return wins  # its own node renames it, this node keeps it out of the nick index meanwhile
         if accounts is not None:
-            accounts.give_up_nick(loser, f"Nick collision: {loser.nick} is another user's on the network",
+            accounts.give_up_nick(loser, f"Nick collision: {loser.nick} is held by another user of the network",
                                   "Nick collision")
         else:
             self.server.disconnect(loser, "Nick collision")
