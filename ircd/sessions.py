@@ -280,10 +280,11 @@ class SessionManager:
         finally:
             self.ending = False
 
-    def hand_over(self, client: Client, reason: str) -> Client:
+    def hand_over(self, client: Client, reason: str) -> Client | None:
         """The identity of ``client`` moves to another node of a cluster (ircd.cluster.moves): each of
         its connections here gets ERROR, no one a QUIT or an AWAY. Returns the identity, detached,
-        with its nick and channels, for ``release`` once its new holder has them."""
+        with its nick and channels, for ``release`` once its new holder has them (None if a
+        connection of it was closing already, and the identity with it)."""
         server = self.server
         self.moving = True
         try:
@@ -293,8 +294,7 @@ class SessionManager:
         finally:
             self.moving = False
         ghost = server.state.nick_holder(client.nick_folded)
-        assert ghost is not None and ghost.detached
-        return ghost
+        return ghost if ghost is not None and ghost.detached else None
 
     def release(self, ghost: Client, heir: Client) -> None:
         """Forget a detached identity whose nick and channels ``heir`` (a user of another node) holds

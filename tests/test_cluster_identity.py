@@ -28,6 +28,14 @@ def _said(sender: IRCClient, text: str, to: IRCClient, target: str) -> str:
     return bare(until(to, "PRIVMSG")[-1])
 
 
+def _committed(port: int) -> None:
+    """What the node on ``port`` queued for the database so far is committed: a new client's NICK
+    waits for its own write, which the node's one writer makes after those."""
+    probe = IRCClient(port)
+    probe.register("probe")
+    probe.close()
+
+
 def _members(reply: str) -> list[str]:
     """The members a 353 line names, sorted (their order is that of the JOINs a node heard)."""
     return sorted(reply.split(" :", 1)[1].split())
@@ -77,6 +85,7 @@ def test_an_agent_connected_on_one_node_moves_to_the_other_with_its_channels(nod
     assert ":a.test 312 carol bot1 b.test :" in " ".join(lines(carol))
     carol.send("NICK bot1")
     assert lines(carol) == [":a.test 433 carol bot1 :Nickname is already in use"]
+    _committed(b.port)
     assert dbs.rows(url, "SELECT folded, node FROM cluster_nicks WHERE folded = 'bot1'") == [("bot1", "b")]
     for client in (carol, dan, new):
         client.close()
@@ -191,6 +200,7 @@ def test_an_accounts_name_held_by_a_guest_of_another_node(nodes):
     assert ":a.test 330 carol olive olive :is logged in as" in lines(carol)
     guest.send("NICK olive")
     assert lines(guest)[-1:] == [f":a.test 433 {new_nick} olive :Nickname is already in use"]
+    _committed(b.port)
     assert dbs.rows(url, "SELECT node FROM cluster_nicks WHERE folded = 'olive'") == [("b",)]
     for client in (guest, carol, dan, owner):
         client.close()

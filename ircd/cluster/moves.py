@@ -84,14 +84,15 @@ class Moves:
         node, old, new_node, new = op["node"], op["old"], op["from"], op["id"]
         if node == self.link.node:
             client = self.local.pop(old, None)
-            if client is not None and self.state.nick_holder(client.nick_folded) is client:
-                ghost = self.server.sessions.hand_over(client, MOVED)
+            holds = client is not None and self.state.nick_holder(client.nick_folded) is client
+            ghost = self.server.sessions.hand_over(client, MOVED) if client is not None and holds else None
+            if ghost is not None:
                 heir = self.stand_in(op)
                 self.server.sessions.release(ghost, heir)
                 self.remote.add_remote(new_node, new, heir)
                 self.server.delivery.flush_all()
                 return
-            if client is not None:
+            if client is not None and not client.closing:
                 self.local[old] = client
         else:
             copy = self.remote.find_remote(node, old)
