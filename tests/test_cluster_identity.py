@@ -9,14 +9,13 @@ from __future__ import annotations
 import pytest
 
 from ircd.cluster.replica import Replica
-from ircd.state.cluster import ClusterState
 from tests import dbs
 from tests.clusters import bare, lines, names, until
 from tests.harness import Harness
 from tests.live import IRCClient
 from tests.proc import cli
 from tests.test_cluster import _agent_and_watcher
-from tests.test_cluster_channels import FakeLink
+from tests.test_cluster_channels import as_node_a
 
 MOVED = "Nick taken over by a new connection of its account"
 
@@ -215,12 +214,7 @@ T = 1_800_000_000  # the harness clock's start: alice signed on then
 def node_a(tmp_path):
     """Node a in this process, with accounts, and alice on it, in #c."""
     h = Harness(db=str(tmp_path / "a.db"))
-    link = FakeLink()
-    replica = Replica(h.server, ClusterState(h.server.state), link)  # type: ignore[arg-type]
-    h.server.remote_users = replica
-    h.register("alice")
-    h.send("alice", "JOIN #c")
-    h.take("alice")
+    replica, link = as_node_a(h)
     yield h, replica, link
     h.close()
 
@@ -248,8 +242,8 @@ def test_an_older_user_in_a_burst_keeps_the_nick_and_this_nodes_is_renamed(node_
     guest = f"Guest{alice.id}"
     assert h.lines("alice") == [
         f":alice!alice@127.0.0.1 NICK {guest}",
-        f":irc.test NOTICE {guest} :Nick collision: alice is held by another user of the network; "
-        f"you are now {guest}"]
+        (f":irc.test NOTICE {guest} :Nick collision: alice is held by another user of the network; "
+         f"you are now {guest}")]
     assert h.lines("carol") == [f":alice!alice@127.0.0.1 NICK {guest}"]
     assert link.sent == [{"op": "nick", "id": alice.id, "nick": guest}]
     assert h.server.state.nick_holder("alice") is replica.remote.find_remote("b", 9)
@@ -276,7 +270,7 @@ def test_a_newer_user_in_a_burst_waits_for_its_node_to_rename_it(node_a):
 
 def test_the_user_logged_in_to_the_nicks_account_keeps_it(node_a):
     """b's alice signed on later but is logged in to the account alice: she keeps the nick."""
-    h, replica, link = node_a
+    h, replica, _ = node_a
     alice = h.clients["alice"]
     _burst(h, replica, "alice", T + 100, account="alice")
     assert h.lines("alice")[0] == f":alice!alice@127.0.0.1 NICK Guest{alice.id}"
