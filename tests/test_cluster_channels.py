@@ -65,9 +65,9 @@ def apply(h: Harness, replica: Replica, op: dict[str, Any]) -> None:
     h.server.flush_all()
 
 
-def names_here(h: Harness) -> str:
-    h.send("alice", "NAMES #c")
-    return h.lines("alice")[0]
+def names_here(h: Harness, who: str = "alice") -> str:
+    h.send(who, "NAMES #c")
+    return h.lines(who)[0]
 
 
 def created_on_b(ts: int, modes: str = "nt", key: str | None = None, topic: str = "") -> dict[str, Any]:

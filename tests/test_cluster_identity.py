@@ -6,6 +6,8 @@ process and given the other node's ops."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from ircd.cluster.replica import Replica
@@ -15,7 +17,7 @@ from tests.harness import Harness
 from tests.live import IRCClient
 from tests.proc import cli
 from tests.test_cluster import _agent_and_watcher
-from tests.test_cluster_channels import as_node_a
+from tests.test_cluster_channels import as_node_a, names_here
 
 MOVED = "Nick taken over by a new connection of its account"
 
@@ -275,3 +277,57 @@ def test_the_user_logged_in_to_the_nicks_account_keeps_it(node_a):
     _burst(h, replica, "alice", T + 100, account="alice")
     assert h.lines("alice")[0] == f":alice!alice@127.0.0.1 NICK Guest{alice.id}"
     assert h.server.state.nick_holder("alice") is replica.remote.find_remote("b", 9)
+
+
+# a move as the other nodes apply it ---------------------------------------------------------
+
+
+def _record(ident: int, nick: str, **more: Any) -> dict[str, Any]:
+    """A user as its node describes it (``user``, ``move``)."""
+    return {"id": ident, "nick": nick, "user": nick, "host": "127.0.0.1", "realname": nick, "account": nick,
+            "account_kind": "agent", "modes": "B", "caps": 0, "away": None, "auto_away": False, "signon": T,
+            "server": "b.test", "info": "node b", **more}
+
+
+def test_a_move_between_two_other_nodes_changes_only_where_the_lines_go(node_a):
+    """bot1 of b, in #c, moves to c: a's alice sees nothing, and what she says to bot1 goes to c."""
+    h, replica, link = node_a
+    link.peers.add("c")
+    replica.apply({"op": "user", **_record(7, "bot1"), "from": "b"})
+    replica.apply({"op": "join", "id": 7, "chan": "#c", "modes": "v", "ts": T, "from": "b"})
+    replica.apply({"op": "move", "node": "b", "old": 7, **_record(3, "bot1", server="c.test", info="node c"),
+                   "chans": [["#c", "v"]], "from": "c"})
+    h.server.flush_all()
+    assert h.lines("alice") == []
+    assert names_here(h) == ":irc.test 353 alice = #c :@alice +bot1"
+    link.forwarded.clear()
+    h.send("alice", "PRIVMSG bot1 :where are you?")
+    assert [(node, ident, data) for node, ident, data in link.forwarded] == [
+        ("c", 3, b":alice!alice@127.0.0.1 PRIVMSG bot1 :where are you?\r\n")]
+    h.send("alice", "WHOIS bot1")
+    assert ":irc.test 312 alice bot1 c.test :node c" in h.lines("alice")
+
+
+def test_an_identity_of_this_node_moving_away_closes_its_connection_quietly(node_a):
+    """alice's identity moves to b: her connection here gets ERROR, carol (here, in #c) nothing;
+    alice is b's user now, still @ in #c."""
+    h, replica, link = node_a
+    alice = h.clients["alice"]
+    h.run(h.server.accounts.create("alice", "alice-pw-4821"))
+    h.send("alice", "PRIVMSG NickServ :IDENTIFY alice alice-pw-4821")
+    h.register("carol")
+    h.send("carol", "JOIN #c")
+    h.take("carol")
+    assert alice.account == "alice"
+    h.take("alice")
+    replica.apply({"op": "move", "node": "a", "old": alice.id, **_record(5, "alice", account_kind="person", modes=""),
+                   "chans": [["#c", "o"]], "from": "b"})
+    h.server.flush_all()
+    assert h.lines("alice") == [f"ERROR :Closing link: 127.0.0.1 ({MOVED})"]
+    assert h.lines("carol") == []
+    assert h.server.state.nick_holder("alice") is replica.remote.find_remote("b", 5)
+    assert names_here(h, "carol") == ":irc.test 353 carol = #c :carol @alice"
+    h.send("carol", "PRIVMSG alice :still there?")
+    assert link.forwarded[-1] == ("b", 5, b":carol!carol@127.0.0.1 PRIVMSG alice :still there?\r\n")
+    h.send("carol", "LUSERS")
+    assert ":irc.test 251 carol :There are 2 users and 0 invisible on 2 servers" in h.lines("carol")
