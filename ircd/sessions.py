@@ -17,6 +17,10 @@ account that asks for the nick takes its place and is given its channels back (J
 MARKREAD for each). It ends when the account is deleted or suspended, an operator KILLs the nick, a
 REHASH no longer allows it, or the server stops.
 
+On a node of a cluster the connections of an identity are all on one node: a connection of the
+account registering with the nick on another node takes the identity over there, as a connection takes
+over a detached one here (``ircd.cluster.moves``: ``hand_over`` and ``release`` are this node's side).
+
 Invariants: the connections of a group have the same nick, user, host, real name, account, away and
 user modes (one ``set`` object); each is in every channel of the group with the same prefix string;
 exactly one of them (the face) holds the nick in ``server.state``, and only the others have ``shadow`` set.
