@@ -12,11 +12,12 @@ import pytest
 
 from ircd.cluster.replica import Replica
 from tests import dbs
-from tests.clusters import bare, lines, names, until
+from tests.clusters import bare, lines, names, relayed, until
 from tests.harness import Harness
 from tests.live import IRCClient
 from tests.proc import cli
-from tests.test_cluster import _agent_and_watcher
+from tests.natsd import NatsServer
+from tests.test_cluster import _agent_and_watcher, _alice_and_bob_in_c
 from tests.test_cluster_channels import as_node_a, names_here
 
 MOVED = "Nick taken over by a new connection of its account"
@@ -208,6 +209,33 @@ def test_an_accounts_name_held_by_a_guest_of_another_node(nodes):
 
 
 # a nick held twice (two sides of a split that each gave the other up) ------------------------
+
+
+def test_a_nick_taken_on_both_sides_of_a_split(nodes, nats):
+    """NATS goes away, each node gives the other up and frees its nicks, and a client of b takes
+    alice, which a's alice holds. When they meet again the older keeps it: b renames its own."""
+    url, a, b = nodes
+    alice, bob = _alice_and_bob_in_c(a, b)
+    nats[0].stop()
+    assert until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
+    assert until(bob, "QUIT")[-1] == ":alice!alice@127.0.0.1 QUIT :*.net *.split"
+    other = IRCClient(b.port, timeout=60)
+    other.register("alice")  # free on b's side of the split
+    nats.append(NatsServer(nats[0].port))
+    renamed, notice = (bare(ln) for ln in until(other, "NOTICE")[-2:])
+    guest = renamed.rsplit(" ", 1)[1]
+    assert renamed == f":alice!alice@127.0.0.1 NICK {guest}" and guest.startswith("Guest")
+    assert notice == (f":b.test NOTICE {guest} :Nick collision: alice is held by another user of the network; "
+                      f"you are now {guest}")
+    assert until(bob, "JOIN")[-1] == ":alice!alice@127.0.0.1 JOIN #c"
+    bob.send("WHOIS alice")
+    assert ":b.test 312 bob alice a.test :" in " ".join(lines(bob))
+    assert relayed(bob, "PRIVMSG alice :which one?", alice) == ":bob!bob@127.0.0.1 PRIVMSG alice :which one?"
+    alice.send(f"WHOIS {guest}")
+    assert ":a.test 312 alice " + guest + " b.test :" in " ".join(lines(alice))
+    assert lines(alice) == []
+    for client in (alice, bob, other):
+        client.close()
 
 T = 1_800_000_000  # the harness clock's start: alice signed on then
 
