@@ -15,8 +15,8 @@ from tests import dbs
 from tests.clusters import bare, lines, names, relayed, until
 from tests.harness import Harness
 from tests.live import IRCClient
-from tests.proc import cli
 from tests.natsd import NatsServer
+from tests.proc import cli
 from tests.test_cluster import _agent_and_watcher, _alice_and_bob_in_c
 from tests.test_cluster_channels import as_node_a, names_here
 
@@ -214,7 +214,7 @@ def test_an_accounts_name_held_by_a_guest_of_another_node(nodes):
 def test_a_nick_taken_on_both_sides_of_a_split(nodes, nats):
     """NATS goes away, each node gives the other up and frees its nicks, and a client of b takes
     alice, which a's alice holds. When they meet again the older keeps it: b renames its own."""
-    url, a, b = nodes
+    _, a, b = nodes
     alice, bob = _alice_and_bob_in_c(a, b)
     nats[0].stop()
     assert until(alice, "QUIT")[-1] == ":bob!bob@127.0.0.1 QUIT :*.net *.split"
