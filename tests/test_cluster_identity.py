@@ -1,8 +1,8 @@
 """Acting on users of other nodes (docs/scaling.md): an account's identity moving from one node to
 another with its channels, a person's second connection on another node, the forced rename of a
 guest of another node holding an account's name, and a nick two users hold when two sides of a
-split meet. The live tests run two nodes; the nick held twice is tested on a node built in this
-process and given the other node's ops."""
+split meet. The live tests run two nodes; the rules of a nick held twice, and a move as the other
+nodes apply it, are tested on a node built in this process and given the other node's ops."""
 
 from __future__ import annotations
 
