@@ -245,8 +245,7 @@ class AccountService:
             if sessions.may_share(client, holder):  # another connection of the account
                 sessions.share_nick(client, holder)
                 return
-            if not self.take_nick(client, holder):
-                return  # held on another node of a cluster: the client keeps the nick it has
+            self.take_nick(client, holder)
             if holder.detached:  # an always-on agent's older connection: its identity stays
                 if sessions.may_share(client, holder):
                     sessions.share_nick(client, holder)  # the new connection takes its place
@@ -257,21 +256,30 @@ class AccountService:
         if reply is None:
             own.flush()
 
-    def take_nick(self, claimant: Client, holder: Client) -> bool:
+    def take_nick(self, claimant: Client, holder: Client) -> None:
         """``claimant``, logged in, takes its account's name from ``holder``. An older
         connection of the same agent is closed (an agent has one connection at a time);
         anyone else loses the nick: a registered client is renamed to a guest nick, one still
-        registering gets 433 and chooses another. False: the nick stays ``holder``'s (a user of
-        another node of a cluster, which this node cannot rename)."""
+        registering gets 433 and chooses another. A user of another node of a cluster is renamed
+        (or closed) by its node, and the nick is the claimant's here at once."""
         server = self.server
         nick = holder.nick
         if holder.account_folded == claimant.account_folded and (claimant.account_kind == "agent" or holder.detached):
             # an older connection of the agent, or the account's always-on identity: it ends
-            # (on another node: that node closes it, and the nick is the claimant's here now)
             server.disconnect(holder, "Nick taken over by a new connection of its account")
-            return True
+            return
         if not server.is_here(holder):
-            return False
+            server.remote_users.rename(holder, claimant)
+            return
+        log.info("nick taken id=%d nick=%s by=%d account=%s", holder.id, nick, claimant.id, claimant.account)
+        self.give_up_nick(holder, f"The nick {nick} belongs to the account {claimant.account}, which has logged in",
+                          "Nick taken over by its account")
+
+    def give_up_nick(self, holder: Client, why: str, reason: str) -> None:
+        """``holder`` (of this node) loses its nick: renamed to a guest nick and told ``why``, or
+        433 if still registering, or closed with ``reason`` when no guest nick is free."""
+        server = self.server
+        nick = holder.nick
         reply = ReplyBuffer(server, holder)
         if not holder.registered:
             server.state.remove_nick(holder)
@@ -279,17 +287,14 @@ class AccountService:
             holder.refused_nick = nick
             reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")
             reply.flush()
-            return True
+            return
         guest = self._guest_nick(holder)
         if guest is None:
-            server.disconnect(holder, "Nick taken over by its account")
-            return True
-        log.info("nick taken id=%d nick=%s by=%d account=%s", holder.id, nick, claimant.id, claimant.account)
+            server.disconnect(holder, reason)
+            return
         set_nick_from_server(server, holder, guest, reply)
-        reply.send("NOTICE", guest, f"The nick {nick} belongs to the account {claimant.account}, which has "
-                   f"logged in; you are now {guest}")
+        reply.send("NOTICE", guest, f"{why}; you are now {guest}")
         reply.flush()
-        return True
 
     def _guest_nick(self, client: Client) -> str | None:
         """A free nick that no account owns: Guest<connection id>, or Guest<random digits>."""

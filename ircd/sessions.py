@@ -17,6 +17,10 @@ account that asks for the nick takes its place and is given its channels back (J
 MARKREAD for each). It ends when the account is deleted or suspended, an operator KILLs the nick, a
 REHASH no longer allows it, or the server stops.
 
+On a node of a cluster the connections of an identity are all on one node: a connection of the
+account registering with the nick on another node takes the identity over there, as a connection takes
+over a detached one here (``ircd.cluster.moves``: ``hand_over`` and ``release`` are this node's side).
+
 Invariants: the connections of a group have the same nick, user, host, real name, account, away and
 user modes (one ``set`` object); each is in every channel of the group with the same prefix string;
 exactly one of them (the face) holds the nick in ``server.state``, and only the others have ``shadow`` set.
@@ -36,7 +40,7 @@ if TYPE_CHECKING:
     from ircd.state.client import Client
     from ircd.server import Server
 
-__all__ = ["AWAY_TEXT", "SessionManager", "Sessions"]
+__all__ = ["AWAY_TEXT", "SessionManager", "Sessions", "copy_identity", "take_channels"]
 
 log = logging.getLogger("pircd")
 AWAY_TEXT = "Not connected"
@@ -68,6 +72,7 @@ class SessionManager:
         self.ghosts: dict[str, Client] = {}  # always-on identities without a connection, by account
         self.shadows = 0  # connections that share a nick with another (not counted as users)
         self.ending = False  # in end(): a connection going does not leave its identity detached
+        self.moving = False  # in hand_over(): a connection going leaves its identity, quietly, to its new node
         server.events.subscribe(Rehashed, self._rehashed)
         server.join_hooks.append(self._joined)
 
@@ -77,14 +82,11 @@ class SessionManager:
         """Whether ``client``, still registering, joins ``holder``'s identity instead of taking its
         nick: same account, and ``holder`` is detached (always-on) or multiclient is on for the account's kind."""
         account = client.account_folded
-        return (
-            not client.registered
-            and account is not None
-            and holder.account_folded == account
-            and holder.registered
-            and (holder.detached or self.multiclient(client))
-            and self.server.is_here(holder)  # a connection on another node of a cluster is not shared
-        )
+        if client.registered or account is None or holder.account_folded != account or not holder.registered:
+            return False
+        if not self.server.is_here(holder):  # held on another node of a cluster: the identity moves here
+            return self.always_on(client) or self.multiclient(client)
+        return holder.detached or self.multiclient(client)
 
     def multiclient(self, client: Client) -> bool:
         mode = self.server.config.accounts.multiclient
@@ -108,7 +110,9 @@ class SessionManager:
         """``client`` finishes registering as a connection of ``holder``'s identity (the state's
         holder of its nick): it takes a detached identity's place, or joins a live one's group."""
         if holder.detached:
-            self._adopt(client, holder)
+            self.adopt(client, holder)
+        elif not self.server.is_here(holder):  # its node hands it over (ircd.cluster.moves)
+            self.server.remote_users.move_here(client, holder)
         else:
             group = holder.group
             if group is None:
@@ -117,23 +121,22 @@ class SessionManager:
             client.group = group
             client.shadow = True
             self.shadows += 1
-            _copy_identity(holder, client)
+            copy_identity(holder, client)
             for channel in holder.channels.values():
                 channel.members[client] = channel.members[holder]
                 channel.shadows += 1
                 client.channels[channel.folded] = channel
         log.info("attached id=%d nick=%s account=%s", client.id, client.nick, client.account)
 
-    def _adopt(self, client: Client, ghost: Client) -> None:
+    def adopt(self, client: Client, ghost: Client) -> None:
+        """``client`` takes the place of ``ghost`` (a detached identity, or on a cluster node this
+        node's copy of an identity moving here): its nick, identity and channels; back if away."""
         server = self.server
-        self.ghosts.pop(ghost.account_folded or "", None)
-        _copy_identity(ghost, client)
+        if self.ghosts.get(ghost.account_folded or "") is ghost:
+            del self.ghosts[ghost.account_folded or ""]
+        copy_identity(ghost, client)
         server.state.add_nick(client)
-        for channel in list(ghost.channels.values()):
-            modes = channel.members.pop(ghost, "")
-            channel.members[client] = modes
-            client.channels[channel.folded] = channel
-        ghost.channels = {}
+        take_channels(ghost, client)
         if client.auto_away:
             client.away = None
             client.auto_away = False
@@ -207,7 +210,7 @@ class SessionManager:
         if group is not None:
             self._leave_group(client, group)
             return True
-        if not self.ending and self.always_on(client) and not client.detached:
+        if not self.ending and (self.moving or self.always_on(client)) and not client.detached:
             self._detach(client)
             return True
         return False
@@ -240,7 +243,7 @@ class SessionManager:
         client.outlen = 0
         client.extra_lines = 0
         self.ghosts[client.account_folded or ""] = client
-        if client.away is None:
+        if client.away is None and not self.moving:
             client.away = AWAY_TEXT
             client.auto_away = True
             relay = server.relay_from(client, "AWAY", AWAY_TEXT)
@@ -280,6 +283,39 @@ class SessionManager:
                 server.disconnect(each, reason, quit_message=quit_message)
         finally:
             self.ending = False
+
+    def hand_over(self, client: Client, reason: str) -> Client | None:
+        """The identity of ``client`` moves to another node of a cluster (ircd.cluster.moves): each of
+        its connections here gets ERROR, no one a QUIT or an AWAY. Returns the identity, detached,
+        with its nick and channels, for ``release`` once its new holder has them (None if a
+        connection of it was closing already, and the identity with it)."""
+        server = self.server
+        self.moving = True
+        try:
+            for each in list(client.group.members) if client.group is not None else [client]:
+                if not each.detached:
+                    server.disconnect(each, reason)
+        finally:
+            self.moving = False
+        ghost = server.state.nick_holder(client.nick_folded)
+        return ghost if ghost is not None and ghost.detached else None
+
+    def release(self, ghost: Client, heir: Client) -> None:
+        """Forget a detached identity whose nick and channels ``heir`` (a user of another node) holds
+        now: no QUIT, no MONITOR offline, nothing remembered; the counts are the heir's to keep."""
+        state = self.server.state
+        if self.ghosts.get(ghost.account_folded or "") is ghost:
+            del self.ghosts[ghost.account_folded or ""]
+        ghost.detached = False
+        ghost.closing = True
+        take_channels(ghost, heir)
+        state.remove_nick(ghost)
+        state.registered_count -= 1
+        if "i" in ghost.modes:
+            state.invisible_count -= 1
+        if "o" in ghost.modes:
+            state.oper_count -= 1
+        log.info("handed over nick=%s account=%s", ghost.nick, ghost.account)
 
     def drop_account(self, account: str, reason: str) -> None:
         ghost = self.ghosts.get(account)
@@ -324,10 +360,18 @@ class SessionManager:
             return
         for other in group.members:
             if other is not client:
-                _copy_identity(client, other)
+                copy_identity(client, other)
 
 
-def _copy_identity(source: Client, target: Client) -> None:
+def take_channels(source: Client, target: Client) -> None:
+    """``target`` takes ``source``'s place in each of its channels, with its prefixes."""
+    for channel in list(source.channels.values()):
+        channel.members[target] = channel.members.pop(source, "")
+        target.channels[channel.folded] = channel
+    source.channels = {}
+
+
+def copy_identity(source: Client, target: Client) -> None:
     target.nick, target.nick_folded = source.nick, source.nick_folded
     target.user, target.host, target.realname = source.user, source.host, source.realname
     target.account, target.account_folded, target.account_kind = (

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests import dbs
-from tests.clusters import bare, lines, names, relayed, until
+from tests.clusters import bare, cluster_of, lines, names, relayed, until
 from tests.live import IRCClient
 from tests.natsd import NatsServer
 from tests.proc import ServerProcess, cli, write_config
@@ -297,10 +297,21 @@ def _agent_and_watcher(url: str, b: ServerProcess) -> IRCClient:
     return dan
 
 
-def test_an_agent_has_one_connection_across_nodes(nodes):
-    """An agent logging in on b while connected on a: a closes the old connection (ERROR, QUIT to
-    its peers), b's connection holds the nick, on both nodes."""
-    url, a, b = nodes
+@pytest.fixture
+def nodes_without_always_on(tmp_path, nats):
+    url, started = cluster_of(tmp_path, nats[0].url, ("a", "b"), accounts={"always_on": "off"})
+    try:
+        yield url, started[0], started[1]
+    finally:
+        for node in started:
+            node.terminate()
+
+
+def test_an_agent_has_one_connection_across_nodes(nodes_without_always_on):
+    """An agent that is not always-on logging in on b while connected on a: a closes the old
+    connection (ERROR, QUIT to its peers), b's connection holds the nick, on both nodes. (An
+    always-on identity moves instead: tests/test_cluster_identity.py.)"""
+    url, a, b = nodes_without_always_on
     dan = _agent_and_watcher(url, b)
     old = IRCClient(a.port)
     old.login("bot1", "bot1-pw-93157")

@@ -37,16 +37,22 @@ class FakeLink:
         self.forwarded.append((node, ident, data))
 
 
-@pytest.fixture
-def node():
-    """Node a in this process (alice on it, in #c which she created), knowing bob, a user of b."""
-    h = Harness()
+def as_node_a(h: Harness) -> tuple[Replica, FakeLink]:
+    """``h``'s server as node a, with alice on it, in #c (which she created)."""
     link = FakeLink()
     replica = Replica(h.server, ClusterState(h.server.state), link)  # type: ignore[arg-type]
     h.server.remote_users = replica
     h.register("alice")
     h.send("alice", "JOIN #c")
     h.take("alice")
+    return replica, link
+
+
+@pytest.fixture
+def node():
+    """Node a in this process (alice on it, in #c which she created), knowing bob, a user of b."""
+    h = Harness()
+    replica, link = as_node_a(h)
     apply(h, replica, {"op": "user", "id": 7, "nick": "bob", "user": "bob", "host": "10.0.0.2", "realname": "Bob",
                        "account": None, "account_kind": None, "modes": "", "caps": 0, "away": None, "signon": T,
                        "server": "b.test", "info": "node b"})
@@ -59,9 +65,9 @@ def apply(h: Harness, replica: Replica, op: dict[str, Any]) -> None:
     h.server.flush_all()
 
 
-def names_here(h: Harness) -> str:
-    h.send("alice", "NAMES #c")
-    return h.lines("alice")[0]
+def names_here(h: Harness, who: str = "alice") -> str:
+    h.send(who, "NAMES #c")
+    return h.lines(who)[0]
 
 
 def created_on_b(ts: int, modes: str = "nt", key: str | None = None, topic: str = "") -> dict[str, Any]:

@@ -39,7 +39,7 @@ class Liveness:
     local: dict[int, Client]
     last_seen: dict[str, float]
     channels: ChannelSync
-    nick_taken_over: Callable[[Client, str], None] | None
+    nick_taken_over: Callable[[str, int, str], None] | None
 
     def identity(self, client: Client) -> tuple[str, int] | None:
         raise NotImplementedError
@@ -139,12 +139,12 @@ class Liveness:
         for user in op["users"]:
             self._user({**user, "from": node})
             client = self.remote.find_remote(node, user["id"])
-            if client is None:  # left out (a nick held twice)
+            if client is None:
                 continue
             for name, modes in user["chans"]:
                 join = {"chan": name, "modes": modes}
                 self.channels.join(client, join, tell=True, accept=accepted.get(casefold(name), True))
-        for folded in accepted:  # a channel of users left out (a nick held twice) has no one
+        for folded in accepted:  # a channel whose members did not arrive has no one
             channel = self.state.channel(folded)
             if channel is not None:
                 self.server.drop_channel_if_empty(channel)
@@ -178,7 +178,7 @@ class Liveness:
         if holder is None:
             server.notify_monitors(client, online=False)
         elif holder.id in self.local and self.nick_taken_over is not None:
-            self.nick_taken_over(holder, node)  # a local client took the nick over meanwhile
+            self.nick_taken_over(holder.nick_folded, holder.id, node)  # a local client took the nick over meanwhile
 
 
 def user_record(server: Server, client: Client) -> dict[str, Any]:
@@ -186,4 +186,5 @@ def user_record(server: Server, client: Client) -> dict[str, Any]:
     return {"id": client.id, "nick": client.nick, "user": client.user, "host": client.host,
             "realname": client.realname, "account": client.account, "account_kind": client.account_kind,
             "modes": "".join(sorted(client.modes)), "caps": client.caps, "away": client.away,
+            "auto_away": client.auto_away,
             "signon": client.signon, "server": server.name, "info": server.config.server.description}

@@ -92,13 +92,12 @@ class NickClaims:
         if store is not None and self.server.state.nick_holder(client.nick_folded) is client:
             store.write_nowait(claim_nick, client.nick_folded, self.node, client.id, int(self.server.clock()))
 
-    def taken_over(self, client: Client, from_node: str) -> None:
-        """A local client holds the nick of a user of ``from_node`` that has gone (an agent's
-        new connection here closed its old one there): the row is this node's now."""
+    def taken_over(self, folded: str, ident: int, from_node: str) -> None:
+        """The local client ``ident`` holds (or is given) the nick of a user of ``from_node`` that
+        has gone, moved here or been renamed: the row is this node's now."""
         store = self.server.store
         if store is not None:
-            now = int(self.server.clock())
-            store.write_nowait(take_over_nick, client.nick_folded, self.node, client.id, now, from_node)
+            store.write_nowait(take_over_nick, folded, self.node, ident, int(self.server.clock()), from_node)
 
     def _release_unheld(self, folded: str) -> None:
         """Free the row of a nick no client of this node holds (any more)."""

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ircd.cluster.channels import ChannelSync
 from ircd.cluster.liveness import Liveness, user_record
+from ircd.cluster.moves import Moves
 from ircd.events import (
     AwayChanged,
     ChannelModeChanged,
@@ -66,7 +67,7 @@ class RemoteConn:
         pass  # a remote user leaves when its own node says so
 
 
-class Replica(Liveness):
+class Replica(Liveness, Moves):
     def __init__(self, server: Server, remote: ClusterState, link: Link) -> None:
         self.server, self.remote, self.link = server, remote, link
         self.state: LocalState = remote.local
@@ -74,7 +75,7 @@ class Replica(Liveness):
         self.last_seen: dict[str, float] = {}  # peer -> when it last said something (monotonic)
         self.servers: dict[str, tuple[str, str]] = {}  # node -> its server name and description
         # a local client holds the nick of a remote user that left (ircd.cluster.nicks)
-        self.nick_taken_over: Callable[[Client, str], None] | None = None
+        self.nick_taken_over: Callable[[str, int, str], None] | None = None
         self.channels = ChannelSync(server, self.identity, self.member, lambda c: self.local.get(c.id) is c,
                                     self.link.broadcast)
         events = server.events
@@ -91,8 +92,8 @@ class Replica(Liveness):
 
     def _registered(self, ev: Registered) -> None:
         client = ev.client
-        if self.state.nick_holder(client.nick_folded) is not client:
-            return  # a connection sharing another's nick (ircd.sessions): not a user of its own
+        if self.state.nick_holder(client.nick_folded) is not client or client.id in self.local:
+            return  # a connection sharing another's nick (ircd.sessions), or an identity moved here
         self.local[client.id] = client
         self.link.broadcast({"op": "user", **user_record(self.server, client)})
 
@@ -106,8 +107,9 @@ class Replica(Liveness):
         elif holder is not client:  # the identity stays, held by another connection (ircd.sessions)
             self.local[holder.id] = holder
             self.link.broadcast({"op": "rekey", "id": client.id, "new": holder.id})
-        else:  # an always-on identity without a connection: still on the network
+        else:  # an always-on identity without a connection: still on the network, away
             self.local[client.id] = client
+            self.link.broadcast({"op": "away", "id": client.id, "away": client.away, "auto_away": client.auto_away})
 
     def _nick(self, ev: NickChanged) -> None:
         if ev.client.id in self.local:
@@ -125,7 +127,7 @@ class Replica(Liveness):
 
     def _away(self, ev: AwayChanged) -> None:
         if ev.client.id in self.local:
-            self.link.broadcast({"op": "away", "id": ev.client.id, "away": ev.client.away})
+            self.link.broadcast({"op": "away", "id": ev.client.id, "away": ev.client.away, "auto_away": False})
 
     def _mode_changed(self, ev: ChannelModeChanged) -> None:
         if ev.client is None or ev.client.id in self.local:  # a change made here, not one applied here
@@ -226,9 +228,18 @@ class Replica(Liveness):
 
     def _user(self, op: dict[str, Any]) -> None:
         node, ident = op["from"], op["id"]
-        server = self.server
         if self.remote.find_remote(node, ident) is not None:
             return  # known already (a burst crossing a change)
+        client = self.stand_in(op)
+        holder = self.state.nick_holder(client.nick_folded)
+        held = holder is None or self.settle_nick(holder, client, (node, ident))
+        self.remote.add_remote(node, ident, client, held=held)
+        if held:
+            self.server.notify_monitors(client, online=True)
+
+    def stand_in(self, op: dict[str, Any]) -> Client:
+        """This node's copy of the user ``op`` describes (a ``user`` record), not yet on the network."""
+        server, node, ident = self.server, op["from"], op["id"]
         self.servers[node] = (op["server"], op["info"])
         conn = RemoteConn(self.link, node, ident)
         client = Client(server.delivery, conn, op["host"], server.next_client_id(), op["signon"], 0.0)
@@ -239,14 +250,26 @@ class Replica(Liveness):
         client.account_kind = op["account_kind"]
         client.modes = set(op["modes"])
         client.set_caps(op["caps"])
+        client.auto_away = op.get("auto_away", False)
         client.registered = True
         client.update_prefix()
-        holder = self.state.nick_holder(client.nick_folded)
-        if holder is not None:  # the nick claims (ircd.cluster.nicks) keep this from happening
-            log.error("cluster nick held twice nick=%s here=%r there=%s", client.nick, holder, node)
-            return
-        self.remote.add_remote(node, ident, client)
-        server.notify_monitors(client, online=True)
+        return client
+
+    def repoint(self, client: Client, op: dict[str, Any]) -> None:
+        """The remote user ``client`` is the user ``op`` describes, of another node now (its
+        identity moved there): its lines go there, with that connection's capabilities."""
+        self.servers[op["from"]] = (op["server"], op["info"])
+        client.conn = RemoteConn(self.link, op["from"], op["id"])
+        client.set_caps(op["caps"])
+        client.away, client.auto_away = op["away"], op.get("auto_away", False)
+
+    def _arrive(self, op: dict[str, Any]) -> None:
+        """A user and its channels, told to this node's members of them (as in a burst)."""
+        self._user(op)
+        client = self.remote.find_remote(op["from"], op["id"])
+        if client is not None:
+            for name, modes in op["chans"]:
+                self.channels.join(client, {"chan": name, "modes": modes}, tell=True, accept=True)
 
     def _quit_op(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
@@ -274,11 +297,16 @@ class Replica(Liveness):
         self.state.remove_nick(client)
         client.nick, client.nick_folded = op["nick"], server.casefold(op["nick"])
         client.update_prefix()
-        self.state.add_nick(client)
+        holder = self.state.nick_holder(client.nick_folded)
+        held = holder is None or holder is client or self.settle_nick(holder, client, (op["from"], op["id"]))
+        if held:
+            self.state.add_nick(client)
         if old_folded != client.nick_folded:
             self.state.remember_nick(old_nick, client, int(server.clock()))
-            server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
-            server.notify_monitors(client, online=True)
+            if self.state.nick_holder(old_folded) is None:  # else another user took it meanwhile
+                server.notify_monitors(client, online=False, nick_folded=old_folded, nick=old_nick)
+            if held:
+                server.notify_monitors(client, online=True)
 
     def _join(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
@@ -291,7 +319,7 @@ class Replica(Liveness):
     def _away_op(self, op: dict[str, Any]) -> None:
         client = self.remote.find_remote(op["from"], op["id"])
         if client is not None:
-            client.away = op["away"]
+            client.away, client.auto_away = op["away"], op.get("auto_away", False)
 
     def _account_op(self, op: dict[str, Any]) -> None:
         """A remote user logged in or out (an agent gets +B with it)."""
@@ -327,6 +355,7 @@ _APPLY: dict[str, Callable[[Replica, dict[str, Any]], None]] = {
     "away": Replica._away_op, "caps": Replica._caps_op, "rekey": Replica._rekey,
     "alive": Replica._alive, "account": Replica._account_op, "kill": Replica._kill,
     "umode": Replica._umode_op, "ident": Replica._ident_op, "ext": Replica._ext,
+    "move": Replica._move, "rename": Replica._rename,
     "chan": lambda r, op: r.channels.chan(op), "mode": lambda r, op: r.channels.mode(op),
     "topic": lambda r, op: r.channels.topic(op), "invite": lambda r, op: r.channels.invite(op),
 }

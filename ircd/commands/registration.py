@@ -158,9 +158,7 @@ def handle_nick(ctx: CommandContext, msg: Message) -> None:
             if not client.registered:
                 client.refused_nick = nick
             return
-        if not accounts.take_nick(client, holder):  # an account's own name is always its to take,
-            ctx.reply.numeric(N.ERR_NICKNAMEINUSE, nick, "Nickname is already in use")  # but on this node
-            return
+        accounts.take_nick(client, holder)  # an account's own name is always its to take
     if nick == client.nick:
         return
     for check in server.nick_checks:

@@ -31,12 +31,14 @@ class ClusterState:
         self.remote: dict[tuple[str, int], Client] = {}
         self.node_of: dict[Client, str] = {}  # remote user -> the node holding its connection
 
-    def add_remote(self, node: str, ident: int, client: Client) -> None:
-        """A user of ``node`` is on the network: it holds its nick and counts in LUSERS."""
+    def add_remote(self, node: str, ident: int, client: Client, *, held: bool = True) -> None:
+        """A user of ``node`` is on the network: it holds its nick (unless ``held`` is False: another
+        user keeps it, and its node renames this one) and counts in LUSERS."""
         local = self.local
         self.remote[(node, ident)] = client
         self.node_of[client] = node
-        local.add_nick(client)
+        if held:
+            local.add_nick(client)
         local.account_attached(client)
         local.registered_count += 1
         local.remote_count += 1
@@ -51,6 +53,15 @@ class ClusterState:
         client = self.remote.pop((node, ident), None)
         if client is not None:
             self.remote[(node, new)] = client
+        return client
+
+    def move(self, node: str, ident: int, new_node: str, new: int) -> Client | None:
+        """The user ``ident`` of ``node`` is ``new`` of ``new_node`` from now on (its identity
+        moved there, ircd.cluster.moves)."""
+        client = self.remote.pop((node, ident), None)
+        if client is not None:
+            self.remote[(new_node, new)] = client
+            self.node_of[client] = new_node
         return client
 
     def set_modes(self, client: Client, modes: str) -> None:
