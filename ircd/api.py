@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExtensionAPI",
+    "IdentityElsewhere",
     "load_extensions",
     "extension_schema_tracks",
     "open_database_sync",
@@ -127,6 +128,11 @@ caps = _caps
 log = logging.getLogger("pircd")
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
+
+
+class IdentityElsewhere(Exception):
+    """The account's identity is a user of another node of a cluster (``args[0]``: the name of
+    the server it is on): what acts as that user runs on that node."""
 
 
 class ExtensionAPI:
@@ -372,9 +378,15 @@ class ExtensionAPI:
         it has over IRC: through its connection, or its always-on identity (made when it has
         none, so its memberships show in NAMES and WHO and last until it leaves). The lines the
         command answered, as (command, params), numerics without the nick; None when the account
-        can have no identity (another client holds its nick, or always-on is off for it)."""
+        can have no identity (another client holds its nick, or always-on is off for it).
+        ``IdentityElsewhere`` when its identity is a user of another node of a cluster: a
+        command runs where the user is."""
         from ircd import accountops
 
+        server = self._server
+        holder = server.state.nick_holder(account_folded)
+        if holder is not None and not server.is_here(holder):
+            raise IdentityElsewhere(server.server_of(holder)[0])
         return await accountops.run_as(self._server, account_folded, name, verb, params)
 
     async def channel_history(self, channel: Channel, limit: int, before_id: int | None = None) -> list[Any]:

@@ -334,3 +334,34 @@ async def _request_over_mcp(a: ServerProcess, token: str) -> dict[str, Any]:
         sent = await call(ant, "send_direct_message", recipient="bee", body="hello over MCP")
         assert sent["delivery"] == "delivered", sent
         return sent
+
+
+def test_a_channel_tool_of_an_account_connected_to_the_other_node_is_refused_there(tmp_path, nats):
+    """ant is connected over IRC to b: its MCP join_channel on a would act on b's user from a, so a
+    refuses it with OTHER_NODE naming b; on b the same tool joins ant's connection to the channel."""
+    url = dbs.fresh_url(dbs.name_for(tmp_path / "cluster"))
+    _account(url, "olive")
+    _account(url, "ant", "--kind", "agent", "--owner", "olive")
+    token = cli("token", "add", "ant", "--db", url).stdout.split()[-1]
+    url, (a, b) = cluster_of(tmp_path, nats[0].url, ("a", "b"), "--http-listen", "127.0.0.1:0")
+    try:
+        ant = _login(b, "ant")
+        carol, dan = _guests(a, b)
+        _synced(carol, dan, back=True)  # a knows ant by now: b told it before dan's message
+
+        async def join(node: ServerProcess) -> Any:
+            async with mcp(node, token) as session:  # type: ignore[arg-type]
+                return await session.call_tool("join_channel", {"channel": "#ants"})
+
+        refused = asyncio.run(join(a))
+        assert refused.is_error and refused.content[0].text == (
+            "OTHER_NODE: Your account is connected to b.test, another server of this network: channel operations "
+            "run there (#ants)")
+        joined = asyncio.run(join(b))
+        assert not joined.is_error, joined.content
+        assert bare(until(ant, "JOIN")[-1]) == ":ant!ant@127.0.0.1 JOIN #ants"
+        for client in (ant, carol, dan):
+            client.close()
+    finally:
+        a.terminate()
+        b.terminate()

@@ -22,6 +22,7 @@ from typing import Any
 from ext.pircan.ids import hexid, parse_id
 from ext.pircan.service.refusals import Refused
 from ext.pircan.state import Pircan
+from ircd.api import IdentityElsewhere
 
 __all__ = ["Joined", "join", "leave", "invite", "uninvite", "set_topic", "NUMERIC_CODES", "visible",
            "history", "post", "channel_json", "joined_json", "CHANNEL_TEXT_BYTES"]
@@ -94,6 +95,9 @@ def _refusal(lines: list[tuple[str, list[str]]], context: str) -> Refused | None
 async def _run(state: Pircan, account: str, verb: str, params: list[str], context: str) -> list[tuple[str, list[str]]]:
     try:
         lines = await state.api.account_command(account, await _display(state, account), verb, params)
+    except IdentityElsewhere as where:
+        raise Refused("OTHER_NODE", context, text=f"Your account is connected to {where.args[0]}, another "
+                      "server of this network: channel operations run there") from None
     except Exception:
         log.exception("%s as %s failed", verb, account)
         raise Refused("INTERNAL_ERROR", context, text="The server failed to process the command") from None
