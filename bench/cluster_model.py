@@ -7,8 +7,9 @@ the per-unit costs the cluster scenarios measured (bench/cluster.py).
     python -m bench.cluster_model --users 20000 --change-every 60  # another workload
 
 The design as built: every node holds every user; every change (a user arriving or leaving, a
-nick, a JOIN, a PART, an away...) is published once per peer; a channel line is formatted and
-forwarded once per member on another node; every node says "alive" to every peer once a second
+nick, a JOIN, a PART, an away...) is published once per peer; a channel line is formatted on
+the node where it was said for each member on another node, and forwarded to each other node as
+one frame naming all its members there; every node says "alive" to every peer once a second
 and sweeps its own users once a second; a nick nobody holds is claimed with one row written in
 PostgreSQL; every durable write takes PostgreSQL's one writers' lock.
 
@@ -94,7 +95,7 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
     change_pubs = changes * (n - 1)  # each published to every peer
     alive = n * (n - 1)  # a heartbeat to every peer every second
     remote_members = w.channel_members * (n - 1)  # of one line said on one node
-    line_frames = w.channel_lines * remote_members  # today: one frame per remote member
+    line_frames = w.channel_lines * remote_members  # lines delivered to members of other nodes
     line_pubs = w.channel_lines * (n - 1)  # lines of one pass go to a peer as one message
     pubs = change_pubs + alive + line_pubs
     nats_bytes = change_pubs * c.change_bytes + line_frames * c.nats_bytes_per_remote_line
@@ -118,7 +119,7 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
         "node_cores": per_node_cpu_us / 1e6,
         "node_remote_users": w.users * (n - 1),
         "node_remote_mb": w.users * (n - 1) * c.remote_user_bytes / 2**20,
-        "channel_frames_per_line": remote_members,
+        "channel_frames_per_line": n - 1,  # one frame per node, naming its members
         "channel_nats_kb_per_line": remote_members * c.nats_bytes_per_remote_line / 1e3,
         "channel_nats_kb_per_line_next": (n - 1) * w.line_bytes / 1e3,  # one message per node
         "pg_claims_per_s": changes * w.claims_share,

@@ -4,6 +4,7 @@ as one network (nicks, direct messages, channels, NAMES, WHOIS, LUSERS)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -438,13 +439,37 @@ def test_nats_restarting_splits_the_nodes_and_joins_them_again(nodes, nats):
     bob.close()
 
 
+def test_a_line_for_many_clients_of_a_node_is_one_frame():
+    """A fan-out forwards one frame per run of the same bytes, with every client's id; a client's
+    own lines stay in order (a run is cut when another line comes between)."""
+    from ircd.cluster.link import Link, unpack_lines
+
+    link = Link("n", "a", ["nats://127.0.0.1:1"], lambda op: None, lambda frames: None)
+    link._queue = asyncio.Queue()  # noqa: SLF001 - what the sending task would publish
+
+    async def fan_out() -> list[bytes]:
+        for ident in (1, 2, 3):
+            link.forward("b", ident, b"one\r\n")
+        link.forward("b", 2, bytearray(b"two\r\n"))
+        link.forward("b", 4, b"one\r\n")  # the same bytes again, after another line: a frame of its own
+        link.forward("c", 9, b"one\r\n")
+        link._queue_lines()  # noqa: SLF001 - what the end of the event loop's pass does
+        return [link._queue.get_nowait() for _ in range(link._queue.qsize())]  # noqa: SLF001
+
+    queued = asyncio.run(fan_out())
+    assert [(subject, unpack_lines(payload)) for subject, payload in queued] == [
+        ("pircd.n.node.b", [([1, 2, 3], b"one\r\n"), ([2], b"two\r\n"), ([4], b"one\r\n")]),
+        ("pircd.n.node.c", [([9], b"one\r\n")]),
+    ]
+
+
 def test_messages_longer_than_nats_takes_go_in_pieces():
     """Lines for a node are packed in messages of at most NATS's max_payload, cut between
     frames; a longer message (a big burst) goes in pieces that are put together again, each
     sender's apart from the others'."""
     from ircd.cluster.link import Joiner, pack_lines, split, unpack_lines
 
-    frames = [(n, bytes([65 + n % 26]) * (100 + n)) for n in range(60)]
+    frames = [([n, n + 1000], bytes([65 + n % 26]) * (100 + n)) for n in range(60)]
     messages = pack_lines(frames, 1000)
     assert len(messages) > 1 and all(len(m) <= 1000 for m in messages)
     assert [f for m in messages for f in unpack_lines(m)] == frames

@@ -258,7 +258,9 @@ class Pircan:
         """An event row is committed: count it, and NOTIFY soon if the account is visible."""
         self._count_event(recipient, kind, event_id, at)
         if self.api.is_visible(recipient):
-            self.schedule_notify(recipient)
+            # a cluster's node tells its own connections only (each node counts every event)
+            if self.cluster is None or self.api.local_clients_for_account(recipient):
+                self.schedule_notify(recipient)
         elif kind in WAKE_KINDS and not self.present(recipient):
             self.wake(recipient, kind)
         for hook in self.event_hooks:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ircd.cluster.link import Link, shown
+from ircd.cluster.link import Frames, Link, shown
 from ircd.cluster.nicks import NickClaims
 from ircd.cluster.replica import Replica
 from ircd.state.cluster import ClusterState
@@ -39,7 +39,7 @@ def attach(server: Server) -> Replica:
         assert replica is not None
         replica.apply(op)
 
-    def on_lines(frames: list[tuple[int, bytes]]) -> None:
+    def on_lines(frames: Frames) -> None:
         assert replica is not None
         replica.deliver(frames)
 

@@ -27,9 +27,12 @@ from typing import Any
 
 log = logging.getLogger("pircd.cluster")
 
-__all__ = ["Joiner", "Link", "pack_lines", "shown", "split", "unpack_lines"]
+__all__ = ["Frames", "Joiner", "Link", "pack_lines", "shown", "split", "unpack_lines"]
 
-_FRAME = struct.Struct("!QI")  # client id, length of the bytes that follow
+# a frame of lines: how many clients get the bytes, the bytes' length; then the clients' ids (8
+# bytes each), then the bytes. A line said to a channel goes to each of its members on a node in
+# one frame, not one per member.
+_FRAME = struct.Struct("!II")
 _LINES = b"L"  # the first byte of a message of lines; a change is a JSON object ("{")
 # the first byte of a piece of a message longer than NATS takes in one (its max_payload, 1 MB by
 # default; a burst of a big node): then the sender's name's length and name, then M (more follow)
@@ -43,12 +46,16 @@ def shown(url: str) -> str:
     return f"{scheme}{sep}{rest.rpartition('@')[2]}"
 
 
-def pack_lines(frames: list[tuple[int, bytes]], limit: int | None = None) -> list[bytes]:
+Frames = list[tuple[list[int], bytes]]  # (the clients, the bytes each of them gets), in order
+
+
+def pack_lines(frames: Frames, limit: int | None = None) -> list[bytes]:
     """The frames as messages of lines, each at most ``limit`` bytes (a frame longer than that
     alone in its message: ``split`` cuts it)."""
     messages, parts, size = [], [_LINES], 1
-    for ident, data in frames:
-        frame = _FRAME.pack(ident, len(data)) + data
+    for idents, data in frames:
+        count = len(idents)
+        frame = _FRAME.pack(count, len(data)) + struct.pack(f"!{count}Q", *idents) + data
         if limit is not None and size + len(frame) > limit and len(parts) > 1:
             messages.append(b"".join(parts))
             parts, size = [_LINES], 1
@@ -87,12 +94,15 @@ class Joiner:
         self.pending.pop(node, None)  # what it was sending before is not coming
 
 
-def unpack_lines(payload: bytes) -> list[tuple[int, bytes]]:
-    frames, at = [], 1
+def unpack_lines(payload: bytes) -> Frames:
+    frames: Frames = []
+    at = 1
     while at < len(payload):
-        ident, size = _FRAME.unpack_from(payload, at)
+        count, size = _FRAME.unpack_from(payload, at)
         at += _FRAME.size
-        frames.append((ident, payload[at:at + size]))
+        idents = list(struct.unpack_from(f"!{count}Q", payload, at))
+        at += 8 * count
+        frames.append((idents, payload[at:at + size]))
         at += size
     return frames
 
@@ -103,7 +113,7 @@ class Link:
 
     def __init__(self, network: str, node: str, servers: list[str],
                  on_op: Callable[[dict[str, Any]], None],
-                 on_lines: Callable[[list[tuple[int, bytes]]], None]) -> None:
+                 on_lines: Callable[[Frames], None]) -> None:
         self.node = node
         self.servers = servers
         self.prefix = f"pircd.{network}"
@@ -113,7 +123,7 @@ class Link:
         self.peers: set[str] = set()  # the nodes that have this node's state, and get its changes
         self._queue: asyncio.Queue[tuple[str, bytes] | None] = asyncio.Queue()
         self._sender: asyncio.Task[None] | None = None
-        self._lines: dict[str, list[tuple[int, bytes]]] = {}  # node -> frames not yet queued
+        self._lines: dict[str, Frames] = {}  # node -> frames not yet queued
         self._joiner = Joiner()
 
     async def start(self) -> None:
@@ -173,10 +183,18 @@ class Link:
         self._queue.put_nowait((f"{self.prefix}.node.{node}", json.dumps(op).encode()))
 
     def forward(self, node: str, ident: int, data: bytes) -> None:
-        """Lines for a client of ``node``: gathered for this event-loop pass, sent as one message."""
-        if not self._lines:
-            asyncio.get_running_loop().call_soon(self._queue_lines)
-        self._lines.setdefault(node, []).append((ident, bytes(data)))
+        """Lines for a client of ``node``: gathered for this event-loop pass, sent together. The
+        same bytes for one client after another (a fan-out) make one frame: only order within
+        each client's lines matters, and a run of one line to many keeps it."""
+        frames = self._lines.get(node)
+        if frames is None:
+            if not self._lines:
+                asyncio.get_running_loop().call_soon(self._queue_lines)
+            frames = self._lines[node] = []
+        if frames and frames[-1][1] == data:
+            frames[-1][0].append(ident)
+        else:
+            frames.append(([ident], bytes(data)))
 
     def _queue_lines(self) -> None:
         lines, self._lines = self._lines, {}

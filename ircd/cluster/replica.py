@@ -37,7 +37,7 @@ from ircd.events import (
 from ircd.state.client import Client
 
 if TYPE_CHECKING:
-    from ircd.cluster.link import Link
+    from ircd.cluster.link import Frames, Link
     from ircd.server import Server
     from ircd.state.cluster import ClusterState
     from ircd.state.local import LocalState
@@ -219,12 +219,14 @@ class Replica(Liveness, Moves):
             self._resync(node)  # a node this one had given up for dead: start over with it
         handler(self, op)
 
-    def deliver(self, frames: list[tuple[int, bytes]]) -> None:
+    def deliver(self, frames: Frames) -> None:
         """Lines another node formatted for clients of this one."""
-        for ident, data in frames:
-            client = self.local.get(ident)
-            if client is not None:
-                client.send(data)
+        local = self.local
+        for idents, data in frames:
+            for ident in idents:
+                client = local.get(ident)
+                if client is not None:
+                    client.send(data)
 
     def _user(self, op: dict[str, Any]) -> None:
         node, ident = op["from"], op["id"]
