@@ -31,19 +31,27 @@ class Costs:
     """Per-unit costs, from one run of the cluster scenarios (2 nodes unless said): the defaults are
     the run quoted in docs/scaling.md."""
 
-    local_line_us: float = 0.24  # nodes' CPU per line delivered on the sender's node (1 node)
-    remote_line_us: float = 0.70  # both nodes' CPU per line delivered to a member of the other node
-    nats_bytes_per_remote_line: float = 149.0  # NATS bytes in per line forwarded to a remote member
+    local_line_us: float = 0.21  # nodes' CPU per line delivered on the sender's node (1 node)
+    remote_line_us: float = 0.24  # both nodes' CPU per line delivered to a member of the other node
+    # NATS bytes in per line delivered to a remote member: a frame names every member of a node
+    # getting the same bytes, and a pass's lines for one member go together
+    nats_bytes_per_remote_line: float = 1.5
     nats_us_per_msg: float = 7.3  # NATS CPU per message published (and delivered once)
-    change_bytes: float = 287.0  # NATS bytes of one change (a remote user's arrival)
-    apply_us: float = 20.0  # CPU of the node taking a remote user in (a change applied)
-    remote_user_bytes: float = 1639.0  # RSS per remote user on the node that holds it remotely
+    change_bytes: float = 307.0  # NATS bytes of one change (a remote user's arrival)
+    apply_us: float = 22.0  # CPU of the node taking a remote user in (a change applied)
+    remote_user_bytes: float = 1663.0  # RSS per remote user on the node that holds it remotely
     sweep_us_per_user_s: float = 0.53  # CPU per second per local user, nothing happening (the sweep)
     idle_remote_us_per_user_s: float = 0.0  # the same per remote user
-    claim_pg_us: float = 162.0  # PostgreSQL's CPU per registration (a nick claimed, later freed)
-    send_node_us: float = 155.0  # nodes' CPU per durable SEND
-    send_pg_us: float = 108.0  # PostgreSQL's CPU per durable SEND
-    publish_us: float = 1.5  # a node's CPU per NATS publish of a change (--publish measures it)
+    claim_pg_us: float = 209.0  # PostgreSQL's CPU per registration (a nick claimed, later freed)
+    send_node_us: float = 95.0  # the CPU of the node making a durable SEND (the 1-node run)
+    send_pg_us: float = 98.0  # PostgreSQL's CPU per durable SEND
+    # what a SEND costs a node that did not make it (its news applied: counted, waits woken), taken
+    # as the 2-node run's nodes' CPU per SEND less the 1-node run's: an upper bound (the commit
+    # groups are smaller too)
+    send_apply_us: float = 123.0
+    send_news_msgs: float = 2.0  # NATS messages to each other node per SEND (its message, its event)
+    send_news_bytes: float = 399.0  # their bytes
+    publish_us: float = 1.6  # a node's CPU per NATS publish of a change (--publish measures it)
 
 
 @dataclass
@@ -71,6 +79,7 @@ def costs_from(path: Path) -> Costs:
             for r in data["results"]}
     fan1, fan2 = runs[("fanout", "1-node")], runs[("fanout", "2-nodes")]
     send, users = runs[("send", "2-nodes")], runs[("remote", "2-nodes")]
+    send1 = runs[("send", "1-node")]
     local = _median(fan1, "cpu_us_per_line")
     share = _median(fan2, "remote_share")
     return Costs(
@@ -84,8 +93,11 @@ def costs_from(path: Path) -> Costs:
         sweep_us_per_user_s=_median(users, "idle_local_us_per_user_s"),
         idle_remote_us_per_user_s=_median(users, "idle_remote_us_per_user_s"),
         claim_pg_us=_median(users, "pg_us_per_registration"),
-        send_node_us=_median(send, "cpu_us_per_send"),
+        send_node_us=_median(send1, "cpu_us_per_send"),
         send_pg_us=_median(send, "pg_us_per_send"),
+        send_news_msgs=_median(send, "nats_msgs_per_send"),
+        send_news_bytes=_median(send, "nats_bytes_per_send"),
+        send_apply_us=max(0.0, _median(send, "cpu_us_per_send") - _median(send1, "cpu_us_per_send")),
     )
 
 
@@ -97,8 +109,10 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
     remote_members = w.channel_members * (n - 1)  # of one line said on one node
     line_frames = w.channel_lines * remote_members  # lines delivered to members of other nodes
     line_pubs = w.channel_lines * (n - 1)  # lines of one pass go to a peer as one message
-    pubs = change_pubs + alive + line_pubs
-    nats_bytes = change_pubs * c.change_bytes + line_frames * c.nats_bytes_per_remote_line
+    send_pubs = n * w.sends * (n - 1) * c.send_news_msgs  # every SEND's news to every other node
+    pubs = change_pubs + alive + line_pubs + send_pubs
+    nats_bytes = (change_pubs * c.change_bytes + line_frames * c.nats_bytes_per_remote_line
+                  + n * w.sends * (n - 1) * c.send_news_bytes)
     per_node_cpu_us = (
         changes / n * (n - 1) * c.publish_us  # its own changes, published to every peer
         + changes * (n - 1) / n * c.apply_us  # every other node's changes applied
@@ -106,6 +120,7 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
         + w.users * (n - 1) * c.idle_remote_us_per_user_s  # remote users held, nothing happening
         + line_frames / n * c.remote_line_us  # its share of the channel's forwarded lines
         + w.sends * c.send_node_us
+        + (n - 1) * w.sends * c.send_apply_us  # every other node's SENDs, whose news it applies
     )
     return {
         "nodes": n,
@@ -120,8 +135,10 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
         "node_remote_users": w.users * (n - 1),
         "node_remote_mb": w.users * (n - 1) * c.remote_user_bytes / 2**20,
         "channel_frames_per_line": n - 1,  # one frame per node, naming its members
-        "channel_nats_kb_per_line": remote_members * c.nats_bytes_per_remote_line / 1e3,
-        "channel_nats_kb_per_line_next": (n - 1) * w.line_bytes / 1e3,  # one message per node
+        # a line alone in its pass: a message to each other node, the line and its members' ids
+        "channel_nats_kb_per_line": (n - 1) * (w.line_bytes + 8 + 8 * w.channel_members) / 1e3,
+        # one message on a channel subject, which NATS hands to each node with members
+        "channel_nats_kb_per_line_next": w.line_bytes / 1e3,
         "pg_claims_per_s": changes * w.claims_share,
         "pg_sends_per_s": n * w.sends,
         "pg_cores": (changes * w.claims_share * c.claim_pg_us + n * w.sends * c.send_pg_us) / 1e6,
@@ -131,7 +148,7 @@ def model(n: int, w: Workload, c: Costs) -> dict[str, float]:
 _ROWS = [
     ("users", "users on the network", "{:,.0f}"),
     ("changes_per_s", "network changes/s", "{:,.0f}"),
-    ("nats_publishes_per_s", "NATS publishes/s (changes x (N-1), heartbeats, channel)", "{:,.0f}"),
+    ("nats_publishes_per_s", "NATS publishes/s (changes and SENDs x (N-1), heartbeats, channel)", "{:,.0f}"),
     ("nats_mb_per_s", "NATS MB/s in", "{:,.1f}"),
     ("nats_cores", "NATS cores (at the measured CPU per message)", "{:,.2f}"),
     ("node_changes_applied_per_s", "per node: others' changes applied/s", "{:,.0f}"),
@@ -139,9 +156,9 @@ _ROWS = [
     ("node_cores", "per node: cores (publishing, applying, sweep, channel, SENDs)", "{:,.2f}"),
     ("node_remote_users", "per node: remote users held", "{:,.0f}"),
     ("node_remote_mb", "per node: MB of RSS for remote users", "{:,.0f}"),
-    ("channel_frames_per_line", "channel on every node: frames per line today", "{:,.0f}"),
-    ("channel_nats_kb_per_line", "  NATS kB per line today", "{:,.1f}"),
-    ("channel_nats_kb_per_line_next", "  NATS kB per line, one message per node", "{:,.1f}"),
+    ("channel_frames_per_line", "channel on every node: messages per line today", "{:,.0f}"),
+    ("channel_nats_kb_per_line", "  NATS kB in per line today (a line alone in its pass)", "{:,.1f}"),
+    ("channel_nats_kb_per_line_next", "  NATS kB in per line, one message on a channel subject", "{:,.2f}"),
     ("pg_claims_per_s", "PostgreSQL nick claims/s", "{:,.0f}"),
     ("pg_sends_per_s", "PostgreSQL durable SENDs/s", "{:,.0f}"),
     ("pg_cores", "PostgreSQL cores (claims and SENDs)", "{:,.2f}"),
