@@ -103,6 +103,20 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+# A declared body over the limit but at most this long is read (and dropped) before the 413: a
+# connection closed with a request's bytes unread is reset by the kernel, and a client still
+# sending its body then loses the answer. A longer one is answered at once (its sender may see
+# the reset); the body's deadline (http.body_timeout) bounds the reading.
+_DRAINED = 1 << 20
+
+
+async def _drain(receive: Any) -> None:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+
+
 class BodyLimit:
     """Refuse request bodies over ``http.max_body_bytes`` (413), counted as they arrive: a declared
     length at once, a chunked body when its bytes pass the limit. Then the application hears that
@@ -119,6 +133,8 @@ class BodyLimit:
             return
         for key, value in scope.get("headers", ()):
             if key.lower() == b"content-length" and value.isdigit() and int(value) > self.limit:
+                if int(value) <= _DRAINED:
+                    await _drain(receive)
                 await _too_large(send)
                 return
         seen = 0
