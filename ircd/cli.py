@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from ircd import __version__
-from ircd.cli_accounts import CONFIG_HELP, fail_config
+from ircd.cli_config import CONFIG_HELP, fail_config
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load, with_overrides
 from ircd.store.errors import DatabaseError, StoreUnavailable
 
