@@ -191,13 +191,16 @@ IMPORT_STEPS = [
     ("the configuration's models", ["ircd.config"]),
     ("the IRC server and its store", ["ircd.server", "ircd.app", "ircd.net.runner"]),
     ("PIRCAN (IRC verbs, service layer, webhooks worker, agent host)", ["ext.pircan"]),
-    ("the command line (every subcommand)", ["ircd.cli"]),
+    ("the command line (click; the other subcommands load when asked for)", ["ircd.cli"]),
     ("the HTTP listener (Starlette, uvicorn, httptools)", ["ircd.net.http", "starlette.applications", "uvicorn",
                                                           "uvicorn.protocols.http.httptools_impl"]),
+    ("IRC over WebSocket: the websockets library (first upgrade)",
+     ["uvicorn.protocols.websockets.websockets_sansio_impl"]),
     ("MCP: the SDK and the tools (first request to /mcp)", ["ext.pircan.mcp.app"]),
     ("A2A: the SDK, protobuf (first request to /a2a)", ["ext.pircan.a2a.web"]),
     ("the portal: Jinja2 (first request to /portal)", ["ext.pircan.portal.app"]),
     ("webhooks: httpx (first delivery)", ["ext.pircan.webhooks.client"]),
+    ("verification codes by mail: smtplib (first code sent)", ["ircd.net.mail"]),
     ("intro tokens: PyJWT, cryptography (first key or token)", ["jwt", "cryptography.hazmat.primitives.asymmetric.ed25519"]),
 ]
 
