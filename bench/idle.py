@@ -221,8 +221,10 @@ for what, modules in json.loads(sys.argv[1]):
 
 def imports(src: Path = _REPO) -> list[tuple[str, float, float, int]]:
     """(step, VmRSS MiB after it, its import seconds, modules loaded so far) for IMPORT_STEPS."""
+    # in src: "python -c" puts the working directory first on the path, ahead of PYTHONPATH
     done = subprocess.run([sys.executable, "-c", _STEP, json.dumps(IMPORT_STEPS)], env={**os.environ,
-                          "PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, timeout=300)
+                          "PYTHONPATH": str(src)}, cwd=src, capture_output=True, text=True, check=True,
+                          timeout=300)
     return [tuple(json.loads(line)) for line in done.stdout.splitlines()]  # type: ignore[misc]
 
 
