@@ -279,7 +279,7 @@ def _protocols(gate: HttpGate, ws: str) -> tuple[type, Callable[..., Any] | None
         return Http, None
     made: list[Any] = []
 
-    def websocket(**kwargs: Any) -> Any:
+    def websocket(*args: Any, **kwargs: Any) -> Any:
         """The protocol of one upgraded connection (uvicorn calls ``ws_protocol_class(...)`` and
         needs no more of it than a callable). Its class, uvicorn's with the websockets library
         (half a MiB), is made by the first upgrade, a few ms once: a server nobody reaches over
@@ -293,7 +293,7 @@ def _protocols(gate: HttpGate, ws: str) -> tuple[type, Callable[..., Any] | None
                     super().connection_lost(exc)
 
             made.append(WebSocket)
-        return made[0](**kwargs)
+        return made[0](*args, **kwargs)
 
     return Http, websocket
 
