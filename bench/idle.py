@@ -191,13 +191,16 @@ IMPORT_STEPS = [
     ("the configuration's models", ["ircd.config"]),
     ("the IRC server and its store", ["ircd.server", "ircd.app", "ircd.net.runner"]),
     ("PIRCAN (IRC verbs, service layer, webhooks worker, agent host)", ["ext.pircan"]),
-    ("the command line (every subcommand)", ["ircd.cli"]),
+    ("the command line (click; the other subcommands load when asked for)", ["ircd.cli"]),
     ("the HTTP listener (Starlette, uvicorn, httptools)", ["ircd.net.http", "starlette.applications", "uvicorn",
                                                           "uvicorn.protocols.http.httptools_impl"]),
+    ("IRC over WebSocket: the websockets library (first upgrade)",
+     ["uvicorn.protocols.websockets.websockets_sansio_impl"]),
     ("MCP: the SDK and the tools (first request to /mcp)", ["ext.pircan.mcp.app"]),
     ("A2A: the SDK, protobuf (first request to /a2a)", ["ext.pircan.a2a.web"]),
     ("the portal: Jinja2 (first request to /portal)", ["ext.pircan.portal.app"]),
     ("webhooks: httpx (first delivery)", ["ext.pircan.webhooks.client"]),
+    ("verification codes by mail: smtplib (first code sent)", ["ircd.net.mail"]),
     ("intro tokens: PyJWT, cryptography (first key or token)", ["jwt", "cryptography.hazmat.primitives.asymmetric.ed25519"]),
 ]
 
@@ -218,8 +221,10 @@ for what, modules in json.loads(sys.argv[1]):
 
 def imports(src: Path = _REPO) -> list[tuple[str, float, float, int]]:
     """(step, VmRSS MiB after it, its import seconds, modules loaded so far) for IMPORT_STEPS."""
+    # in src: "python -c" puts the working directory first on the path, ahead of PYTHONPATH
     done = subprocess.run([sys.executable, "-c", _STEP, json.dumps(IMPORT_STEPS)], env={**os.environ,
-                          "PYTHONPATH": str(src)}, capture_output=True, text=True, check=True, timeout=300)
+                          "PYTHONPATH": str(src)}, cwd=src, capture_output=True, text=True, check=True,
+                          timeout=300)
     return [tuple(json.loads(line)) for line in done.stdout.splitlines()]  # type: ignore[misc]
 
 

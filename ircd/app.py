@@ -13,7 +13,7 @@ import logging
 import os
 from typing import Callable
 
-from ircd.config import Config, ConfigError
+from ircd.config import AccountsSection, Config, ConfigError
 from ircd.server import Server
 
 log = logging.getLogger("pircd")
@@ -47,6 +47,14 @@ def build_server(
     return server
 
 
+async def _send_mail(cfg: AccountsSection, to: str, subject: str, body: str) -> str | None:
+    """``ircd.net.mail.send_mail``, imported with the first code sent: smtplib and the email
+    package stay out of a server that never sends one."""
+    from ircd.net.mail import send_mail
+
+    return await send_mail(cfg, to, subject, body)
+
+
 def attach_store(server: Server, path: str | None = None) -> None:
     """Give the server its store (SQLite or PostgreSQL), accounts and registered channels (opened at start-up)."""
     import asyncio
@@ -55,7 +63,6 @@ def attach_store(server: Server, path: str | None = None) -> None:
     from ircd.accounts import AccountService
     from ircd.chanreg import ChannelRegistry
     from ircd.history import History
-    from ircd.net.mail import send_mail
     from ircd.commands.account import install_caps
     from ircd.commands.nickserv import NICKSERV, nickserv
     from ircd.store import Store
@@ -68,7 +75,7 @@ def attach_store(server: Server, path: str | None = None) -> None:
     )
     store = Store(path or config.server.db, config.storage.durability)
     server.store = store
-    accounts = AccountService(server, store, send_mail)
+    accounts = AccountService(server, store, _send_mail)
     server.accounts = accounts
     channels = ChannelRegistry(server, store)
     tokens = server.tokens = TokenService(server, store)

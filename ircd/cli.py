@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from ircd import __version__
-from ircd.cli_accounts import CONFIG_HELP, fail_config
+from ircd.cli_config import CONFIG_HELP, fail_config
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load, with_overrides
 from ircd.store.errors import DatabaseError, StoreUnavailable
 
@@ -38,7 +38,21 @@ _fail_config = fail_config
 
 class _Main(click.Group):
     """Errors from the environment (a file that cannot be read or written, a database that is
-    locked or damaged) end any command with one line rather than a traceback."""
+    locked or damaged) end any command with one line rather than a traceback.
+
+    The commands of this module are there from the start; the others (accounts, tokens, history,
+    backup, the extensions' commands) are added when one of them, or the list of all, is asked
+    for: ``serve`` does not keep their modules in memory for the server's lifetime."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and _register_groups():
+            command = super().get_command(ctx, cmd_name)
+        return command
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _register_groups()
+        return super().list_commands(ctx)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -233,7 +247,15 @@ def hash_password(from_stdin: bool, config_path: str | None) -> None:
     click.echo(hash_sync(password))
 
 
-def _register_groups() -> None:
+_registered = False
+
+
+def _register_groups() -> bool:
+    """Add the other modules' commands to ``main``, once; False when they were there already."""
+    global _registered
+    if _registered:
+        return False
+    _registered = True
     import importlib
     import pkgutil
 
@@ -260,9 +282,8 @@ def _register_groups() -> None:
             continue
         for cmd in cli_module.commands():
             main.add_command(cmd)
+    return True
 
-
-_register_groups()
 
 if __name__ == "__main__":
     main()

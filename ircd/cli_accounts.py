@@ -20,6 +20,7 @@ import click
 
 from ircd.store.writes import Conn
 from ircd.accountnames import valid_account_name
+from ircd.cli_config import CONFIG_HELP, fail_config
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load
 from ircd.proto.casemap import get_casefold
 from ircd.store import accounts as rows
@@ -28,8 +29,6 @@ from ircd.store.dialect import is_url
 from ircd.store.errors import CANNOT_OPEN, DatabaseError, IntegrityError, StoreOpenError
 from ircd.store.migrate import version
 from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
-
-CONFIG_HELP = f"The configuration file (default: ${CONFIG_ENV}, else ./pircd.toml when present, else none)."
 
 
 class Ctx:
@@ -69,13 +68,6 @@ class Ctx:
             click.echo(f"using database {where}" + (f" (new {'database' if url else 'file'})" if new else ""),
                        err=True)
         return conn
-
-
-def fail_config(exc: ConfigError) -> NoReturn:
-    click.echo("configuration is not valid:", err=True)
-    for key, message in exc.problems:
-        click.echo(f"  {key}: {message}", err=True)
-    sys.exit(2)
 
 
 def open_context(config_path: str | None, db: str | None) -> Ctx:

@@ -7,9 +7,12 @@ wait for each other but never stalls message traffic on the event loop.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import anyio
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
+if TYPE_CHECKING:
+    from argon2 import PasswordHasher
 
 __all__ = ["hash_password", "verify", "verify_sync", "hash_sync", "set_concurrency", "configure"]
 
@@ -17,12 +20,28 @@ __all__ = ["hash_password", "verify", "verify_sync", "hash_sync", "set_concurren
 # invalidates existing passwords). The default is the OWASP profile for argon2id
 # (19 MiB, 2 passes, 1 lane): about 25 ms of one core per verification here, where
 # argon2-cffi's own default (64 MiB, 3 passes, 4 lanes) took about 190 ms of CPU.
-_hasher = PasswordHasher(time_cost=2, memory_cost=19456, parallelism=1)
+_params = (2, 19456, 1)  # time_cost, memory_kib, parallelism
+# made by the first hash or verification: argon2-cffi (with cffi, about 0.3 MiB) is not
+# imported by a server nobody logs in to with a password
+_hasher: PasswordHasher | None = None
 
 
 def configure(time_cost: int, memory_kib: int, parallelism: int) -> None:
+    global _hasher, _params
+    _params = (time_cost, memory_kib, parallelism)
+    _hasher = None
+
+
+def _get_hasher() -> PasswordHasher:
     global _hasher
-    _hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=parallelism)
+    if _hasher is None:  # two threads may both make one: the same parameters, either will do
+        from argon2 import PasswordHasher
+
+        time_cost, memory_kib, parallelism = _params
+        _hasher = PasswordHasher(time_cost=time_cost, memory_cost=memory_kib, parallelism=parallelism)
+    return _hasher
+
+
 _limiter: anyio.CapacityLimiter | None = None
 _concurrency = 2
 
@@ -41,12 +60,15 @@ def _get_limiter() -> anyio.CapacityLimiter:
 
 
 def hash_sync(password: str) -> str:
-    return _hasher.hash(password)
+    return _get_hasher().hash(password)
 
 
 def verify_sync(hashed: str, password: str) -> bool:
+    hasher = _get_hasher()
+    from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+
     try:
-        return _hasher.verify(hashed, password)
+        return hasher.verify(hashed, password)
     except (VerifyMismatchError, VerificationError, InvalidHashError):
         return False
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import subprocess
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from ircd.cli import main
@@ -354,6 +356,34 @@ def _assert_one_clear_error(code: int, stderr: str, what: object) -> None:
         assert code == 2, (what, stderr)
     else:
         assert len(lines) == 1 and lines[0].startswith(("error: ", "pircd: ", "Aborted!")), (what, stderr)
+
+
+_OTHER_COMMANDS = r'''
+import json, sys
+from ircd.cli import main
+MODULES = ("ircd.cli_accounts", "ircd.cli_backup", "ircd.cli_history", "ircd.cli_store", "ircd.cli_tokens",
+           "ext.pircan.cli")
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps([name for name in MODULES if name in sys.modules]))
+'''
+
+
+@pytest.mark.parametrize("args, others", [
+    (["serve", "--help"], False), (["check-config", "--help"], False),
+    (["--help"], True), (["account", "--help"], True), (["audit", "--help"], True), (["nosuch"], True),
+])
+def test_serve_does_not_import_the_other_commands(args, others):
+    """Only the commands of ircd/cli.py are there from the start: ``serve`` runs without the modules of
+    the others (accounts, backup, history, tokens, the extensions' commands); the list of all, any
+    other command, and a name that is no command load them."""
+    done = subprocess.run([sys.executable, "-c", _OTHER_COMMANDS, *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert loaded == ([] if not others else ["ircd.cli_accounts", "ircd.cli_backup", "ircd.cli_history",
+                                             "ircd.cli_store", "ircd.cli_tokens", "ext.pircan.cli"])
 
 
 def test_every_subcommand_has_help_and_fails_cleanly_on_bad_input(tmp_path, monkeypatch):

@@ -1,6 +1,8 @@
 """The HTTP side is loaded only when it is used: with ``[http] enabled = false`` none of its libraries
 is imported, and with the listener on the MCP SDK, the A2A SDK and the portal's Jinja2 are imported by
-the first request that reaches their path (ext/pircan/lazy.py), which is then served as usual.
+the first request that reaches their path (ext/pircan/lazy.py), which is then served as usual. So are
+argon2-cffi (the first password hashed), the mail sender (the first code sent) and the WebSocket
+protocol (the first upgrade).
 
 Each check runs in a fresh interpreter (``sys.modules`` of the test process holds everything), that
 starts the server as the live tests do and makes its requests with the standard library only.
@@ -22,14 +24,28 @@ from tests.harness import config
 from tests.live import LiveServer
 
 HEAVY = ("mcp", "a2a", "jinja2", "starlette", "uvicorn", "httpx", "jwt")
+LATER = ("argon2", "smtplib", "websockets")
 http_on = sys.argv[1] == "on"
 sections = {"server": {"listen": ["127.0.0.1:0"], "extensions": ["pircan"]},
             "http": {"enabled": http_on, "listen": ["127.0.0.1:0"]}}
 server = LiveServer(config(**sections), db=sys.argv[2]).start()
 report = {}
 
-def loaded():
-    return sorted(name for name in HEAVY if name in sys.modules)
+def loaded(names=HEAVY):
+    return sorted(name for name in names if name in sys.modules)
+
+def upgrade():
+    """A WebSocket upgrade of IRC, in raw HTTP: the status line of the answer."""
+    import socket
+    host, port = server.server.http.addresses[0]
+    with socket.create_connection((host, port), timeout=60) as sock:
+        sock.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                     "Sec-WebSocket-Protocol: text.ircv3.net\r\n\r\n".encode())
+        answer = b""
+        while b"\r\n" not in answer:
+            answer += sock.recv(4096)
+    return answer.split(b"\r\n", 1)[0].decode()
 
 def request(path, body=None, headers=None):
     host, port = server.server.http.addresses[0]
@@ -43,12 +59,15 @@ def request(path, body=None, headers=None):
 
 try:
     report["started"] = loaded()
+    report["started, later"] = loaded(LATER)
     if http_on:
         report["no token"] = [request("/mcp", b"{}")[0], loaded()]
         account = server.server.accounts
         fut = __import__("asyncio").run_coroutine_threadsafe(account.create("olive", "sesame123", kind="person",
                                                                             owner=None), server.loop)
         fut.result(30)
+        report["a password hashed"] = loaded(LATER)
+        report["websocket"] = [upgrade(), loaded(LATER)]
         fut = __import__("asyncio").run_coroutine_threadsafe(server.server.tokens.create(None, "olive"), server.loop)
         token = fut.result(30)[1]
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
@@ -80,7 +99,7 @@ def probe(tmp_path: Path, http: str) -> dict:
 
 
 def test_with_http_off_nothing_of_the_http_side_is_imported(tmp_path):
-    assert probe(tmp_path, "off") == {"started": []}
+    assert probe(tmp_path, "off") == {"started": [], "started, later": []}
 
 
 def test_each_http_transport_is_imported_by_the_first_request_to_its_path(tmp_path):
@@ -88,6 +107,9 @@ def test_each_http_transport_is_imported_by_the_first_request_to_its_path(tmp_pa
     is answered); the portal's first page loads Jinja2; the Agent Card loads the A2A SDK."""
     report = probe(tmp_path, "on")
     assert report["started"] == ["starlette", "uvicorn"]
+    assert report["started, later"] == []
+    assert report["a password hashed"] == ["argon2"]
+    assert report["websocket"] == ["HTTP/1.1 101 Switching Protocols", ["argon2", "websockets"]]
     assert report["no token"] == [401, ["starlette", "uvicorn"]]
     status, account, loaded = report["mcp call"]
     assert (status, account) == (200, "olive") and "mcp" in loaded and "jinja2" not in loaded

@@ -21,7 +21,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from ircd.config import parse_hostport
@@ -166,7 +166,7 @@ class HttpGate:
 
 
 
-def _protocols(gate: HttpGate, ws: str) -> tuple[type, type | None]:
+def _protocols(gate: HttpGate, ws: str) -> tuple[type, Callable[..., Any] | None]:
     """uvicorn's httptools and WebSocket protocols, counted by ``gate`` and held to deadlines: a
     complete request head within ``http.head_timeout`` of its first byte (or of the accept), a
     complete body within ``http.body_timeout`` of its head. uvicorn starts no timer before a
@@ -277,14 +277,25 @@ def _protocols(gate: HttpGate, ws: str) -> tuple[type, type | None]:
 
     if not ws:
         return Http, None
-    base = import_from_string(WS_PROTOCOLS[ws])
+    made: list[Any] = []
 
-    class WebSocket(base):  # type: ignore[misc, valid-type]
-        def connection_lost(self, exc: Exception | None) -> None:
-            gate.release(self.transport)
-            super().connection_lost(exc)
+    def websocket(*args: Any, **kwargs: Any) -> Any:
+        """The protocol of one upgraded connection (uvicorn calls ``ws_protocol_class(...)`` and
+        needs no more of it than a callable). Its class, uvicorn's with the websockets library
+        (half a MiB), is made by the first upgrade, a few ms once: a server nobody reaches over
+        WebSocket does not hold it."""
+        if not made:
+            base = import_from_string(WS_PROTOCOLS[ws])
 
-    return Http, WebSocket
+            class WebSocket(base):  # type: ignore[misc, valid-type]
+                def connection_lost(self, exc: Exception | None) -> None:
+                    gate.release(self.transport)
+                    super().connection_lost(exc)
+
+            made.append(WebSocket)
+        return made[0](*args, **kwargs)
+
+    return Http, websocket
 
 
 class HttpListener:
@@ -388,7 +399,7 @@ class HttpListener:
                 app, log_config=None, access_log=False, lifespan="off", proxy_headers=False,
                 server_header=False, limit_concurrency=None, timeout_graceful_shutdown=2,
                 timeout_keep_alive=_KEEP_ALIVE_SECONDS, http=http_protocol,
-                ws=ws_protocol or "none", ws_max_size=WS_MAX_MESSAGE,
+                ws=ws_protocol or "none", ws_max_size=WS_MAX_MESSAGE,  # type: ignore[arg-type]  # a factory (_protocols)
             )
             config.load()
             config.ssl = ctx
