@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ircd import caps as C
 from ircd.commands.channel import extended_join
-from ircd.commands.modes import mode_kinds
+from ircd.commands.modes import CHANNEL_MODE_KINDS, mode_kinds
 from ircd.delivery.replies import Relay
 from ircd.proto.modes import LIST, PREFIX, ModeChange, format_changes, parse_modes
 from ircd.state.channel import ListEntry, sort_prefix_modes
@@ -206,12 +206,13 @@ def encode_modes(server: Server, channel: Channel, ev: ChannelModeChanged,
 
 def apply_modes(channel: Channel, changes: list[list[Any]], member: Member) -> None:
     for adding, mode, arg in changes:
-        if mode in ("b", "e", "I"):
+        kind = CHANNEL_MODE_KINDS.get(mode)
+        if kind == LIST:
             entries = [e for e in channel.lists[mode] if e.mask != arg[0]]
             if adding:
                 entries.append(ListEntry(arg[0], arg[1], arg[2]))
             channel.lists[mode] = entries
-        elif mode in ("q", "o", "v"):
+        elif kind == PREFIX:
             client = member(arg[0], arg[1])
             if client is not None:
                 channel.set_prefix(client, mode, adding)
