@@ -397,9 +397,7 @@ class Server:
             # another connection shares its nick, or it is always-on: the identity stays
             kept = (client.group is not None or client.account_folded is not None) and self.sessions.keep(client)
         if client.registered and not kept:
-            state.registered_count -= 1
-            if "i" in client.modes:
-                state.invisible_count -= 1
+            state.count_user(client, -1)
             peers = state.common_peers(client)
             if peers:
                 self.delivery.relay(peers, self.relay_from(client, "QUIT", quit_message))
@@ -408,8 +406,6 @@ class Server:
                 self.drop_channel_if_empty(channel)
             state.remember(client, int(self.clock()))
             self.notify_monitors(client, online=False)
-            if "o" in client.modes:
-                state.oper_count -= 1
         # an unregistered client may hold a nick too (NICK before USER)
         if not kept:
             state.remove_nick(client)

@@ -194,9 +194,7 @@ class SessionManager:
         if ghost.account_kind == "agent":
             ghost.modes.add("B")  # as an agent's login sets it (ircd.accounts)
         server.state.add_nick(ghost)
-        server.state.registered_count += 1
-        if "i" in ghost.modes:
-            server.state.invisible_count += 1
+        server.state.count_user(ghost, 1)
         self._detach(ghost)
         server.notify_monitors(ghost, online=True)
         return ghost
@@ -260,11 +258,7 @@ class SessionManager:
         for channel in list(ghost.channels.values()):
             channel.remove_member(ghost)
             server.drop_channel_if_empty(channel)
-        server.state.registered_count -= 1
-        if "i" in ghost.modes:
-            server.state.invisible_count -= 1
-        if "o" in ghost.modes:
-            server.state.oper_count -= 1
+        server.state.count_user(ghost, -1)
         server.state.remember(ghost, int(server.clock()))
         server.notify_monitors(ghost, online=False)
         server.state.remove_nick(ghost)
@@ -310,11 +304,7 @@ class SessionManager:
         ghost.closing = True
         take_channels(ghost, heir)
         state.remove_nick(ghost)
-        state.registered_count -= 1
-        if "i" in ghost.modes:
-            state.invisible_count -= 1
-        if "o" in ghost.modes:
-            state.oper_count -= 1
+        state.count_user(ghost, -1)
         log.info("handed over nick=%s account=%s", ghost.nick, ghost.account)
 
     def drop_account(self, account: str, reason: str) -> None:

@@ -67,9 +67,7 @@ class Moves:
         state = self.state
         self.remote.drop_remote(*who)
         self.server.sessions.adopt(client, copy)
-        state.registered_count += 1  # counted once, as this node's user now
-        state.invisible_count += "i" in client.modes
-        state.oper_count += "o" in client.modes
+        state.count_user(client, 1)  # counted once, as this node's user now
         self.local[client.id] = client
         if self.nick_taken_over is not None:
             self.nick_taken_over(client.nick_folded, client.id, who[0])

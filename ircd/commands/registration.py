@@ -88,10 +88,8 @@ def try_register(ctx: CommandContext) -> None:
             client.modes.add(mode)
     if client.tls:
         client.modes.add("Z")  # connected over TLS
-    server.state.registered_count += 1
+    server.state.count_user(client, 1)
     server.registrations += 1
-    if "i" in client.modes:
-        server.state.invisible_count += 1
     log.info("registered id=%d nick=%s user=%s ip=%s", client.id, client.nick, client.user, client.ip)
     welcome(server, client, reply)
     server.notify_monitors(client, online=True)

@@ -40,12 +40,8 @@ class ClusterState:
         if held:
             local.add_nick(client)
         local.account_attached(client)
-        local.registered_count += 1
+        local.count_user(client, 1)
         local.remote_count += 1
-        if "i" in client.modes:
-            local.invisible_count += 1
-        if "o" in client.modes:
-            local.oper_count += 1
 
     def rekey(self, node: str, ident: int, new: int) -> Client | None:
         """The user ``ident`` of ``node`` is ``new`` there from now on (another connection
@@ -83,12 +79,8 @@ class ClusterState:
         del self.node_of[client]
         local.remove_nick(client)
         local.account_detached(client, client.account_folded)
-        local.registered_count -= 1
+        local.count_user(client, -1)
         local.remote_count -= 1
-        if "i" in client.modes:
-            local.invisible_count -= 1
-        if "o" in client.modes:
-            local.oper_count -= 1
         return client
 
     def remotes_of(self, node: str) -> list[tuple[int, Client]]:

@@ -44,6 +44,15 @@ class LocalState:
         self.oper_count = 0
         self.remote_count = 0  # of the registered: users of other nodes of a cluster (ircd.state.cluster)
 
+    def count_user(self, client: Client, sign: int) -> None:
+        """``client`` joins (``sign`` 1) or leaves (-1) the LUSERS counts: registered users, and
+        of them those with +i and the operators (+o)."""
+        self.registered_count += sign
+        if "i" in client.modes:
+            self.invisible_count += sign
+        if "o" in client.modes:
+            self.oper_count += sign
+
     # nicks ---------------------------------------------------------------
 
     def find_nick(self, nick: str) -> Client | None:
