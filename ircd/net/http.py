@@ -28,7 +28,7 @@ from ircd.config import parse_hostport
 from ircd.log import CountedLog
 from ircd.logins import source_of
 from ircd.net.addresses import in_networks, is_loopback, networks
-from ircd.net.asgi import BodyLimit, ClientAddress, HostCheck, Unavailable, WebSocketIrc, client_address, guarded
+from ircd.net.asgi import Direct, Front, Unavailable, client_address, guarded
 from ircd.net.connection import peer_ip
 
 WS_MAX_MESSAGE = 65536  # the largest WebSocket message (ircd/net/websocket.py); past it, close 1009
@@ -327,6 +327,7 @@ class HttpListener:
 
     def _app(self) -> Any:
         from starlette.applications import Starlette
+        from starlette.middleware.exceptions import ExceptionMiddleware
         from starlette.responses import PlainTextResponse
         from starlette.routing import Mount, Route
 
@@ -340,15 +341,20 @@ class HttpListener:
         from ircd.net.metrics import metrics_endpoint
 
         routes.append(Route("/metrics", endpoint=metrics_endpoint(self.server), methods=["GET"]))
-        app: Any = BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
-        path = self.server.config.http.websocket_path
-        if path:
+        app = Starlette(routes=routes)
+        # the exact paths of ASGI apps (each matches only itself, all methods): past Starlette's router
+        handlers = ExceptionMiddleware(app)
+        direct: dict[str, Any] = {}
+        for route, (path, endpoint) in zip(routes, self.server.http.routes):
+            if route.methods is None and "{" not in path and path not in direct:
+                direct[path] = Direct(endpoint, app, route, (handlers._exception_handlers, handlers._status_handlers))
+        cfg = self.server.config.http
+        websocket = None
+        if cfg.websocket_path:
             from ircd.net.websocket import irc_endpoint
 
-            app = WebSocketIrc(app, path, irc_endpoint(self.server))
-        app = HostCheck(app, self)
-        trusted = networks(self.server.config.http.trusted_proxies)
-        return ClientAddress(app, trusted) if trusted else app
+            websocket = (cfg.websocket_path, irc_endpoint(self.server))
+        return Front(app, self, cfg.max_body_bytes, networks(cfg.trusted_proxies), websocket, direct)
 
     async def start(self) -> list[tuple[str, int]]:
         """Bind, start the lifespans, serve; raises OSError naming the address that failed."""
