@@ -80,6 +80,7 @@ def allowed_origins(server: "Server", addresses: list[tuple[str, int]], tls: boo
     return sorted(origins)
 
 
+_KINDS_KEPT = 4096  # addresses whose kind HttpGate remembers at most (then forgotten all at once)
 _LINGER_SECONDS = 1.0  # how long a connection refused or timed out is read (and dropped) before it closes
 
 
@@ -108,11 +109,16 @@ class HttpGate:
         self.recent: dict[str, deque[float]] = {}
         self.alarm = CountedLog(log)  # one line a minute per kind of refusal
         self.trusted = networks(server.config.http.trusted_proxies)
+        self._kinds: dict[str, tuple[bool, bool]] = {}  # address -> (loopback, a trusted proxy)
 
     def exempt(self, ip: str) -> bool:
-        if self.server.config.connections.exempt_loopback and is_loopback(ip):
-            return True
-        return in_networks(ip, self.trusted)
+        """Asked at accept and for every request (the call limits): an address is parsed once."""
+        kind = self._kinds.get(ip)
+        if kind is None:
+            if len(self._kinds) >= _KINDS_KEPT:
+                self._kinds.clear()
+            kind = self._kinds[ip] = (is_loopback(ip), in_networks(ip, self.trusted))
+        return (kind[0] and self.server.config.connections.exempt_loopback) or kind[1]
 
     def admit(self, transport: Any, ip: str) -> bytes | None:
         """Count a new connection, or return the response that refuses it."""
