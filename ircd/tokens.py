@@ -109,6 +109,8 @@ class TokenService:
         self._touched: dict[int, float] = {}  # token id -> when its last_used_at was last written
         self._valid: dict[tuple[int, bytes], TokenIdentity] = {}  # (id, hash of the secret) -> identity
         self._forgotten = 0  # counts the times _valid lost entries: a read that overlapped one is not kept
+        self._limits_of: Any = None
+        self._limits_made = login_limits(server.config.accounts)
         server.tick_hooks.append(self._tick)
         if server.accounts is not None:
             server.accounts.changed_hooks.append(self._accounts_changed)
@@ -166,7 +168,11 @@ class TokenService:
     # checking -----------------------------------------------------------------------
 
     def _limits(self) -> LoginLimits:
-        return login_limits(self.server.config.accounts)
+        """``[accounts]``'s login limits, made again only when the configuration was (REHASH)."""
+        cfg = self.server.config.accounts
+        if cfg is not self._limits_of:
+            self._limits_of, self._limits_made = cfg, login_limits(cfg)
+        return self._limits_made
 
     async def verify(self, text: str, ip: str) -> TokenIdentity | TokenThrottled | None:
         """The identity a token names; None when it names none (a failure, counted); or
@@ -179,7 +185,8 @@ class TokenService:
         ident = parsed[0]
         target = f"k:{ident:x}"
         known = logins.is_known(target, source)
-        wait = logins.wait_for(_credential_checks(source, target, known, limits), now, limits.window)
+        checks = _credential_checks(source, target, known, limits)
+        wait = logins.wait_for(checks, now, limits.window)
         if wait > 0:
             return TokenThrottled(wait, "credential")
         cached = (ident, rows.secret_hash(parsed[1]))
@@ -191,7 +198,7 @@ class TokenService:
             if row is None:
                 if not exists:
                     return self._names_nothing(source, now, limits)
-                logins.count([key for key, _ in _credential_checks(source, target, known, limits)], now)
+                logins.count([key for key, _ in checks], now)
                 return None
             accounts = self.server.accounts
             kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
@@ -200,7 +207,7 @@ class TokenService:
                 if len(self._valid) >= VALID_KEPT:
                     self._valid.clear()
                 self._valid[cached] = identity
-        logins.forget(f"tp:{source} {target}")
+        logins.forget(checks[0][0])  # the pair's failures
         logins.remember(target, source)
         if now - self._touched.get(ident, -TOUCH_EVERY) >= TOUCH_EVERY:  # not a write per request
             self._touched[ident] = now

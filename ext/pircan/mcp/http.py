@@ -169,7 +169,9 @@ class BearerGate:
             return
         api = self.state.api
         ip = (scope.get("client") or ("?", 0))[0]
-        if not await self.admit_address(scope, send, ip):
+        refusal = self.state.http_calls.address(ip)
+        if refusal is not None:
+            await self.refused(scope, send, "address " + ip, refusal)
             return
         token = bearer_token(scope)
         if token is None and self.optional:
