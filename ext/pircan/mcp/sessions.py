@@ -131,7 +131,7 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         self.table = SessionTable()
         self.log = CountedLog(log)
         self._sdk_entry = self.asgi_app  # the SDK's body limit, then its routing (``_handle_request``)
-        self.asgi_app = self._entry
+        self.asgi_app = self._entry  # type: ignore[assignment]  # an ASGI app in the SDK's place
 
     async def _entry(self, scope: Any, receive: Any, send: Any) -> None:
         """The manager's ASGI app (``asgi_app``). A sessionless POST (protocol 2026) has its body
