@@ -1279,7 +1279,9 @@ def build_scenarios(sizes: Sizes = FULL) -> dict[str, Scenario]:
             f"MCP send_direct_message: {agents} agents (official MCP SDK clients, a token each) in pairs "
             f"under agreements; each calls it {per_agent} times to its peer, one call after the other",
             _MCP_METRICS,
-            run=lambda t: _mcp_send(t, agents, per_agent),
+            # bound now: agents and per_agent are named again below for mcp-mail (10 x 10), which
+            # this scenario ran instead
+            run=lambda t, agents=agents, per_agent=per_agent: _mcp_send(t, agents, per_agent),
             servers=WITH_HTTP,
         )
     )

@@ -28,6 +28,7 @@ guess it, and counting checks in flight refused valid tokens of agents sharing a
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from collections.abc import Awaitable
@@ -52,6 +53,9 @@ log = logging.getLogger("pircd")
 WRONG_SECRET_FACTOR = 5  # an address's wrong secrets of real token ids, in units of login_ip_attempts
 TOUCH_EVERY = 60.0  # seconds: a token's "last used" is written at most this often
 VALID_KEPT = 10_000  # valid tokens remembered at most (then forgotten all at once, and read again)
+
+# an address's source for the throttles, parsed once (``ipaddress`` takes microseconds per request)
+_source_of = functools.lru_cache(maxsize=4096)(source_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,8 @@ class TokenService:
         self._touched: dict[int, float] = {}  # token id -> when its last_used_at was last written
         self._valid: dict[tuple[int, bytes], TokenIdentity] = {}  # (id, hash of the secret) -> identity
         self._forgotten = 0  # counts the times _valid lost entries: a read that overlapped one is not kept
+        self._limits_of: Any = None
+        self._limits_made = login_limits(server.config.accounts)
         server.tick_hooks.append(self._tick)
         if server.accounts is not None:
             server.accounts.changed_hooks.append(self._accounts_changed)
@@ -162,20 +168,25 @@ class TokenService:
     # checking -----------------------------------------------------------------------
 
     def _limits(self) -> LoginLimits:
-        return login_limits(self.server.config.accounts)
+        """``[accounts]``'s login limits, made again only when the configuration was (REHASH)."""
+        cfg = self.server.config.accounts
+        if cfg is not self._limits_of:
+            self._limits_of, self._limits_made = cfg, login_limits(cfg)
+        return self._limits_made
 
     async def verify(self, text: str, ip: str) -> TokenIdentity | TokenThrottled | None:
         """The identity a token names; None when it names none (a failure, counted); or
         ``TokenThrottled`` when its credential, or its address for tokens naming nothing, is
         past its limit (see the module's notes)."""
-        logins, limits, now, source = self.server.logins, self._limits(), self.server.clock(), source_of(ip)
+        logins, limits, now, source = self.server.logins, self._limits(), self.server.clock(), _source_of(ip)
         parsed = rows.split_token(text)
         if parsed is None:
             return self._names_nothing(source, now, limits)
         ident = parsed[0]
         target = f"k:{ident:x}"
         known = logins.is_known(target, source)
-        wait = logins.wait_for(_credential_checks(source, target, known, limits), now, limits.window)
+        checks = _credential_checks(source, target, known, limits)
+        wait = logins.wait_for(checks, now, limits.window)
         if wait > 0:
             return TokenThrottled(wait, "credential")
         cached = (ident, rows.secret_hash(parsed[1]))
@@ -187,7 +198,7 @@ class TokenService:
             if row is None:
                 if not exists:
                     return self._names_nothing(source, now, limits)
-                logins.count([key for key, _ in _credential_checks(source, target, known, limits)], now)
+                logins.count([key for key, _ in checks], now)
                 return None
             accounts = self.server.accounts
             kind = accounts.names.get(row.account, "agent") if accounts is not None else "agent"
@@ -196,7 +207,7 @@ class TokenService:
                 if len(self._valid) >= VALID_KEPT:
                     self._valid.clear()
                 self._valid[cached] = identity
-        logins.forget(f"tp:{source} {target}")
+        logins.forget(checks[0][0])  # the pair's failures
         logins.remember(target, source)
         if now - self._touched.get(ident, -TOUCH_EVERY) >= TOUCH_EVERY:  # not a write per request
             self._touched[ident] = now
@@ -219,7 +230,7 @@ class TokenService:
         result = await check()
         if result is not None:
             return result
-        return self._names_nothing(source_of(ip), self.server.clock(), self._limits())
+        return self._names_nothing(_source_of(ip), self.server.clock(), self._limits())
 
     # sessions that use a token ---------------------------------------------------------
 

@@ -78,6 +78,76 @@ def test_a_chunked_body_over_the_limit_gets_413(live_http, caplog):
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
+def _routes(server) -> None:
+    """Exact routes of ASGI apps, as an extension registers them (``ExtensionAPI.http_route``)."""
+    from starlette.exceptions import HTTPException
+
+    from ircd.store.errors import StoreUnavailable
+
+    async def echo(scope, receive, send) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        seen = {k: type(scope[k]).__name__ for k in ("app", "router", "route", "endpoint") if k in scope}
+        text = f"{scope['method']} {len(body)} {sorted(seen.items())} {scope.get('path_params')}".encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": text})
+
+    async def failing(scope, receive, send) -> None:
+        raise {"/boom": RuntimeError("boom"), "/gone": StoreUnavailable("away"),
+               "/teapot": HTTPException(418, "short and stout")}[scope["path"]]
+
+    class App:  # an ASGI app (a plain function would be a request handler, for GET)
+        def __init__(self, fn) -> None:
+            self.fn = fn
+
+        async def __call__(self, scope, receive, send) -> None:
+            await self.fn(scope, receive, send)
+
+    server.http.routes += [("/echo", App(echo)), *((path, App(failing)) for path in ("/boom", "/gone", "/teapot"))]
+
+
+async def _chunks(count: int):
+    """A body of ``count`` chunks of 40,000 bytes, sent without a Content-Length."""
+    for _ in range(count):
+        yield b"x" * 40000
+
+
+def test_exact_routes_answer_as_through_starlettes_router(tmp_path):
+    """An exact path of an ASGI app is served past Starlette's router, with what the router gave it:
+    its scope keys, every method, a trailing-slash redirect, 503 while the database is away, a
+    Starlette HTTPException rendered, any other exception 500; and the body limit holds for it."""
+    server = LiveServer(config(server={"listen": ["127.0.0.1:0"]}, http={"max_body_bytes": 65536}),
+                        setup=_routes).start()
+    try:
+        async def scenario() -> None:
+            url = server.http_url
+            async with httpx2.AsyncClient() as http:
+                r = await http.put(url + "/echo", content=b"abc")
+                assert (r.status_code, r.text) == (200, "PUT 3 [('app', 'Starlette'), ('endpoint', 'Unavailable'), "
+                                                        "('route', 'Route'), ('router', 'Router')] {}")
+                r = await http.get(url + "/echo/", follow_redirects=False)
+                assert (r.status_code, r.headers["location"]) == (307, url + "/echo")
+                r = await http.get(url + "/boom")
+                assert (r.status_code, r.text) == (500, "Internal Server Error")
+                r = await http.get(url + "/gone")
+                assert (r.status_code, r.headers["retry-after"]) == (503, "1")
+                assert r.text == "Service Unavailable: the database is unavailable; try again in a moment\n"
+                r = await http.get(url + "/teapot")
+                assert (r.status_code, r.text) == (418, "short and stout")
+                r = await http.post(url + "/echo", content=_chunks(2))
+                assert (r.status_code, r.text) == (413, "Request body too large\n")
+                r = await http.post(url + "/echo", content=_chunks(1))
+                assert (r.status_code, r.text[:11]) == (200, "POST 40000 ")
+
+        asyncio.run(scenario())
+    finally:
+        server.stop()
+
+
 def _response(sock: socket.socket) -> bytes:
     data = b""
     while not data.endswith(b"\r\n\r\nok\n"):

@@ -582,3 +582,45 @@ def test_the_gate_cancels_requests_in_flight_when_their_token_is_revoked():
         assert gate.inflight == {}
 
     asyncio.run(scenario())
+
+
+def test_presence_keeps_one_timer_per_account_and_moves_its_deadline(monkeypatch):
+    """An account stays present for mcp_presence_seconds after its last request: a request that ends
+    moves the deadline of the one timer the account has; a timer that fires early waits for the rest."""
+    from ext.pircan.config import PircanConfig
+    from ext.pircan.mcp import http as gate_module
+
+    clock = [100.0]
+    monkeypatch.setattr(gate_module.time, "monotonic", lambda: clock[0])
+    timers: list[tuple[float, Any]] = []
+    seen: list[str] = []
+
+    class Api:
+        def call_later(self, delay: float, fn) -> None:
+            timers.append((delay, fn))
+
+    class State:
+        api = Api()
+        cfg = PircanConfig(mcp_presence_seconds=30)
+
+        def arrived_elsewhere(self, account: str) -> None:
+            seen.append("arrived " + account)
+
+        def left_elsewhere(self, account: str) -> None:
+            seen.append("left " + account)
+
+    presence = gate_module.Presence(State())  # type: ignore[arg-type]
+    presence.enter("alice")
+    presence.leave("alice")
+    clock[0] = 110.0
+    presence.enter("alice")  # within the 30 s: still present, not arrived again
+    presence.leave("alice")  # present until 140
+    assert (seen, [delay for delay, _ in timers]) == (["arrived alice"], [30])
+    clock[0] = 130.0
+    timers.pop(0)[1]()  # the first timer, 10 s early: waits for the rest
+    assert (seen, [delay for delay, _ in timers]) == (["arrived alice"], [10])
+    clock[0] = 140.0
+    timers.pop(0)[1]()
+    assert (seen, timers, presence.lingering) == (["arrived alice", "left alice"], [], {})
+    presence.enter("alice")
+    assert seen[-1] == "arrived alice"

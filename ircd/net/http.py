@@ -28,7 +28,7 @@ from ircd.config import parse_hostport
 from ircd.log import CountedLog
 from ircd.logins import source_of
 from ircd.net.addresses import in_networks, is_loopback, networks
-from ircd.net.asgi import BodyLimit, ClientAddress, HostCheck, Unavailable, WebSocketIrc, client_address, guarded
+from ircd.net.asgi import Direct, Front, Unavailable, client_address, guarded
 from ircd.net.connection import peer_ip
 
 WS_MAX_MESSAGE = 65536  # the largest WebSocket message (ircd/net/websocket.py); past it, close 1009
@@ -80,6 +80,7 @@ def allowed_origins(server: "Server", addresses: list[tuple[str, int]], tls: boo
     return sorted(origins)
 
 
+_KINDS_KEPT = 4096  # addresses whose kind HttpGate remembers at most (then forgotten all at once)
 _LINGER_SECONDS = 1.0  # how long a connection refused or timed out is read (and dropped) before it closes
 
 
@@ -108,11 +109,16 @@ class HttpGate:
         self.recent: dict[str, deque[float]] = {}
         self.alarm = CountedLog(log)  # one line a minute per kind of refusal
         self.trusted = networks(server.config.http.trusted_proxies)
+        self._kinds: dict[str, tuple[bool, bool]] = {}  # address -> (loopback, a trusted proxy)
 
     def exempt(self, ip: str) -> bool:
-        if self.server.config.connections.exempt_loopback and is_loopback(ip):
-            return True
-        return in_networks(ip, self.trusted)
+        """Asked at accept and for every request (the call limits): an address is parsed once."""
+        kind = self._kinds.get(ip)
+        if kind is None:
+            if len(self._kinds) >= _KINDS_KEPT:
+                self._kinds.clear()
+            kind = self._kinds[ip] = (is_loopback(ip), in_networks(ip, self.trusted))
+        return (kind[0] and self.server.config.connections.exempt_loopback) or kind[1]
 
     def admit(self, transport: Any, ip: str) -> bytes | None:
         """Count a new connection, or return the response that refuses it."""
@@ -327,6 +333,7 @@ class HttpListener:
 
     def _app(self) -> Any:
         from starlette.applications import Starlette
+        from starlette.middleware.exceptions import ExceptionMiddleware
         from starlette.responses import PlainTextResponse
         from starlette.routing import Mount, Route
 
@@ -340,15 +347,20 @@ class HttpListener:
         from ircd.net.metrics import metrics_endpoint
 
         routes.append(Route("/metrics", endpoint=metrics_endpoint(self.server), methods=["GET"]))
-        app: Any = BodyLimit(Starlette(routes=routes), self.server.config.http.max_body_bytes)
-        path = self.server.config.http.websocket_path
-        if path:
+        app = Starlette(routes=routes)
+        # the exact paths of ASGI apps (each matches only itself, all methods): past Starlette's router
+        handlers = ExceptionMiddleware(app)
+        direct: dict[str, Any] = {}
+        for route, (path, endpoint) in zip(routes, self.server.http.routes):
+            if route.methods is None and "{" not in path and path not in direct:
+                direct[path] = Direct(endpoint, app, route, (handlers._exception_handlers, handlers._status_handlers))
+        cfg = self.server.config.http
+        websocket = None
+        if cfg.websocket_path:
             from ircd.net.websocket import irc_endpoint
 
-            app = WebSocketIrc(app, path, irc_endpoint(self.server))
-        app = HostCheck(app, self)
-        trusted = networks(self.server.config.http.trusted_proxies)
-        return ClientAddress(app, trusted) if trusted else app
+            websocket = (cfg.websocket_path, irc_endpoint(self.server))
+        return Front(app, self, cfg.max_body_bytes, networks(cfg.trusted_proxies), websocket, direct)
 
     async def start(self) -> list[tuple[str, int]]:
         """Bind, start the lifespans, serve; raises OSError naming the address that failed."""

@@ -8,7 +8,6 @@ import asyncio
 import logging
 from typing import Any
 
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ext.pircan.a2a.mcp_tools import register_intro_tool
@@ -98,5 +97,5 @@ async def start(state: Pircan, built: Built) -> None:
         await task
 
     built.close.append(close)
-    built.apps["mcp"] = StreamableHTTPASGIApp(manager)
+    built.apps["mcp"] = manager.asgi_app  # (the SDK's StreamableHTTPASGIApp only calls it)
     state.mcp_sessions = manager

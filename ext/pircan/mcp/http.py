@@ -15,6 +15,8 @@ request of it is in flight and for ``pircan.mcp_presence_seconds`` after its las
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import anyio
@@ -27,24 +29,27 @@ from ircd.api import TokenThrottled
 __all__ = ["BearerGate", "Presence", "IDENTITY_KEY", "UNAUTHORIZED", "bearer_token"]
 
 IDENTITY_KEY = "pircan.identity"
+_PRINCIPALS_KEPT = 4096  # principals remembered at most (then forgotten all at once)
 
 
 class Presence:
-    """Counts an account present elsewhere than IRC while its requests run, and a while after."""
+    """Counts an account present elsewhere than IRC while its requests run, and a while after.
+
+    One timer per account at a time, not one per request: a request that ends moves the account's
+    deadline, and the timer, when it fires early, waits for the rest."""
 
     def __init__(self, state: Pircan) -> None:
         self.state = state
         self.active: dict[str, int] = {}
-        self.lingering: dict[str, Any] = {}
+        self.lingering: dict[str, float] = {}  # account -> when it stops being present (monotonic)
+        self._timers: dict[str, Any] = {}
 
     def enter(self, account: str) -> None:
         count = self.active.get(account, 0) + 1
         self.active[account] = count
-        timer = self.lingering.pop(account, None)
-        if timer is not None:
-            timer.cancel()  # still counted from before
-        elif count == 1:
+        if self.lingering.pop(account, None) is None and count == 1:
             self.state.arrived_elsewhere(account)
+        # else: still counted from before
 
     def leave(self, account: str) -> None:
         count = self.active.get(account, 0) - 1
@@ -53,11 +58,21 @@ class Presence:
             return
         self.active.pop(account, None)
         linger = self.state.cfg.mcp_presence_seconds
-        self.lingering[account] = self.state.api.call_later(linger, lambda: self._gone(account))
+        self.lingering[account] = time.monotonic() + linger
+        if account not in self._timers:
+            self._timers[account] = self.state.api.call_later(linger, lambda: self._due(account))
 
-    def _gone(self, account: str) -> None:
-        if self.lingering.pop(account, None) is not None:
-            self.state.left_elsewhere(account)
+    def _due(self, account: str) -> None:
+        self._timers.pop(account, None)
+        until = self.lingering.get(account)
+        if until is None:
+            return  # present again
+        left = until - time.monotonic()
+        if left > 0:
+            self._timers[account] = self.state.api.call_later(left, lambda: self._due(account))
+            return
+        del self.lingering[account]
+        self.state.left_elsewhere(account)
 
 
 def _header(scope: dict, name: bytes) -> str | None:
@@ -105,13 +120,27 @@ class BearerGate:
         self.presence = presence
         self.optional = optional
         self.refuse = refuse
-        self.inflight: dict[int, set[anyio.CancelScope]] = {}
+        self.inflight: dict[int, set[asyncio.Timeout]] = {}
+        self._principals: dict[tuple[int, str], Any] = {}  # (token id, token) -> the SDK's principal
         state.api.on_token_revoked(self.revoked)
 
     def revoked(self, ids: set[int]) -> None:
+        for key in [k for k in self._principals if k[0] in ids]:
+            del self._principals[key]
         for ident in ids:
-            for scope in list(self.inflight.get(ident, ())):
-                scope.cancel()
+            for cancel in list(self.inflight.get(ident, ())):
+                if not cancel.expired():
+                    cancel.reschedule(-1.0)  # due at once: the request's task is cancelled
+
+    def principal(self, token: str, identity: Any) -> Any:
+        """The SDK's principal of a token, made once (a pydantic model, a few microseconds)."""
+        key = (identity.token_id, token)
+        found = self._principals.get(key)
+        if found is None:
+            if len(self._principals) >= _PRINCIPALS_KEPT:
+                self._principals.clear()
+            found = self._principals[key] = _principal(token, identity.account)
+        return found
 
     async def refused(self, scope: dict, send: Any, key: str, refusal: Refused) -> None:
         """Answer 429, after a pause when ``key`` comes back before its retry time (``Holds``)."""
@@ -140,7 +169,9 @@ class BearerGate:
             return
         api = self.state.api
         ip = (scope.get("client") or ("?", 0))[0]
-        if not await self.admit_address(scope, send, ip):
+        refusal = self.state.http_calls.address(ip)
+        if refusal is not None:
+            await self.refused(scope, send, "address " + ip, refusal)
             return
         token = bearer_token(scope)
         if token is None and self.optional:
@@ -163,22 +194,29 @@ class BearerGate:
         await self._run(checked, token or "", scope, receive, send)
 
     async def _run(self, identity: Any, token: str, scope: dict, receive: Any, send: Any) -> None:
-        """The request, as ``identity``: present, and cancelled if its token is revoked meanwhile."""
+        """The request, as ``identity``: present, and cancelled if its token is revoked meanwhile (a
+        timeout without a deadline, given one at once by ``revoked``: asyncio's own cancellation,
+        which anyio's cancel scope, entered per request, cost about four times as much)."""
         api = self.state.api
-        scope = dict(scope)
-        scope[IDENTITY_KEY] = identity
-        scope["user"] = _principal(token, identity.account)
-        cancel = anyio.CancelScope()
-        held = self.inflight.setdefault(identity.token_id, set())
-        held.add(cancel)
-        api.hold_token(identity.token_id)
+        scope[IDENTITY_KEY] = identity  # the scope is this request's own (uvicorn makes one per request)
+        scope["user"] = self.principal(token, identity)
+        ident = identity.token_id
+        held = self.inflight.get(ident)
+        if held is None:
+            held = self.inflight[ident] = set()
+        api.hold_token(ident)
         self.presence.enter(identity.account)
+        cancel = asyncio.timeout(None)
         try:
-            with cancel:
+            async with cancel:
+                held.add(cancel)
                 await self.app(scope, receive, send)
+        except TimeoutError:
+            if not cancel.expired():
+                raise  # the application's own
         finally:
             held.discard(cancel)
             if not held:
-                self.inflight.pop(identity.token_id, None)
-            api.release_token(identity.token_id)
+                self.inflight.pop(ident, None)
+            api.release_token(ident)
             self.presence.leave(identity.account)

@@ -130,28 +130,42 @@ class CappedSessionManager(StreamableHTTPSessionManager):
         self.state = state
         self.table = SessionTable()
         self.log = CountedLog(log)
+        self._sdk_entry = self.asgi_app  # the SDK's body limit, then its routing (``_handle_request``)
+        self.asgi_app = self._entry  # type: ignore[assignment]  # an ASGI app in the SDK's place
 
-    async def _handle_request(self, scope: Any, receive: Any, send: Any) -> None:
-        version = name = None
+    async def _entry(self, scope: Any, receive: Any, send: Any) -> None:
+        """The manager's ASGI app (``asgi_app``). A sessionless POST (protocol 2026) has its body
+        read here, once, under the SDK's body limit, and is answered in JSON mode unless it may wait
+        (``WAITING``); the rest goes through the SDK's own body limit to its routing (sessions,
+        refusals). The SDK read the body ahead too, to hold it to its limit, and pircd again, to see
+        whether the call waits."""
+        version = name = length = None
         for key, value in scope["headers"]:
             if key == _VERSION:
                 version = value
             elif key == _NAME:
                 name = value
+            elif key == b"content-length":
+                length = value
         if (version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
-                or self._task_group is None or scope.get("method") != "POST"):
-            await super()._handle_request(scope, receive, send)  # a session's request, or a refusal
+                or self._task_group is None or scope.get("method") != "POST"
+                or (length is not None and (not length.isdigit() or int(length) > self.max_request_body_size))):
+            await self._sdk_entry(scope, receive, send)  # a session's request, or a refusal
+            return
+        messages, body = await _read(receive, self.max_request_body_size)
+        if messages is None:
+            await _too_large(scope, receive, send)
             return
         json_mode = True
         if name in WAITING:
             argument = WAITING[name]
-            if argument is None:
-                json_mode = False
-            else:
-                receive, body = await _read_ahead(receive)
-                json_mode = argument not in body
+            json_mode = argument is not None and argument not in body
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
         await handle_modern_request(self.app, self.security_settings, json_mode, self._lifespan_state,
-                                    scope, receive, send)
+                                    scope, replay, send)
 
     async def _handle_stateful_request(self, scope: Any, receive: Any, send: Any) -> None:
         identity = scope.get(IDENTITY_KEY)
@@ -242,17 +256,32 @@ class CappedSessionManager(StreamableHTTPSessionManager):
             transport.idle_scope.cancel()
 
 
-async def _read_ahead(receive: Any) -> tuple[Any, bytes]:
-    """The request's body, read now, and a ``receive`` that hands the same messages on again."""
-    messages: list[Any] = []
+async def _read(receive: Any, limit: int) -> tuple[list[Any] | None, bytes]:
+    """A request's body, read now (None past ``limit`` bytes), and the messages that hand it on
+    again as the SDK's body limit would: the body in one, then the message after it, if any."""
+    parts: list[bytes] = []
+    size = 0
+    trailing = None
     while True:
         message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request" or not message.get("more_body", False):
+        if message["type"] != "http.request":
+            trailing = message
             break
-    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.request")
+        part = message.get("body", b"")
+        size += len(part)
+        if size > limit:
+            return None, b""
+        parts.append(part)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(parts)
+    messages: list[Any] = [{"type": "http.request", "body": body, "more_body": trailing is not None}] if parts else []
+    if trailing is not None:
+        messages.append(trailing)
+    return messages, body
 
-    async def replay() -> Any:
-        return messages.pop(0) if messages else await receive()
 
-    return replay, body
+async def _too_large(scope: Any, receive: Any, send: Any) -> None:
+    from starlette.responses import Response
+
+    await Response("Request body too large", status_code=413)(scope, receive, send)  # as the SDK answers
