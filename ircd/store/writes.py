@@ -27,8 +27,8 @@ class Conn(Protocol):
 # text, and the sqlite3 module keeps the last 128 it used: with a statement per row count, the
 # group commits of a busy server (1 to 100 rows each, a few tables each) compiled a new
 # statement for most batches, about as much work again as running it. A chunk of rows is
-# padded up to the next of these counts (at most a third more rows, all NULL, filtered out
-# by the statement), so a table has at most this many statement texts.
+# padded up to the next of these counts (at most a third more rows, whose NULL first column
+# the statement filters out), so a table has at most this many statement texts.
 SHAPES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
@@ -62,7 +62,9 @@ def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_st
         chunk = rows[start : start + per_statement]
         size = shape(len(chunk), per_statement)
         values = [v for row in chunk for v in row]
-        values += [None] * (width * (size - len(chunk)))
+        if size > len(chunk):  # a padding row: NULL first (filtered out), zeros after (bound
+            # without the sqlite3 module's adapter lookup, which a NULL goes through)
+            values += ([None] + [0] * (width - 1)) * (size - len(chunk))
         inserted += conn.execute(_padded_insert(head, width, size, tail), values).rowcount
     return inserted
 
