@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from bisect import bisect_left
 import threading
 import time
+from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 

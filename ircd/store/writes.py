@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable, Protocol, Sequence
 
-__all__ = ["Batched", "Conn", "SHAPES", "insert_rows", "padded_in", "run_batch", "shape", "transaction"]
+__all__ = ["SHAPES", "Batched", "Conn", "insert_rows", "padded_in", "run_batch", "shape", "transaction"]
 
 
 class Conn(Protocol):
