@@ -44,7 +44,7 @@ __all__ = [
 HISTORY_MAX = 200
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: one per SEND (see store.StoredMessage)
 class Sent:
     """A stored message and what became of it: ``status`` is the receipt's delivery word (woken,
     delivered, revived, pushed or queued: ``waits.delivery_word``); ``created`` is False for an
