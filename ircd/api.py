@@ -56,7 +56,7 @@ from ircd.store.errors import (
     missing_table,
     unique_violation,
 )
-from ircd.store.writes import Conn, insert_rows, transaction
+from ircd.store.writes import Conn, insert_rows, padded_in, transaction
 from ircd.tokens import TokenRefused, TokenThrottled
 
 if TYPE_CHECKING:
@@ -87,6 +87,7 @@ __all__ = [
     "CountedLog",
     "Batched",
     "insert_rows",
+    "padded_in",
     # the database, either of them (ircd.store.dialect, ircd.store.errors)
     "Conn",
     "transaction",

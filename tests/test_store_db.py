@@ -276,3 +276,45 @@ def test_a_broken_writer_fails_the_waiting_writes_and_closes(tmp_path, monkeypat
 
     asyncio.run(main())
     assert _rows(path) == []
+
+
+def test_insert_rows_pads_to_a_few_statement_sizes_and_inserts_exactly_the_rows(tmp_path):
+    """Multi-row INSERTs come in the sizes of writes.SHAPES (the statement cache keeps each
+    compiled); padding rows are never stored, and an upsert
+    tail still counts only the rows it inserted."""
+    from ircd.store.writes import SHAPES, insert_rows
+
+    path = tmp_path / "d.db"
+
+    async def go() -> list[int]:
+        database = await _opened(path)
+        seen: list[int] = []
+
+        def fill(conn: Any, count: int) -> int:
+            conn.execute("DELETE FROM t")
+            texts: list[str] = []
+            trace = getattr(conn, "set_trace_callback", None)
+            if trace is not None:
+                trace(texts.append)
+            inserted = insert_rows(conn, "INSERT INTO t (id, v)", 2, [(i + 1, f"v{i}") for i in range(count)])
+            if trace is not None:
+                trace(None)
+                seen.extend(text.count("),(") + 1 for text in texts if text.startswith("INSERT"))
+            return inserted
+
+        counts = [1, 5, 7, 33, 100, 101, 250]
+        for count in counts:
+            assert await database.write(fill, count) == count
+            assert _rows(path) == [(i + 1, f"v{i}") for i in range(count)]
+        upsert = await database.write(lambda conn: insert_rows(
+            conn, "INSERT INTO t (id, v)", 2, [(1, "again"), (10**6, "new")], tail=" ON CONFLICT DO NOTHING"))
+        assert upsert == 1
+        assert _rows(path)[0] == (1, "v0") and _rows(path)[-1] == (10**6, "new")
+        await database.close()
+        return seen
+
+    seen = asyncio.run(go())
+    if not dbs.POSTGRESQL:  # PostgreSQL takes the rows as arrays, one statement whatever the count
+        # each statement's VALUES rows, padded: 1, 5 -> 6, 7 -> 8, 33 -> 48, 100, 101 -> 100 + 1, 250 -> 100 + 100 + 64
+        assert seen == [1, 6, 8, 48, 100, 100, 1, 100, 100, 64], seen
+        assert all(size in SHAPES or size == 100 for size in seen)

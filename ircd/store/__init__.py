@@ -31,6 +31,9 @@ class Store:
         # writers that buffer in memory (the history writer) hand their rows to the
         # group commit here, so flush() and close() see everything
         self.before_flush: list[Callable[[], None]] = []
+        # write_batched(batched, item): a write that joins the other items queued for the same
+        # Batched function (the database's own method: no frame of its own on the SEND path)
+        self.write_batched: Callable[[Batched, Any], asyncio.Future[Any]] = self.db.write_batched
 
     async def open(self) -> None:
         await self.db.open()
@@ -52,10 +55,6 @@ class Store:
     def write(self, fn: Callable[..., T], *args: Any) -> "asyncio.Future[T]":
         """Await it: done once the write is committed."""
         return self.db.write(fn, *args)
-
-    def write_batched(self, batched: Batched, item: Any) -> "asyncio.Future[Any]":
-        """A write that joins the other items queued for the same Batched function."""
-        return self.db.write_batched(batched, item)
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any) -> "asyncio.Future[Any] | None":
         return self.db.write_nowait(fn, *args)

@@ -32,6 +32,7 @@ import asyncio
 import logging
 import threading
 import time
+from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -109,7 +110,10 @@ class Database:
         self._loop: asyncio.AbstractEventLoop | None = None
         # queued writes and when they were queued; the writer thread takes them all at once (one transaction)
         self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any], float]] = []
-        self._wakeup = threading.Condition(threading.Lock())
+        # the lock of _pending; the writer sleeps on _wakeup (this lock's condition) while _sleeping
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
+        self._sleeping = False
         self._stop = False
         self._stopped: asyncio.Future[None] | None = None
         self._closing = False
@@ -266,17 +270,24 @@ class Database:
         if self._loop is None:
             return None
         future: asyncio.Future[Any] = self._loop.create_future()
-        with self._wakeup:
+        # the plain lock, and a notify only for a sleeping writer: a busy writer takes what is
+        # pending when its commit is done (on a busy server, most writes), and Condition's
+        # __enter__ and notify are Python functions, run for every write on the event loop
+        with self._lock:
             if self._closing:
                 return None
             self._pending.append((fn, args, future, time.perf_counter()))
-            self._wakeup.notify()
+            if self._sleeping:
+                self._wakeup.notify()
         return future
 
     def write_batched(self, batched: Batched, item: Any) -> asyncio.Future[Any]:
         """Like ``write``, for a ``Batched`` function: ``item`` joins the other items queued
         for it, and the result is this item's entry of the function's result list."""
-        return self.write(batched, item)  # type: ignore[arg-type]
+        future = self._queue(batched, (item,))  # type: ignore[arg-type]
+        if future is None:
+            raise RuntimeError("database is closing")
+        return future
 
     def write_nowait(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any] | None:
         """Queue a write nobody waits for (it is still committed, in order, before close).
@@ -317,7 +328,9 @@ class Database:
             while True:
                 with wakeup:
                     while not self._pending and not self._stop and (conn is not None or self._wait_retry()):
+                        self._sleeping = True
                         wakeup.wait(None if conn is not None else max(0.0, self._retry_at - time.monotonic()))
+                        self._sleeping = False
                     if not self._pending and self._stop:
                         break  # closing, and everything is committed
                     batch, self._pending = self._pending, []
@@ -362,9 +375,14 @@ class Database:
     def _observe(self, batch: list[tuple[Any, tuple, Any, float]], began: float, committed: float) -> None:
         """For /metrics: the group commit's time (BEGIN to COMMIT) and each write's, from queued."""
         self.commit_timings.observe(committed - began)
-        observe = self.write_timings.observe
+        # Timings.observe inlined: this runs per write, in the writer thread, under the GIL
+        timings = self.write_timings
+        bounds, counts, total = timings.bounds, timings.counts, 0.0
         for item in batch:
-            observe(committed - item[3])
+            seconds = committed - item[3]
+            counts[bisect_left(bounds, seconds)] += 1
+            total += seconds
+        timings.sum += total
 
     def _wait_retry(self) -> bool:
         """While the database is down: keep waiting (True) until the time to try again."""

@@ -19,6 +19,7 @@ log = logging.getLogger("pircd.store")
 # durability -> PRAGMA synchronous. "full" survives power loss; "normal" survives
 # a process crash (kill -9) but may lose the last commits on an OS crash.
 DURABILITY = {"full": "FULL", "normal": "NORMAL", "off": "OFF"}
+CACHED_STATEMENTS = 256
 
 
 def _null(value: None) -> None:
@@ -51,7 +52,10 @@ def configure(conn: sqlite3.Connection, durability: str) -> None:
 def connect(path: str, durability: str = "full", timeout: float = 10.0) -> sqlite3.Connection:
     """A configured autocommit connection (``isolation_level=None``: BEGIN is ours to say)."""
     create_private(path)
-    conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
+    # a larger cache of compiled statements than the default 128: the group commit's multi-row
+    # statements come in a few sizes per table (ircd.store.writes.SHAPES), and none should be
+    # compiled again because other statements pushed it out
+    conn = sqlite3.connect(path, isolation_level=None, timeout=timeout, cached_statements=CACHED_STATEMENTS)
     try:
         configure(conn, durability)
     except BaseException:

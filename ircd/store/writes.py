@@ -6,9 +6,10 @@ PostgreSQL adapter of ``ircd.store.pg``, which takes the same statements.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable, Protocol, Sequence
 
-__all__ = ["Batched", "Conn", "insert_rows", "run_batch", "transaction"]
+__all__ = ["SHAPES", "Batched", "Conn", "insert_rows", "padded_in", "run_batch", "shape", "transaction"]
 
 
 class Conn(Protocol):
@@ -22,10 +23,28 @@ class Conn(Protocol):
     def close(self) -> None: ...
 
 
+# The row counts a multi-row statement is made for. SQLite compiles each distinct statement
+# text, and the sqlite3 module keeps the last 128 it used: with a statement per row count, the
+# group commits of a busy server (1 to 100 rows each, a few tables each) compiled a new
+# statement for most batches, about as much work again as running it. A chunk of rows is
+# padded up to the next of these counts (at most a third more rows, whose NULL first column
+# the statement filters out), so a table has at most this many statement texts.
+SHAPES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def shape(count: int, most: int) -> int:
+    """The padded size of ``count`` (1 to ``most``) items: the next of ``SHAPES``, or ``most``."""
+    for size in SHAPES:
+        if size >= count:
+            return min(size, most)
+    return most
+
+
 def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_statement: int = 100,
                 tail: str = "") -> int:
-    """``head VALUES (...),(...) tail``: one statement per ``per_statement`` rows of ``width`` values
-    (``tail``: ``ON CONFLICT DO NOTHING``, say).
+    """``head`` with rows of ``width`` values (as ``VALUES (...),(...)``): one statement per
+    ``per_statement`` rows (``tail``: ``ON CONFLICT DO NOTHING``, say). The first value of every row is never NULL
+    (an id): padding rows are told apart by it (``SHAPES``).
 
     executemany steps SQLite once per row, and the sqlite3 module takes the
     interpreter lock back between steps: while the event loop is busy, every
@@ -41,9 +60,30 @@ def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_st
     inserted = 0
     for start in range(0, len(rows), per_statement):
         chunk = rows[start : start + per_statement]
-        values = ",".join(["(" + ",".join("?" * width) + ")"] * len(chunk))
-        inserted += conn.execute(f"{head} VALUES {values}{tail}", [v for row in chunk for v in row]).rowcount
+        size = shape(len(chunk), per_statement)
+        values = [v for row in chunk for v in row]
+        if size > len(chunk):  # a padding row: NULL first (filtered out), zeros after (bound
+            # without the sqlite3 module's adapter lookup, which a NULL goes through)
+            values += ([None] + [0] * (width - 1)) * (size - len(chunk))
+        inserted += conn.execute(_padded_insert(head, width, size, tail), values).rowcount
     return inserted
+
+
+@lru_cache(maxsize=256)
+def _padded_insert(head: str, width: int, size: int, tail: str) -> str:
+    """One text per size, padded or not (the filter costs nothing measurable; the WHERE also
+    keeps an upsert ``tail`` unambiguous after a SELECT)."""
+    values = ",".join(["(" + ",".join("?" * width) + ")"] * size)
+    return f"{head} SELECT * FROM (VALUES {values}) WHERE column1 IS NOT NULL{tail}"
+
+
+def padded_in(values: Sequence[Any], most: int = 512) -> tuple[str, list[Any]]:
+    """``(?,?,...)`` and its values for ``IN``, with the first value repeated up to the next of
+    ``SHAPES`` (a repeated value matches the same rows): a few statement texts for any count
+    (1 to ``most``)."""
+    size = shape(len(values), most)
+    padded = [*values, *[values[0]] * (size - len(values))]
+    return "(" + ",".join("?" * size) + ")", padded
 
 
 class transaction:

@@ -18,7 +18,7 @@ from ircd.api import Batched, Conn
 
 from ext.pircan import store as db
 from ext.pircan.ids import hexid, parse_id
-from ext.pircan.rules import Limits
+from ext.pircan.rules import Limits, SlidingWindow
 from ext.pircan.service.contact import no_agreement, peer_of
 from ext.pircan.service.events import audit_refusal, by_whom
 from ext.pircan.service.refusals import Refused
@@ -44,7 +44,7 @@ __all__ = [
 HISTORY_MAX = 200
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: one per SEND (see store.StoredMessage)
 class Sent:
     """A stored message and what became of it: ``status`` is the receipt's delivery word (woken,
     delivered, revived, pushed or queued: ``waits.delivery_word``); ``created`` is False for an
@@ -129,19 +129,42 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
     EMPTY, TOO_LONG, NO_SUCH_ACCOUNT, SELF_CONTACT, NO_AGREEMENT / SCOPE_MISSING,
     NO_SUCH_MESSAGE (``in_reply_to``), HOP_LIMIT, CONVERSATION_RATE, AGREEMENT_BUDGET.
     An agent and its owner need no agreement (``OWNER_AGREEMENT``); the other limits hold.
-    Counted for /metrics by ``via`` (stored) and by code (refused)."""
+    Counted for /metrics by ``via`` (stored) and by code (refused).
+
+    One coroutine (the checks and the bookkeeping are plain functions): every coroutine
+    between the IRC handler and the write is resumed once more when the commit is done."""
     try:
-        sent = await _send(state, sender, recipient_name, body, in_reply_to, key, max_chars, via)
+        recipient, now, agreement_id, why = _checked(state, sender, recipient_name, body, max_chars)
+        if agreement_id is None:
+            agreement_id = await _owner_or_refuse(state, sender, recipient, recipient_name, why)
+        parent = None
+        if in_reply_to is not None and in_reply_to not in ("", "*"):
+            parent = await _parent(state, sender, recipient, in_reply_to)
+        stored, windows = _reserve(state, sender, recipient, agreement_id, parent, body, now)
+        event_id = state.new_id()
+        item: SendItem = (stored, key, event_id, state.new_id(), by_whom(sender, sender, via))
+        try:
+            stored, created = await state.database.write_batched(_SEND_WRITE, item)
+        except Refused as exc:
+            _release(windows, now)
+            raise Refused(exc.code, recipient_name) from None
+        except BaseException:  # not stored (the database unavailable, say): the reserved slots go back
+            _release(windows, now)
+            raise
     except Refused as exc:
         state.stats.send_refused(exc.code)
         raise
-    if sent.created:
-        state.stats.sent(via)
-    return sent
+    if not created:
+        _release(windows, now)
+        return Sent(stored, delivery_word(state, stored.recipient, False), False)
+    state.stats.sent(via)
+    return Sent(stored, delivery_word(state, stored.recipient, _committed(state, stored, event_id, now)), True)
 
 
-async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_reply_to: str | None,
-                key: str | None, max_chars: int | None, via: str) -> Sent:
+def _checked(state: Pircan, sender: str, recipient_name: str, body: str, max_chars: int | None
+             ) -> tuple[str, int, int | None, str | None]:
+    """The body and the recipient checked: (folded recipient, now, the agreement's id, None) or,
+    without an agreement, (..., None, why not)."""
     code = body_refusal(body, max_chars)
     if code is not None:
         if code == "TOO_LONG" and max_chars is not None and len(body) > max_chars:
@@ -152,24 +175,42 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
     recipient = peer_of(state, sender, recipient_name)
     now = state.now_ms()
     agreement, why = state.find_agreement(sender, recipient, "message", now)
-    agreement_id = OWNER_AGREEMENT if agreement is None else agreement.id
-    if agreement is None and not await owner_pair(state, sender, recipient):
-        code = why or "NO_AGREEMENT"
-        audit_refusal(state, sender, recipient, "SEND", code)
-        raise await no_agreement(state, sender, recipient, code, recipient_name)
+    return recipient, now, None if agreement is None else agreement.id, why
+
+
+async def _owner_or_refuse(state: Pircan, sender: str, recipient: str, recipient_name: str,
+                           why: str | None) -> int:
+    """OWNER_AGREEMENT between an agent and its owner; else the refusal (audited)."""
+    if await owner_pair(state, sender, recipient):
+        return OWNER_AGREEMENT
+    code = why or "NO_AGREEMENT"
+    audit_refusal(state, sender, recipient, "SEND", code)
+    raise await no_agreement(state, sender, recipient, code, recipient_name)
+
+
+async def _parent(state: Pircan, sender: str, recipient: str, in_reply_to: str) -> StoredMessage:
+    """The message ``in_reply_to`` names, between the two (NO_SUCH_MESSAGE), if a reply to it
+    stays within the hops (HOP_LIMIT)."""
+    parent_id = parse_id(in_reply_to)
+    parent = state.recent.get(parent_id) if parent_id is not None else None
+    if parent is None and parent_id is not None:
+        parent = await state.database.read(db.get_message, parent_id)
+    if parent is None or {parent.sender, parent.recipient} != {sender, recipient}:
+        raise Refused("NO_SUCH_MESSAGE", in_reply_to)
+    if parent.hop_count + 1 > Limits.max_hops:
+        audit_refusal(state, sender, recipient, "SEND", "HOP_LIMIT", in_reply_to)
+        raise Refused("HOP_LIMIT", in_reply_to)
+    return parent
+
+
+def _reserve(state: Pircan, sender: str, recipient: str, agreement_id: int, parent: StoredMessage | None,
+             body: str, now: int) -> tuple[StoredMessage, tuple[SlidingWindow, SlidingWindow]]:
+    """The message to store (in reply to ``parent``), after the two rates (a slot of each
+    reserved now, so concurrent sends see it taken; ``_release`` gives them back)."""
     ident = state.new_id()
     hop, conversation_id, parent_id = 0, ident, None
-    if in_reply_to is not None and in_reply_to not in ("", "*"):
-        parent_id = parse_id(in_reply_to)
-        parent = state.recent.get(parent_id) if parent_id is not None else None
-        if parent is None and parent_id is not None:
-            parent = await state.database.read(db.get_message, parent_id)
-        if parent is None or {parent.sender, parent.recipient} != {sender, recipient}:
-            raise Refused("NO_SUCH_MESSAGE", in_reply_to)
-        hop, conversation_id = parent.hop_count + 1, parent.conversation_id
-        if hop > Limits.max_hops:
-            audit_refusal(state, sender, recipient, "SEND", "HOP_LIMIT", in_reply_to)
-            raise Refused("HOP_LIMIT", in_reply_to)
+    if parent is not None:
+        hop, conversation_id, parent_id = parent.hop_count + 1, parent.conversation_id, parent.id
     conv_window = state.conversation_window(conversation_id)
     if conv_window.count(now) >= Limits.conversation_per_hour:
         audit_refusal(state, sender, recipient, "SEND", "CONVERSATION_RATE", hexid(conversation_id))
@@ -178,32 +219,25 @@ async def _send(state: Pircan, sender: str, recipient_name: str, body: str, in_r
     if budget.count(now) >= Limits.sender_per_agreement_per_hour:
         audit_refusal(state, sender, recipient, "SEND", "AGREEMENT_BUDGET", hexid(agreement_id))
         raise Refused("AGREEMENT_BUDGET", hexid(agreement_id), retry_after_s=budget.retry_after_s(now))
-    conv_window.add(now)  # reserve now, so concurrent sends see the slot taken
+    conv_window.add(now)
     budget.add(now)
     stored = StoredMessage(ident, sender, recipient, agreement_id, conversation_id, parent_id, hop, now, body, None)
-    event_id = state.new_id()
-    item: SendItem = (stored, key, event_id, state.new_id(), by_whom(sender, sender, via))
-    try:
-        stored, created = await state.database.write_batched(_SEND_WRITE, item)
-    except Refused as exc:
-        conv_window.remove(now)
-        budget.remove(now)
-        raise Refused(exc.code, recipient_name) from None
-    except BaseException:  # not stored (the database unavailable, say): the reserved slots go back
-        conv_window.remove(now)
-        budget.remove(now)
-        raise
-    woken = False
-    if not created:
-        conv_window.remove(now)
-        budget.remove(now)
-    else:
-        state.remember_message(stored)
-        state.last_active[sender] = now
-        state.event_committed(recipient, "message", event_id, now)
-        woken = wake_waiters(state, stored)
-        state.message_committed(stored)
-    return Sent(stored, delivery_word(state, stored.recipient, woken), created)
+    return stored, (conv_window, budget)
+
+
+def _release(windows: tuple[SlidingWindow, SlidingWindow], now: int) -> None:
+    windows[0].remove(now)
+    windows[1].remove(now)
+
+
+def _committed(state: Pircan, stored: StoredMessage, event_id: int, now: int) -> bool:
+    """The bookkeeping of a stored message; True when a wait took it."""
+    state.remember_message(stored)
+    state.last_active[stored.sender] = now
+    state.event_committed(stored.recipient, "message", event_id, now)
+    woken = wake_waiters(state, stored)
+    state.message_committed(stored)
+    return woken
 
 
 # the inbox ---------------------------------------------------------------------------------

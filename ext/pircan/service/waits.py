@@ -13,6 +13,7 @@ every matching wait and consumed by none.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -445,7 +446,6 @@ def channel_posted(state: Pircan, event: ChannelMessage) -> None:
 
 def install(state: Pircan) -> None:
     """Waits hear of the events and channel messages that commit."""
-    state.event_hooks.append(lambda recipient, kind, event_id, at: event_committed(state, recipient, kind,
-                                                                                     event_id, at))
+    state.event_hooks.append(functools.partial(event_committed, state))  # no frame of its own per event
     state.api.subscribe(ChannelMessage, lambda event: channel_posted(state, event))
 
