@@ -23,7 +23,7 @@ from ircd.config import Config
 from ircd.delivery.outbox import Delivery
 from ircd.delivery.replies import Relay, ReplyBuffer
 from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandTable
-from ircd.events import EventBus, Quit
+from ircd.events import ChannelDestroyed, EventBus, Quit
 from ircd.http import HttpRoutes
 from ircd.metrics import Metrics, core_metrics
 from ircd.proto import numerics as N
@@ -317,8 +317,6 @@ class Server:
 
     def drop_channel_if_empty(self, channel: Channel) -> None:
         if not channel.members and channel.owner_account is None:
-            from ircd.events import ChannelDestroyed
-
             if self.state.remove_channel(channel):
                 if self.events.wants(ChannelDestroyed):
                     self.events.publish(ChannelDestroyed(channel))
