@@ -35,6 +35,13 @@ def _is_loopback(ip: str) -> bool:
 
 
 class Admission:
+    # the connection limits in force (``_limits``)
+    max_clients: int
+    exempt_loopback: bool
+    max_per_ip: int
+    throttle_window: float
+    throttle_count: int
+
     def __init__(self, config: Config, clock: Callable[[], float], clients: Callable[[], int]) -> None:
         self.config = config
         self.clock = clock
@@ -46,7 +53,7 @@ class Admission:
         self.throttle: dict[str, deque[float]] = {}
         # the most clients the process's open-file limit allows (set by ircd.net at start-up)
         self.fd_client_cap: int | None = None
-        self.max_clients = config.connections.max_clients
+        self._limits(config)
         self.accepted = 0
         self.refused: dict[str, int] = {}  # connections refused at accept, by reason
         self._full_since = 0.0  # "Server is full" is logged once per _FULL_LOG_EVERY
@@ -54,9 +61,18 @@ class Admission:
 
     def configure(self, config: Config) -> None:
         self.config = config
-        self.max_clients = config.connections.max_clients
+        self._limits(config)
         if self.fd_client_cap is not None and self.fd_client_cap < self.max_clients:
             self.max_clients = self.fd_client_cap
+
+    def _limits(self, config: Config) -> None:
+        # read for every connection: plain attributes, not reads through the config's models
+        limits = config.connections
+        self.max_clients = limits.max_clients
+        self.exempt_loopback = limits.exempt_loopback
+        self.max_per_ip = limits.max_per_ip
+        self.throttle_window = limits.throttle_window
+        self.throttle_count = limits.throttle_count
 
     def cap_clients(self, most: int) -> int:
         """The open-file limit lets the process serve at most ``most`` clients: ``max_clients``
@@ -74,18 +90,17 @@ class Admission:
     def refusal(self, ip: str) -> str | None:
         """Why a new connection from ``ip`` is refused, or None. Connections accepted and not
         yet clients (TLS handshakes) count like clients (``reserve``)."""
-        limits = self.config.connections
         if self._clients() + self.handshaking >= self.max_clients:
             return FULL
-        if limits.exempt_loopback and _is_loopback(ip):
+        if self.exempt_loopback and _is_loopback(ip):
             return None
-        if self.ip_counts.get(ip, 0) + self.handshakes.get(ip, 0) >= limits.max_per_ip:
+        if self.ip_counts.get(ip, 0) + self.handshakes.get(ip, 0) >= self.max_per_ip:
             return "Too many connections from your IP address"
         now = self.clock()
         times = self.throttle.setdefault(ip, deque())
-        while times and times[0] <= now - limits.throttle_window:
+        while times and times[0] <= now - self.throttle_window:
             times.popleft()
-        if len(times) >= limits.throttle_count:
+        if len(times) >= self.throttle_count:
             return "Too many connections too quickly; try again later"
         times.append(now)
         return None

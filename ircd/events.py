@@ -2,8 +2,9 @@
 
 Listeners (extensions, the history writer) subscribe by event type. Events
 describe what happened; a listener reacts to them and never changes them (all
-are frozen dataclasses except the two message events, plain classes made for
-every relayed message, see below).
+are frozen dataclasses except the events of every connection and every message,
+plain classes: a frozen dataclass's ``__init__`` sets each field through
+``object.__setattr__``, several times the cost of a plain attribute; see below).
 Publishing is synchronous and in order; a listener that needs I/O starts it
 itself. Hot paths ask ``wants(EventType)`` first so that no event object is
 built when nobody listens.
@@ -48,15 +49,23 @@ __all__ = [
 log = logging.getLogger("pircd.events")
 
 
-@dataclass(frozen=True, slots=True)
 class Registered:
-    client: "Client"
+    """A connection completed its registration (one for every connection: a plain class)."""
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
 
 
-@dataclass(frozen=True, slots=True)
 class Quit:
-    client: "Client"
-    reason: str
+    """A registered or unregistered client left (one for every connection: a plain class)."""
+
+    __slots__ = ("client", "reason")
+
+    def __init__(self, client: Client, reason: str) -> None:
+        self.client = client
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +74,15 @@ class NickChanged:
     old_nick: str
 
 
-@dataclass(frozen=True, slots=True)
 class Joined:
-    client: "Client"
-    channel: "Channel"
-    created: bool
+    """A client joined a channel (``created``: the JOIN made it; one for every JOIN: a plain class)."""
+
+    __slots__ = ("client", "channel", "created")
+
+    def __init__(self, client: Client, channel: Channel, created: bool) -> None:
+        self.client = client
+        self.channel = channel
+        self.created = created
 
 
 @dataclass(frozen=True, slots=True)

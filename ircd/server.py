@@ -23,7 +23,7 @@ from ircd.config import Config
 from ircd.delivery.outbox import Delivery
 from ircd.delivery.replies import Relay, ReplyBuffer
 from ircd.dispatch import CORE_COMMANDS, CommandContext, CommandTable
-from ircd.events import EventBus, Quit
+from ircd.events import ChannelDestroyed, EventBus, Quit
 from ircd.http import HttpRoutes
 from ircd.metrics import Metrics, core_metrics
 from ircd.proto import numerics as N
@@ -170,6 +170,17 @@ class Server:
         self.utf8only = config.server.utf8only
         self.flood_enabled = config.flood.enabled
         self.state.whowas_limit = config.limits.whowas
+        # read for every connection, registration or JOIN: an attribute of a config model is read
+        # through pydantic's __getattr__ hook, several times the cost of a plain attribute
+        limits = config.limits
+        self.nicklen = limits.nicklen
+        self.userlen = limits.userlen
+        self.realnamelen = limits.realnamelen
+        self.channellen = limits.channellen
+        self.channels_per_client = limits.channels_per_client
+        self.flood_burst = float(config.flood.burst)
+        self.password: str | None = config.server.password
+        self.default_user_modes: str = config.server.default_user_modes
         self.motd = _read_motd(config)
         self._isupport_cache: list[str] | None = None
         self._isupport_lines: list[list[str]] | None = None
@@ -258,7 +269,7 @@ class Server:
     def new_client(self, conn: Conn, ip: str, *, tls: bool = False, port: int = 0) -> Client:
         """A ``Client`` whose output goes through this server's delivery layer."""
         return Client(
-            self.delivery, conn, ip, self.next_client_id(), self.clock(), float(self.config.flood.burst),
+            self.delivery, conn, ip, self.next_client_id(), self.clock(), self.flood_burst,
             tls=tls, port=port,
         )
 
@@ -317,8 +328,6 @@ class Server:
 
     def drop_channel_if_empty(self, channel: Channel) -> None:
         if not channel.members and channel.owner_account is None:
-            from ircd.events import ChannelDestroyed
-
             if self.state.remove_channel(channel):
                 if self.events.wants(ChannelDestroyed):
                     self.events.publish(ChannelDestroyed(channel))

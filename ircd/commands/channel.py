@@ -22,7 +22,7 @@ _BAD_CHANNEL_CHARS = frozenset(" ,\x07\x00\r\n")
 
 def valid_channel_name(server: "Server", name: str) -> bool:
     return (
-        1 < len(name) <= server.config.limits.channellen
+        1 < len(name) <= server.channellen
         and name[0] in CHANNEL_TYPES
         and not _BAD_CHANNEL_CHARS.intersection(name)
     )
@@ -125,7 +125,7 @@ def join_channel(ctx: CommandContext, name: str, key: str | None) -> None:
         if refusal is not None:
             reply.numeric(refusal[0], name, refusal[1])
             return
-    if len(client.channels) >= server.config.limits.channels_per_client:
+    if len(client.channels) >= server.channels_per_client:
         reply.numeric(N.ERR_TOOMANYCHANNELS, name, "You have joined too many channels")
         return
     created = channel is None

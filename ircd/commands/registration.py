@@ -28,7 +28,7 @@ _USER_RE = re.compile(r"^[^\s@!:\x00-\x1f]+$")
 def valid_nick(server: "Server", nick: str, folded: str | None = None) -> bool:
     """``folded``: the nick casefolded, when the caller has it already."""
     return (
-        0 < len(nick) <= server.config.limits.nicklen
+        0 < len(nick) <= server.nicklen
         and _NICK_RE.match(nick) is not None
         and (server.casefold(nick) if folded is None else folded) not in RESERVED_NICKS
     )
@@ -47,7 +47,7 @@ def try_register(ctx: CommandContext) -> None:
         # lines run in order, so no verification of this client is still running here
         client.sasl = None
         reply.numeric(N.ERR_SASLABORTED, "SASL authentication aborted")
-    if server.config.server.password is not None and not client.password_ok:
+    if server.password is not None and not client.password_ok:
         reply.numeric(N.ERR_PASSWDMISMATCH, "Password incorrect")
         reply.flush()
         server.disconnect(client, "Bad password")
@@ -83,7 +83,7 @@ def try_register(ctx: CommandContext) -> None:
     client.registered = True
     client.update_prefix()
     server.state.account_attached(client)
-    for mode in server.config.server.default_user_modes:
+    for mode in server.default_user_modes:
         if mode in "iwB":
             client.modes.add(mode)
     if client.tls:
@@ -222,12 +222,12 @@ def handle_user(ctx: CommandContext, msg: Message) -> None:
     if not username or not realname:
         reply.numeric(N.ERR_NEEDMOREPARAMS, "USER", "Not enough parameters")
         return
-    username = username[: ctx.server.config.limits.userlen]
+    username = username[: ctx.server.userlen]
     if not _USER_RE.match(username):
         reply.numeric(N.ERR_INVALIDUSERNAME, username, "Your username is not valid")
         return
     client.user = username
-    client.realname = realname[: ctx.server.config.limits.realnamelen]
+    client.realname = realname[: ctx.server.realnamelen]
     try_register(ctx)
 
 

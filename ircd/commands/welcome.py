@@ -158,7 +158,7 @@ def welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
         return
     # the burst's fixed text was formatted once (welcome_templates): here only the values go in
     intro = templates.intro
-    reply.preformatted(intro.fmt % ((nick, client.prefix.encode("utf-8", "replace")) + (nick,) * (intro.count - 1)),
+    reply.preformatted(intro.fmt % (nick, client.prefix.encode("utf-8", "replace")) + nick.join(intro.tail),
                        intro.count)
     for hook in server.welcome_hooks:
         hook(client, reply)
@@ -167,7 +167,7 @@ def welcome(server: Server, client: Client, reply: ReplyBuffer) -> None:
     reply.preformatted(
         closing.fmt % (nick, n.users - n.invisible, n.invisible, n.servers, nick, n.opers, nick, n.unknown, nick,
                        n.channels, nick, n.local, n.servers - 1, nick, n.local, n.most_local, n.local, n.most_local,
-                       nick, n.users, n.most, n.users, n.most, *(nick,) * (closing.count - 7)),
+                       nick, n.users, n.most, n.users, n.most) + nick.join(closing.tail),
         closing.count,
     )
     if client.modes:
@@ -217,27 +217,37 @@ _NUMBER: Final = "\x01"
 
 
 class Template:
-    """Lines formatted once by ``format_line``, with ``%s`` and ``%d`` where the values go: the same
-    bytes as formatting each line with its values, for the cost of one ``%``."""
+    """Lines formatted once by ``format_line``: ``fmt`` up to its last value other than the nick, with
+    ``%s`` and ``%d`` where the values go, then ``tail``, the rest cut where the nick goes. The same
+    bytes as formatting each line with its values, for the cost of one ``%`` and one ``join``:
+    ``fmt % values + nick.join(tail)`` (a nick put in by ``%`` cost several times more)."""
 
-    __slots__ = ("fmt", "count")
+    __slots__ = ("fmt", "tail", "count")
 
-    def __init__(self, fmt: bytes, count: int) -> None:
+    def __init__(self, fmt: bytes, tail: list[bytes], count: int) -> None:
         self.fmt = fmt
+        self.tail = tail
         self.count = count
 
 
-def make_template(server: Server, lines: list[tuple[str, list[str]]], values: int) -> Template | None:
+def make_template(server: Server, lines: list[tuple[str, list[str]]], values: int, head: int) -> Template | None:
     """A template of numerics to the client (``_TEXT`` for its nick, then the params, in which
-    ``values`` placeholders in all, the nicks counted, stand for the values); None when the text
-    itself holds a placeholder character or a line break (the lines are then formatted one by one)."""
+    ``values`` placeholders in all, the nicks counted, stand for the values; the ``head`` first go
+    in with ``%``, every later one must be the nick); None when the text itself holds a placeholder
+    character or a line break (the lines are then formatted one by one)."""
     data = b"".join(format_line(code, [_TEXT, *params], server.name) for code, params in lines)
     if data.count(b"\x00") + data.count(b"\x01") != values:
         return None
     if data.count(b"\n") != len(lines) or data.count(b"\r") != len(lines):  # CR LF ends each line, and only there
         return None
-    fmt = data.replace(b"%", b"%%").replace(b"\x00", b"%s").replace(b"\x01", b"%d")
-    return Template(fmt, len(lines))
+    cut = -1  # where the head ends: just after its last placeholder
+    for _ in range(head):
+        cut = min(i for i in (data.find(b"\x00", cut + 1), data.find(b"\x01", cut + 1)) if i >= 0)
+    tail = data[cut + 1 :]
+    if b"\x01" in tail:
+        return None
+    fmt = data[: cut + 1].replace(b"%", b"%%").replace(b"\x00", b"%s").replace(b"\x01", b"%d")
+    return Template(fmt, tail.split(b"\x00"), len(lines))
 
 
 class WelcomeTemplates:
@@ -266,6 +276,7 @@ def welcome_templates(server: Server) -> WelcomeTemplates:
     intro = [welcome, *_intro(server)]
     closing = lusers + _motd(server)
     return WelcomeTemplates(
-        make_template(server, intro, len(intro) + 1),  # 001 has the prefix too
-        make_template(server, closing, 23 + len(closing) - len(lusers)),  # the numbers of LUSERS, nicks
+        make_template(server, intro, len(intro) + 1, 2),  # 001 has the prefix too
+        # the numbers of LUSERS and its nicks, then the MOTD's nicks
+        make_template(server, closing, 23 + len(closing) - len(lusers), 23),
     )

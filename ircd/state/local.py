@@ -73,24 +73,31 @@ class LocalState:
     def remember(self, client: Client, now: int) -> None:
         """Keep a WHOWAS entry for a client that is going away."""
         if client.registered:
-            self.remember_nick(client.nick, client, now)
+            self.remember_nick(client.nick, client, now, client.nick_folded)
 
-    def remember_nick(self, nick: str, client: Client, now: int) -> None:
-        """Keep a WHOWAS entry for ``nick`` (the client's current or former nick)."""
-        if self.whowas_limit <= 0:
+    def remember_nick(self, nick: str, client: Client, now: int, folded: str | None = None) -> None:
+        """Keep a WHOWAS entry for ``nick`` (the client's current or former nick; ``folded``: it
+        casefolded, when the caller has that already)."""
+        limit = self.whowas_limit
+        if limit <= 0:
             return
-        folded = self.casefold(nick)
+        if folded is None:
+            folded = self.casefold(nick)
         entry = WhowasEntry(nick, client.user, client.host, client.realname, client.account, now)
-        entries = self.whowas.setdefault(folded, deque(maxlen=10))
+        whowas = self.whowas
+        entries = whowas.get(folded)
+        if entries is None:  # a deque is made only for a nick not remembered yet
+            entries = whowas[folded] = deque(maxlen=10)
         entries.appendleft(entry)
-        self._whowas_order.append(folded)
-        while len(self._whowas_order) > self.whowas_limit:
-            old = self._whowas_order.popleft()
-            bucket = self.whowas.get(old)
+        order = self._whowas_order
+        order.append(folded)
+        while len(order) > limit:
+            old = order.popleft()
+            bucket = whowas.get(old)
             if bucket:
                 bucket.pop()
                 if not bucket:
-                    del self.whowas[old]
+                    del whowas[old]
 
     def whowas_of(self, folded: str) -> Collection[WhowasEntry]:
         return self.whowas.get(folded, ())
