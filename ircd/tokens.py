@@ -28,7 +28,6 @@ guess it, and counting checks in flight refused valid tokens of agents sharing a
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass
 from collections.abc import Awaitable
@@ -53,9 +52,6 @@ log = logging.getLogger("pircd")
 WRONG_SECRET_FACTOR = 5  # an address's wrong secrets of real token ids, in units of login_ip_attempts
 TOUCH_EVERY = 60.0  # seconds: a token's "last used" is written at most this often
 VALID_KEPT = 10_000  # valid tokens remembered at most (then forgotten all at once, and read again)
-
-# an address's source for the throttles, parsed once (``ipaddress`` takes microseconds per request)
-_source_of = functools.lru_cache(maxsize=4096)(source_of)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +105,8 @@ class TokenService:
         self._touched: dict[int, float] = {}  # token id -> when its last_used_at was last written
         self._valid: dict[tuple[int, bytes], TokenIdentity] = {}  # (id, hash of the secret) -> identity
         self._forgotten = 0  # counts the times _valid lost entries: a read that overlapped one is not kept
-        self._limits_of: Any = None
-        self._limits_made = login_limits(server.config.accounts)
+        self._limits_of = server.config.accounts  # the section _limits_made was made from
+        self._limits_made = login_limits(self._limits_of)
         server.tick_hooks.append(self._tick)
         if server.accounts is not None:
             server.accounts.changed_hooks.append(self._accounts_changed)
@@ -178,7 +174,7 @@ class TokenService:
         """The identity a token names; None when it names none (a failure, counted); or
         ``TokenThrottled`` when its credential, or its address for tokens naming nothing, is
         past its limit (see the module's notes)."""
-        logins, limits, now, source = self.server.logins, self._limits(), self.server.clock(), _source_of(ip)
+        logins, limits, now, source = self.server.logins, self._limits(), self.server.clock(), source_of(ip)
         parsed = rows.split_token(text)
         if parsed is None:
             return self._names_nothing(source, now, limits)
@@ -230,7 +226,7 @@ class TokenService:
         result = await check()
         if result is not None:
             return result
-        return self._names_nothing(_source_of(ip), self.server.clock(), self._limits())
+        return self._names_nothing(source_of(ip), self.server.clock(), self._limits())
 
     # sessions that use a token ---------------------------------------------------------
 

@@ -34,7 +34,6 @@ __all__ = ["Buckets", "CallLimits", "Holds", "Refuser", "mcp_refusal", "plain_re
 log = logging.getLogger("pircd.pircan")
 
 _PRUNE_EVERY = 60.0
-_SOURCES_KEPT = 4096  # addresses whose source CallLimits remembers at most
 HOLD_MAX = 1.0  # seconds a refusal is held at most, for a caller that ignored its Retry-After
 
 # renders a refusal: (the request's scope, its send, the HTTP status, the refusal)
@@ -112,7 +111,6 @@ class CallLimits:
         self.addresses = Buckets()
         self.holds = Holds()
         self.log = CountedLog(log)
-        self._sources: dict[str, str] = {}  # address -> what it counts as (parsed once)
 
     def hold(self, key: str, refusal: Refused) -> float:
         """Seconds to hold this refusal of ``key`` (``Holds``)."""
@@ -124,12 +122,7 @@ class CallLimits:
         if api.http_exempt(ip):
             return None
         burst, rate = cfg.http_address_calls_burst, cfg.http_address_calls_per_second
-        source = self._sources.get(ip)
-        if source is None:
-            if len(self._sources) >= _SOURCES_KEPT:
-                self._sources.clear()
-            source = self._sources[ip] = api.client_source(ip)
-        wait = self.addresses.take(source, burst, rate, api.now())
+        wait = self.addresses.take(api.client_source(ip), burst, rate, api.now())
         if not wait:
             return None
         self.log.hit("calls_address", "http calls refused ip=%s reason='too many calls from the address' "
