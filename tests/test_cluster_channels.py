@@ -15,6 +15,7 @@ from tests.clusters import bare, lines, names, until
 from tests.harness import Harness
 from tests.live import IRCClient
 from tests.natsd import NatsServer
+from tests.test_lusers_counts import formed
 
 T = 1_800_000_000  # the harness clock's start: alice's channels here are created then
 
@@ -163,6 +164,25 @@ def test_invite_of_a_user_of_another_node(node):
     assert h.lines("carol")[0] == ":carol!carol@127.0.0.1 JOIN #c"
     apply(h, replica, {"op": "join", "id": 7, "chan": "#c", "modes": "", "ts": T})  # bob used his invitation
     assert h.server.state.channel("#c").invited == set()
+
+
+def test_lusers_counts_the_other_nodes_channels(node):
+    """254 counts a channel a user of b made, until its last member left it there; a burst's
+    channel whose members do not arrive is no channel here, while it is settled neither."""
+    h, replica, _ = node
+    state = h.server.state
+    assert formed(h, "alice") == 1  # #c
+    made = created_on_b(T)
+    apply(h, replica, {**made, "chan": "#d", "state": {**made["state"], "chan": "#d"}})
+    assert formed(h, "alice") == 2
+    apply(h, replica, {"op": "part", "node": "b", "id": 7, "chan": "#d"})
+    assert (formed(h, "alice"), state.channel("#d")) == (1, None)
+    # a channel of b's burst enters the state before its members; b's user of it is not sent
+    seen: list[int] = []
+    state.channel_added.append(lambda ch: seen.append(state.channels_formed()))
+    apply(h, replica, {"op": "burst", "users": [], "answer": True,
+                       "channels": [{**made["state"], "chan": "#e", "members": [["b", 8, "o"]]}]})
+    assert (seen, formed(h, "alice"), state.channel("#e")) == ([1], 1, None)
 
 
 # two nodes -----------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ Layering: this package imports nothing from ``ircd.delivery``, ``ircd.commands``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Collection, Iterable, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from ircd.state.channel import Channel
@@ -42,6 +42,10 @@ class NetworkState(Protocol):
     oper_count: int
     remote_count: int  # of the registered users, those of other nodes of a cluster
     whowas_limit: int
+    # told of each channel the index takes and lets go (a rename: let go under the old name, taken
+    # under the new one)
+    channel_added: list[Callable[[Channel], None]]
+    channel_removed: list[Callable[[Channel], None]]
 
     def count_user(self, client: Client, sign: int) -> None: ...
 
@@ -62,6 +66,7 @@ class NetworkState(Protocol):
     def create_channel(self, name: str, now: int) -> Channel: ...
     def add_channel(self, channel: Channel) -> None: ...
     def remove_channel(self, channel: Channel) -> bool: ...
+    def channels_formed(self) -> int: ...
     def common_peers(self, client: Client) -> set[Client]: ...
     def peers_with_cap(self, client: Client, bit: int) -> set[Client]: ...
 

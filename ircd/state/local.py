@@ -4,6 +4,15 @@
 Every index is keyed by the folded name (one ``casefold`` for the whole server).
 Nothing here writes to a socket or knows a command: commands change the network
 through these methods, then tell clients through ``ircd.delivery``.
+
+Channels formed (LUSERS): a channel counts while it has members or an owner. Members
+come and go in many places (JOIN, PART, KICK, QUIT, sessions, a cluster's replication),
+so there is no running count of them. Instead: a channel that loses its last member
+leaves the index at once unless it has an owner (``Server.drop_channel_if_empty``), and
+an owner is taken away only from a channel its creator is in (``ircd.chanreg``). So the
+one way a channel in the index is not formed is to have entered it so (created before
+its first JOIN, restored without an owner, sent by a cluster node before its members):
+such channels are kept in ``_unformed`` until they are seen formed or leave.
 """
 
 from __future__ import annotations
@@ -33,6 +42,11 @@ class LocalState:
         # the holder of a folded nick: the dict's own get, bound once (every direct message asks)
         self.nick_holder: Callable[[str], Client | None] = self.nicks.get
         self.channels: dict[str, Channel] = {}
+        self._unformed: set[Channel] = set()  # in the index with neither members nor owner, maybe
+        # told of each channel the index takes (created, restored, renamed: under its new name) and
+        # lets go (destroyed, renamed: under its old name); ExtensionAPI.channel_index_hook
+        self.channel_added: list[Callable[[Channel], None]] = []
+        self.channel_removed: list[Callable[[Channel], None]] = []
         self.whowas: dict[str, deque[WhowasEntry]] = {}
         self._whowas_order: deque[str] = deque()
         self.whowas_limit = whowas_limit
@@ -115,18 +129,33 @@ class LocalState:
 
     def create_channel(self, name: str, now: int) -> Channel:
         channel = Channel(name, self.casefold(name), now)
-        self.channels[channel.folded] = channel
+        self.add_channel(channel)
         return channel
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.folded] = channel
+        if not (channel.members or channel.owner_account):
+            self._unformed.add(channel)
+        for added in self.channel_added:
+            added(channel)
 
     def remove_channel(self, channel: Channel) -> bool:
         """Forget ``channel``; False when the name is not (or no longer) this channel's."""
         if self.channels.get(channel.folded) is not channel:
             return False
         del self.channels[channel.folded]
+        self._unformed.discard(channel)
+        for removed in self.channel_removed:
+            removed(channel)
         return True
+
+    def channels_formed(self) -> int:
+        """The channels with members or an owner (LUSERS' "channels formed"), without a walk over
+        all of them: all the channels less those that entered the index unformed and still are."""
+        unformed = self._unformed
+        if unformed:
+            unformed = self._unformed = {ch for ch in unformed if not (ch.members or ch.owner_account)}
+        return len(self.channels) - len(unformed)
 
     def common_peers(self, client: Client) -> set[Client]:
         """Everyone sharing at least one channel with ``client`` (not the client)."""
