@@ -191,9 +191,24 @@ class ExtensionAPI:
     def subscribe(self, event_type: type, listener: Callable[[Any], None]) -> None:
         self._server.events.subscribe(event_type, listener)
 
-    def visibility_filter(self, fn: Callable[[Client, Channel], bool]) -> None:
-        """``fn(viewer, channel)`` False hides the channel's existence from the viewer."""
-        self._server.visibility.add_filter(fn)
+    def visibility_filter(
+        self, fn: Callable[[Client, Channel], bool], may_hide: Callable[[], Iterable[Channel]] | None = None
+    ) -> None:
+        """``fn(viewer, channel)`` False hides the channel's existence from the viewer. ``may_hide()``
+        returns every channel ``fn`` might hide from someone, as things are now (more will do, none may
+        be missing): LUSERS, part of every registration, then asks ``fn`` about those alone; without
+        it, about every channel."""
+        self._server.visibility.add_filter(fn, may_hide)
+
+    def channel_index_hook(self, added: Callable[[Channel], None], removed: Callable[[Channel], None]) -> None:
+        """``added(channel)`` for every channel the server holds now and every one it takes later
+        (created, restored at start-up, sent by a cluster node; renamed, under its new name);
+        ``removed(channel)`` for every one it lets go (destroyed; renamed, under its old name)."""
+        state = self._server.state
+        state.channel_added.append(added)
+        state.channel_removed.append(removed)
+        for channel in list(state.all_channels()):
+            added(channel)
 
     def join_check(self, fn: Callable[[Client, str, Channel | None], tuple[str, str] | None]) -> None:
         self._server.join_checks.append(fn)

@@ -104,14 +104,24 @@ def lusers_counts(server: "Server", viewer: "Client") -> Lusers:
     server.max_clients_seen = max(server.max_clients_seen, total)
     server.max_local_seen = max(server.max_local_seen, local)
     servers = 1 if server.remote_users is None else server.remote_users.nodes_up()
-    exists = server.visibility.channel_exists_for
-    # channels hidden from this client (PIRCAN private channels) are not counted either
-    channels = 0
-    for ch in state.all_channels():
-        if (ch.members or ch.owner_account) and exists(viewer, ch):
-            channels += 1
-    return Lusers(total, state.invisible_count, state.oper_count, unknown, channels, server.max_clients_seen,
-                  servers, local, server.max_local_seen)
+    return Lusers(total, state.invisible_count, state.oper_count, unknown, _channels_formed_for(server, viewer),
+                  server.max_clients_seen, servers, local, server.max_local_seen)
+
+
+def _channels_formed_for(server: "Server", viewer: "Client") -> int:
+    """The channels with members or an owner, less those hidden from ``viewer`` (PIRCAN private
+    channels): only the channels the visibility filters name are asked about, unless a filter
+    names none (then every channel is)."""
+    state, exists = server.state, server.visibility.channel_exists_for
+    candidates = server.visibility.may_hide()
+    if candidates is None:
+        return sum(1 for ch in state.all_channels() if (ch.members or ch.owner_account) and exists(viewer, ch))
+    hidden = 0
+    for ch in candidates:
+        # a filter's list may hold a channel the state has let go since: it is not counted anyway
+        if (ch.members or ch.owner_account) and state.channel(ch.folded) is ch and not exists(viewer, ch):
+            hidden += 1
+    return state.channels_formed() - hidden
 
 
 def send_lusers(server: "Server", reply: ReplyBuffer) -> None:
