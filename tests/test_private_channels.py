@@ -11,11 +11,15 @@ guest without an account, and a restart of the server in between.
 from __future__ import annotations
 
 import base64
+import random
 import re
 
 import pytest
 
+from ircd.commands.welcome import lusers_counts
+from ircd.state.client import Client
 from tests.harness import Harness, config
+from tests.test_lusers_counts import formed
 
 ACCOUNTS = ("bob", "carol", "dave", "eve")
 PASSWORD = "sesame123"
@@ -268,5 +272,114 @@ def test_guests_need_an_account_by_default(tmp_path):
         login(h, "eve")
         h.send("eve", "JOIN #lobby")
         assert untagged(h, "eve")[0] == ":eve!eve@127.0.0.1 JOIN #lobby"
+    finally:
+        h.close()
+
+
+# LUSERS ---------------------------------------------------------------------------------------
+
+
+def walk(h: Harness, viewer: Client) -> int:
+    """Channels formed as ``viewer`` may see them, counted over every channel of the server."""
+    exists = h.server.visibility.channel_exists_for
+    return sum(1 for ch in h.server.state.all_channels() if (ch.members or ch.owner_account) and exists(viewer, ch))
+
+
+def test_lusers_counts_a_private_channel_for_those_who_may_see_it(tmp_path):
+    """254 counts a private channel for its members and owner alone (a non-member cannot learn
+    that it exists), and a registered channel while it is empty too."""
+    h = build(str(tmp_path / "l.db"), with_channel=True)
+    try:
+        # bob's channels, both private (new ones in a namespace are): #bob/public with bob alone,
+        # #bob/secret with bob and carol (dave kicked out)
+        seen = {who: formed(h, who) for who in ("bob", "carol", "dave", "eve", "guest")}
+        assert seen == {"bob": 2, "carol": 1, "dave": 0, "eve": 0, "guest": 0}
+        h.send("guest", "JOIN #lobby")  # no account: not registered, ends with its last member
+        h.send("eve", "JOIN #eve/room")  # eve's own namespace: private, and registered to her
+        seen = {who: formed(h, who) for who in ("bob", "carol", "eve", "guest")}
+        assert seen == {"bob": 3, "carol": 2, "eve": 2, "guest": 1}
+        h.send("bob", "PART #bob/secret")
+        h.send("carol", "QUIT")  # the last member: the channel stays, registered to bob
+        h.send("eve", "PART #eve/room")
+        login(h, "carol")  # a member who joined stays one
+        seen = {who: formed(h, who) for who in ("bob", "carol", "dave", "eve", "guest")}
+        assert seen == {"bob": 3, "carol": 2, "dave": 1, "eve": 2, "guest": 1}
+        h.send("guest", "KICK #lobby guest")  # its last member
+        seen = {who: formed(h, who) for who in ("bob", "carol", "dave", "eve", "guest")}
+        assert seen == {"bob": 2, "carol": 1, "dave": 0, "eve": 1, "guest": 0}
+        for who in seen:
+            assert walk(h, h.clients[who]) == seen[who], who
+    finally:
+        h.close()
+
+
+CHANNELS = ("#pub", "#open", "#bob/a", "#bob/b", "#carol/c", "#eve/e")
+PEOPLE = ("bob", "carol", "eve", "guest", "zed")
+
+
+def _step(h: Harness, rng: random.Random, here: list[str], renamed: list[int]) -> None:
+    """One random JOIN, PART, KICK, QUIT (or a login back), INVITE, MODE +P/-P or RENAME."""
+    gone = [who for who in PEOPLE if who not in here]
+    who = rng.choice(here)
+    mine = [ch.name for ch in h.clients[who].channels.values()]
+    kind = rng.choice(("join", "join", "part", "kick", "quit", "invite", "mode", "rename"))
+    if kind == "quit" and gone and (len(here) == 1 or rng.random() < 0.5):
+        back = rng.choice(gone)
+        login(h, back)
+        here.append(back)
+    elif kind == "quit":
+        h.send(who, "QUIT")
+        here.remove(who)
+    elif kind == "join" or not mine:
+        h.send(who, f"JOIN {rng.choice(CHANNELS)}")
+    elif kind == "part":
+        h.send(who, f"PART {rng.choice(mine)}")
+    elif kind == "kick":
+        h.send(who, f"KICK {rng.choice(mine)} {rng.choice(here)}")
+    elif kind == "invite":
+        h.send(who, f"INVITE {rng.choice(here)} {rng.choice(mine)}")
+    elif kind == "mode":
+        h.send(who, f"MODE {rng.choice(mine)} {rng.choice('+-')}P")
+    else:
+        renamed[0] += 1
+        channel, n = rng.choice(mine), renamed[0]
+        # within its namespace; or from none into the renamer's own (not private then), or none
+        new = f"{channel.partition('/')[0]}/r{n}" if "/" in channel else rng.choice((f"#r{n}", f"#{who}/r{n}"))
+        h.send(who, f"RENAME {channel} {new}")
+    h.take(who)
+
+
+@pytest.mark.parametrize("other", [None, "named", "unnamed"])
+def test_lusers_counts_match_a_walk_over_every_channel(tmp_path, other):
+    """After each of a random run of JOIN, PART, KICK, QUIT, INVITE, +P/-P and RENAME, every
+    client's channels formed are what a walk over all channels counts. ``other``: a second
+    filter, hiding namespaced channels from clients without an account, that names the
+    channels it might hide (PIRCAN names them too: each must count once) or does not (LUSERS
+    then walks all channels)."""
+    h = make(str(tmp_path / "w.db"))
+    try:
+        state = h.server.state
+        if other is not None:
+            may_hide = (lambda: [ch for ch in state.all_channels() if "/" in ch.name]) if other == "named" else None
+            h.server.visibility.add_filter(
+                lambda viewer, ch: "/" not in ch.name or viewer.account_folded is not None or viewer in ch.members,
+                may_hide,
+            )
+        for name in ("bob", "carol", "eve"):
+            h.run(h.server.accounts.create(name, PASSWORD))
+        here = list(PEOPLE)
+        for name in here:
+            login(h, name)
+        rng, renamed, hidden = random.Random(254), [0], 0
+        for _ in range(300):
+            _step(h, rng, here, renamed)
+            for who in here:
+                viewer = h.clients[who]
+                count = lusers_counts(h.server, viewer).channels
+                assert count == walk(h, viewer), (who, [ch.name for ch in h.server.state.all_channels()])
+                hidden += count < h.server.state.channels_formed()
+            if other is None:  # PIRCAN names the channels in a namespace, and no channel gone since
+                assert h.server.visibility.may_hide() == {ch for ch in state.all_channels() if "/" in ch.name}
+        assert hidden > 100  # the run did hide channels from someone, often
     finally:
         h.close()

@@ -49,6 +49,8 @@ class PrivateChannels:
         self.state = state
         self.api = state.api
         self.access: dict[str, Access] = {}  # folded channel -> standing invitations and members
+        # the server's channels in a namespace: the only ones that can be private (may_hide)
+        self.namespaced: set[Channel] = set()
 
     async def load(self) -> None:
         """The access lists as the database has them (at start-up, and on a cluster node back
@@ -81,6 +83,18 @@ class PrivateChannels:
             return True
         access = self.access.get(channel.folded)
         return access is not None and (account in access.members or account in access.invited)
+
+    def may_hide(self) -> set[Channel]:
+        """The channels ``may_see`` might hide: those in a namespace, private or not (which of
+        them are private now, ``may_see`` itself looks at first)."""
+        return self.namespaced
+
+    def indexed(self, channel: Channel) -> None:
+        if self.owner(channel) is not None:
+            self.namespaced.add(channel)
+
+    def unindexed(self, channel: Channel) -> None:
+        self.namespaced.discard(channel)
 
     def forget_accounts(self, accounts: set[str]) -> list[str]:
         """Deleted accounts: drop their invitations and memberships; and their namespaces'
@@ -247,7 +261,8 @@ async def handle_uninvite(state: Pircan, chans: PrivateChannels, ctx: CommandCon
 def install(state: Pircan) -> PrivateChannels:
     api = state.api
     chans = PrivateChannels(state)
-    api.visibility_filter(chans.may_see)
+    api.visibility_filter(chans.may_see, chans.may_hide)
+    api.channel_index_hook(chans.indexed, chans.unindexed)
     api.member_check(chans.standing_member)
     api.join_check(chans.join_check)
     api.invite_check(chans.invite_check)
