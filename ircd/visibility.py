@@ -45,7 +45,7 @@ class Visibility:
         else:
             self._may_hide.append(may_hide)
 
-    def may_hide(self) -> set["Channel"] | None:
+    def may_hide(self) -> set[Channel] | None:
         """The channels some filter might hide from someone, each once; None when a filter does
         not name them (then any channel might be hidden)."""
         if self._unnamed:

@@ -108,7 +108,7 @@ def lusers_counts(server: "Server", viewer: "Client") -> Lusers:
                   server.max_clients_seen, servers, local, server.max_local_seen)
 
 
-def _channels_formed_for(server: "Server", viewer: "Client") -> int:
+def _channels_formed_for(server: Server, viewer: Client) -> int:
     """The channels with members or an owner, less those hidden from ``viewer`` (PIRCAN private
     channels): only the channels the visibility filters name are asked about, unless a filter
     names none (then every channel is)."""
