@@ -649,6 +649,44 @@ def test_send_is_refused_when_the_stored_agreement_was_revoked_behind_the_server
     assert p.h.run(p.h.server.store.read(pstore.agreements_live, {int(aid, 16)}, p.now_ms())) is False
 
 
+def test_a_send_batch_stores_all_three_rows_or_nothing_when_one_agreement_is_gone(p):
+    """store.insert_sends, the writer's SEND statement(s): every message with its event and its
+    audit entry, or (one agreement revoked behind the server's back) no row at all and False,
+    so that the group commit can retry the SENDs one by one."""
+    p.login("alice")
+    p.login("bob")
+    p.login("carol")
+    live = int(agree(p, "alice", "bob"), 16)
+    gone = int(agree(p, "alice", "carol"), 16)
+    conn = dbs.connect(p.path)
+    try:
+        conn.execute("UPDATE pircan_agreements SET revoked_at = ?, revoked_by = 'carol' WHERE id = ?",
+                     (p.now_ms(), gone))
+    finally:
+        conn.close()
+    at = p.now_ms()
+
+    def row(ident, to, agreement, key):
+        msg = StoredMessage(ident, "alice", to, agreement, 77, None, 0, at, f"text {ident}", None)
+        return pstore.send_row(msg, key, ident + 100, ident + 200, f"detail {ident}")
+
+    store = p.h.server.store
+    before = p.rows("SELECT COUNT(*) FROM pircan_messages"), p.rows("SELECT COUNT(*) FROM pircan_audit")
+    assert p.h.run(store.write(pstore.insert_sends, [row(11, "bob", live, None), row(12, "carol", gone, None)])) is False
+    assert (p.rows("SELECT COUNT(*) FROM pircan_messages"), p.rows("SELECT COUNT(*) FROM pircan_audit")) == before
+    assert p.h.run(store.write(pstore.insert_sends, [row(11, "bob", live, "k1"), row(13, "bob", 0, None)])) is True
+    assert p.rows("SELECT id, sender, recipient, agreement_id, conversation_id, in_reply_to, hop_count, created_at, "
+                  "body, read_at, idempotency_key FROM pircan_messages WHERE id IN (11, 13) ORDER BY id") == [
+        (11, "alice", "bob", live, 77, None, 0, at, "text 11", None, "k1"),
+        (13, "alice", "bob", 0, 77, None, 0, at, "text 13", None, None),
+    ]
+    assert p.rows("SELECT id, recipient, type, ref_id, created_at, notified_at FROM pircan_events "
+                  "WHERE id IN (111, 113) ORDER BY id") == [
+        (111, "bob", "message", 11, at, None), (113, "bob", "message", 13, at, None)]
+    assert p.rows("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id IN (211, 213) ORDER BY id") == [
+        (211, at, "alice", "bob", "message.send", "detail 11"), (213, at, "alice", "bob", "message.send", "detail 13")]
+
+
 def test_revoke_refusals(p):
     p.login("alice")
     p.login("bob")

@@ -318,3 +318,31 @@ def test_insert_rows_pads_to_a_few_statement_sizes_and_inserts_exactly_the_rows(
         # each statement's VALUES rows, padded: 1, 5 -> 6, 7 -> 8, 33 -> 48, 100, 101 -> 100 + 1, 250 -> 100 + 100 + 64
         assert seen == [1, 6, 8, 48, 100, 100, 1, 100, 100, 64], seen
         assert all(size in SHAPES or size == 100 for size in seen)
+
+
+def test_sqlite_checkpoints_run_on_their_own_thread_after_commits_and_stop_with_close(tmp_path):
+    """The writer's connection leaves checkpoints to the checkpointer (its own log limit is the
+    backstop), which copies the log into the database file after commits, and stops on close."""
+    path = tmp_path / "d.db"
+
+    async def main():
+        database = Database(str(path), durability="full")
+        await database.open()
+        checkpointer = database.checkpointer
+        assert checkpointer is not None and checkpointer.checkpoints == 0
+        limit = await database.write(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        await database.write(_table)
+        await asyncio.gather(*(database.write(_put, i, "x" * 2000) for i in range(50)))
+        ran = await asyncio.to_thread(checkpointer.wait, 1, 30.0)
+        last = checkpointer.last
+        await database.close()
+        alive = [t.name for t in threading.enumerate() if t.name == "pircd-db-checkpoint"]
+        return limit, ran, last, alive
+
+    limit, ran, last, alive = asyncio.run(main())
+    assert limit == dbm.lite.Checkpointer.BACKSTOP_PAGES
+    assert ran
+    busy, pages, copied = last
+    assert busy == 0 and pages > 0 and copied == pages
+    assert alive == []
+    assert len(_rows(path)) == 50

@@ -10,6 +10,7 @@ its audit rows are committed together or not at all. Ids are the server's time-o
 from __future__ import annotations
 
 import re
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -410,28 +411,46 @@ def message_by_key(conn: Conn, sender: str, key: str) -> StoredMessage | None:
     )
 
 
-def insert_messages(conn: Conn, messages: list[tuple[StoredMessage, str | None]]) -> None:
-    insert_rows(
-        conn,
-        f"INSERT INTO pircan_messages ({_MSG}, idempotency_key)",
-        11,
-        [
-            (m.id, m.sender, m.recipient, m.agreement_id, m.conversation_id, m.in_reply_to, m.hop_count,
-             m.created_at, m.body, m.read_at, key)
-            for m, key in messages
-        ],
-    )
+# A SEND's row for ``insert_sends``: the message's columns (its read_at is NULL), its
+# idempotency key, the ids of its event and audit entry, and the audit entry's detail.
+SendRow = tuple[int, str, str, int, int, "int | None", int, int, str, "str | None", int, int, str]
+_SEND_ROWS = ("INSERT INTO pircan_send_rows (id, sender, recipient, agreement_id, conversation_id, in_reply_to, "
+              "hop_count, created_at, body, idempotency_key, event_id, audit_id, audit_detail)")
+_NO_AGREEMENT = "NO_AGREEMENT"  # what the view's trigger raises (store_schema step 9)
 
 
-def queue_events(conn: Conn, events: list[tuple[int, str, str, int, int]]) -> None:
-    """(id, recipient, type, ref_id, created_at) rows; a repeated (recipient, type, ref) is ignored."""
-    insert_rows(conn, "INSERT INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events,
-                tail=" ON CONFLICT DO NOTHING")
+def send_row(m: StoredMessage, key: str | None, event_id: int, audit_id: int, detail: str) -> SendRow:
+    """The row ``insert_sends`` stores for a new message (made by the caller before it queues the
+    write, so that the writer thread has only the statement to run)."""
+    return (m.id, m.sender, m.recipient, m.agreement_id, m.conversation_id, m.in_reply_to, m.hop_count,
+            m.created_at, m.body, key, event_id, audit_id, detail)
 
 
-def audit_rows(conn: Conn, rows: list[tuple[int, int, str, str, str, str]]) -> None:
-    """(id, at, actor, subject, action, detail) rows."""
-    insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6, rows)
+def insert_sends(conn: Conn, rows: list[SendRow]) -> bool:
+    """Store new messages with their events ('message') and audit entries ('message.send'), or
+    nothing and False when the agreement of any of them is revoked or over at its time (one that
+    another process ended counts: the check runs inside the write's transaction).
+
+    SQLite: one statement through the ``pircan_send_rows`` view, whose trigger checks and writes
+    the three rows. PostgreSQL: one COUNT for the agreements, then one statement per table."""
+    if dialect_of(conn) == "sqlite":
+        try:
+            insert_rows(conn, _SEND_ROWS, 13, rows)
+        except sqlite3.IntegrityError as exc:
+            if str(exc) == _NO_AGREEMENT:
+                return False
+            raise
+        return True
+    wanted = {r[3] for r in rows} - {0}  # 0: an agent and its owner (service.messages.OWNER_AGREEMENT)
+    if wanted and not agreements_live(conn, wanted, min(r[7] for r in rows)):
+        return False
+    insert_rows(conn, f"INSERT INTO pircan_messages ({_MSG}, idempotency_key)", 11,
+                [(*r[:9], None, r[9]) for r in rows])
+    insert_rows(conn, "INSERT INTO pircan_events (id, recipient, type, ref_id, created_at)", 5,
+                [(r[10], r[2], "message", r[0], r[7]) for r in rows], tail=" ON CONFLICT DO NOTHING")
+    insert_rows(conn, "INSERT INTO pircan_audit (id, at, actor, subject, action, detail)", 6,
+                [(r[11], r[7], r[1], r[2], "message.send", r[12]) for r in rows])
+    return True
 
 
 def agreements_live(conn: Conn, ids: set[int], now: int) -> bool:

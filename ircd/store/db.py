@@ -125,6 +125,9 @@ class Database:
         # for /metrics: each group commit (BEGIN to COMMIT), and each write from queued to committed
         self.commit_timings = Timings(DB_BOUNDS)
         self.write_timings = Timings(DB_BOUNDS)
+        # SQLite: copies the log into the database file off the writer's commits
+        self.checkpointer = (lite.Checkpointer(path, durability)
+                             if self.dialect == SQLITE and path not in ("", ":memory:") else None)
 
     @property
     def shown(self) -> str:
@@ -145,6 +148,8 @@ class Database:
             self._stopped = loop.create_future()
             threading.Thread(target=self._writer, args=(ready,), name="pircd-db-writer", daemon=True).start()
             await ready
+            if self.checkpointer is not None:
+                self.checkpointer.start()
         except BaseException:
             await self._close_readers()
             self._loop = None
@@ -322,7 +327,7 @@ class Database:
             loop.call_soon_threadsafe(_settle, self._stopped, None)
             return
         loop.call_soon_threadsafe(_settle, ready, None)
-        wakeup, batch = self._wakeup, []
+        wakeup, batch, checkpointer = self._wakeup, [], self.checkpointer
         try:
             while True:
                 with wakeup:
@@ -358,6 +363,8 @@ class Database:
                 else:
                     self.batches += 1
                     self._observe(batch, began, committed)
+                    if checkpointer is not None:
+                        checkpointer.committed()
                 done, batch = batch, []
                 loop.call_soon_threadsafe(_deliver, done, results)
         except BaseException as exc:  # not a failed write (those are results): the thread itself broke
@@ -382,6 +389,8 @@ class Database:
 
     def _connect_writer(self) -> Any:
         conn = self._connect()
+        if self.checkpointer is not None:
+            conn.execute(f"PRAGMA wal_autocheckpoint={lite.Checkpointer.BACKSTOP_PAGES}")
         if self.dialect == POSTGRESQL:
             try:
                 conn.listen()  # commits of command-line tools: data_version
@@ -408,6 +417,8 @@ class Database:
             self._wakeup.notify()
         if self._stopped is not None:
             await self._stopped
+        if self.checkpointer is not None:
+            await asyncio.to_thread(self.checkpointer.stop)
         await self._close_readers()
         self._loop = None
 

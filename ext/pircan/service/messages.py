@@ -55,8 +55,8 @@ class Sent:
     created: bool
 
 
-# message, idempotency key, event id, audit id, the audit detail's tail (" by owner, through the portal")
-SendItem = tuple[StoredMessage, "str | None", int, int, str]
+# the message, its idempotency key, and its row for the store (db.send_row)
+SendItem = tuple[StoredMessage, "str | None", db.SendRow]
 OWNER_AGREEMENT = 0  # the agreement id of a message between an agent and its owner, who need none
 
 
@@ -65,9 +65,8 @@ def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, 
     returns the first message unchanged; a key reused for another message moves to the new one.
     Raises when any item's agreement is gone: the store then retries the items one by one."""
     results: list[tuple[StoredMessage, bool] | None] = [None] * len(items)
-    fresh: list[SendItem] = []
-    for i, item in enumerate(items):
-        msg, key = item[0], item[1]
+    fresh: list[db.SendRow] = []
+    for i, (msg, key, row) in enumerate(items):
         if key is not None:
             first = db.message_by_key(conn, msg.sender, key)
             if first is not None:
@@ -75,21 +74,10 @@ def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, 
                     results[i] = (first, False)
                     continue
                 db.release_key(conn, first.id)  # labels repeat across connections: never swallow a new SEND
-        fresh.append(item)
+        fresh.append(row)
         results[i] = (msg, True)
-    if fresh:
-        now = min(item[0].created_at for item in fresh)
-        wanted = {item[0].agreement_id for item in fresh} - {OWNER_AGREEMENT}
-        if wanted and not db.agreements_live(conn, wanted, now):
-            raise Refused("NO_AGREEMENT")
-        db.insert_messages(conn, [(m, key) for m, key, _, _, _ in fresh])
-        db.queue_events(conn, [(event_id, m.recipient, "message", m.id, m.created_at)
-                               for m, _, event_id, _, _ in fresh])
-        db.audit_rows(conn, [
-            (audit_id, m.created_at, m.sender, m.recipient, "message.send",
-             f"{hexid(m.id)} conversation={hexid(m.conversation_id)} hop={m.hop_count}{how}")
-            for m, _, _, audit_id, how in fresh
-        ])
+    if fresh and not db.insert_sends(conn, fresh):
+        raise Refused("NO_AGREEMENT")
     return results  # type: ignore[return-value]
 
 
@@ -142,7 +130,9 @@ async def send_message(state: Pircan, sender: str, recipient_name: str, body: st
             parent = await _parent(state, sender, recipient, in_reply_to)
         stored, windows = _reserve(state, sender, recipient, agreement_id, parent, body, now)
         event_id = state.new_id()
-        item: SendItem = (stored, key, event_id, state.new_id(), by_whom(sender, sender, via))
+        detail = f"{hexid(stored.id)} conversation={hexid(stored.conversation_id)} hop={stored.hop_count}"
+        item: SendItem = (stored, key, db.send_row(stored, key, event_id, state.new_id(),
+                                                   detail + by_whom(sender, sender, via)))
         try:
             stored, created = await state.database.write_batched(_SEND_WRITE, item)
         except Refused as exc:
