@@ -247,3 +247,21 @@ def test_budget_windows_are_pruned_after_an_hour():
     state.prune_windows(1_000 + HOUR_MS)
     assert list(state.conversations) == [2]
     assert state.budgets == {}
+
+
+def test_sliding_window_drops_exactly_the_times_an_hour_old_and_stays_small():
+    """The oldest times leave in one cut (equal times included); a window of one time, what
+    every new conversation keeps for an hour, is a few dozen bytes, not a deque's block."""
+    import sys
+
+    window = SlidingWindow(span=100)
+    for at in (1, 5, 5, 5, 9, 50):
+        window.add(at)
+    assert window.count(104) == 5  # 1 is out (104 - 100 >= 1)
+    assert window.count(105) == 2  # the three 5s leave together
+    assert window.times == [9, 50]
+    assert window.retry_after_s(105) == 1
+    assert window.count(150) == 0 and window.times == []
+    one = SlidingWindow()
+    one.add(T0)
+    assert sys.getsizeof(one) + sys.getsizeof(one.times) <= 160
