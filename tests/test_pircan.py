@@ -1580,10 +1580,34 @@ def test_notify_marks_queued_together_are_one_update_each_event_keeping_its_firs
     p.h.settle()
     first, second, third = [row[0] for row in p.rows(
         "SELECT id FROM pircan_events WHERE recipient = 'bob' AND type = 'message' ORDER BY id")]
-    marks = [([first], 1000), ([second], 1000), ([third], 2000), ([third, first], 1000), ([], 3000)]
+    marks = [[(first, 1000)], [(second, 1500)], [(third, 2000)], [(third, 900), (first, 900)], []]
     assert p.h.run(p.h.server.store.write(pstore._mark_notified_batch, marks)) == [None] * 5
     assert p.rows("SELECT id, notified_at FROM pircan_events WHERE recipient = 'bob' AND type = 'message' "
-                  "ORDER BY id") == [(first, 1000), (second, 1000), (third, 2000)]
+                  "ORDER BY id") == [(first, 1000), (second, 1500), (third, 2000)]
+
+
+def test_notify_marks_wait_a_tenth_of_a_second_and_go_in_one_write(p):
+    """What NOTIFY announced is marked in the database within MARKS_FLUSH_S, the marks of many
+    NOTIFYs in one write, each with its own time; the store's flush and close take them along."""
+    p.login("alice")
+    p.login("bob", caps=(LOBBY,))
+    p.login("carol", caps=(LOBBY,))
+    agree(p, "alice", "bob")
+    agree(p, "alice", "carol")
+    start = p.now_ms()
+    sent_id(send(p, "alice", "bob", "1"))
+    p.advance(0.05)
+    sent_id(send(p, "alice", "carol", "2"))
+    p.advance(0.2)  # bob's NOTIFY (250 ms after his event)
+    assert p.lines("bob") == [f"{S} NOTIFY bob message 1"]
+    p.advance(0.05)  # carol's
+    assert p.lines("carol") == [f"{S} NOTIFY carol message 1"]
+    events = "SELECT recipient, notified_at FROM pircan_events WHERE type = 'message' ORDER BY id"
+    p.h.run(p.h.server.store.db.flush())  # what is queued is committed; the marks are still held
+    assert dbs.rows(p.path, events) == [("bob", None), ("carol", None)]
+    p.advance(0.1)  # 100 ms after bob's NOTIFY: both marks, one write
+    p.h.run(p.h.server.store.db.flush())
+    assert dbs.rows(p.path, events) == [("bob", start + 250), ("carol", start + 300)]
 
 
 def test_notify_coalesces_bursts_while_online(p):

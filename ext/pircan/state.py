@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Final, Protocol, TypeVar
 
 from ircd.api import Channel, Client, CommandContext, ExtensionAPI
 
@@ -57,6 +57,7 @@ class PendingNotify:
 
 
 _K = TypeVar("_K")
+MARKS_FLUSH_S: Final = 0.1  # how long an announced event waits to be marked so in the database
 
 
 def _drop_idle(table: dict[_K, SlidingWindow], now: int) -> None:
@@ -108,6 +109,10 @@ class Pircan:
         # A2A endpoint the network delivers to): the roster's "parked", the receipt's "pushed"
         self.pushers: list[Callable[[str], bool]] = []
         self.stats = Stats()  # counters for /metrics (ext/pircan/metrics.py)
+        # events announced (NOTIFY, a wait) and not yet marked so in the database: event id -> when
+        # (the first time); written together every MARKS_FLUSH_S, and before anything reads them
+        self._marks: dict[int, int] = {}
+        self._marks_timer: Any = None
         # the other nodes of a cluster (ext/pircan/cluster.py, set once the state is loaded); None alone
         self.cluster: Any = None
 
@@ -127,6 +132,7 @@ class Pircan:
 
     async def start(self) -> None:
         await self.database.migrate(db.TRACK, db.MIGRATIONS)
+        self.database.before_flush.append(self.flush_marks)  # a flush or close of the store includes them
         # the clock may be behind the last stored id (restarted within the same ms, or stepped back)
         self.api.observe_id(await self.database.read(db.max_id))
         now = self.now_ms()
@@ -309,9 +315,31 @@ class Pircan:
         self.api.flush()
         if pending is not None:
             ids = [event_id for events in pending.events.values() for _, event_id in events]
-            self.database.write_nowait(db.MARK_NOTIFIED, (ids, now))
+            self._mark(ids, now)
             if self.cluster is not None:
                 self.cluster.notified(account, ids)
+
+    def _mark(self, ids: list[int], at: int) -> None:
+        """Events announced at ``at``: marked in the database within MARKS_FLUSH_S. One write for
+        the marks of many NOTIFYs, instead of an UPDATE in nearly every group commit of a busy
+        server; a crash in between announces them once more after the restart."""
+        marks = self._marks
+        for ident in ids:
+            marks.setdefault(ident, at)
+        if self._marks_timer is None:
+            self._marks_timer = self.api.call_later(MARKS_FLUSH_S, self.flush_marks)
+
+    def flush_marks(self) -> Any:
+        """Queue the marks held (the store's flush and close, a wait before it looks for
+        unannounced events, a login before it counts the announced ones); the write's future, or
+        None with nothing held."""
+        timer, self._marks_timer = self._marks_timer, None
+        if timer is not None:
+            timer.cancel()
+        if not self._marks:
+            return None
+        marks, self._marks = self._marks, {}
+        return self.database.write_nowait(db.MARK_NOTIFIED, list(marks.items()))
 
     def send_notify(self, client: Client, kind: str, count: int) -> None:
         if self.notify_cap is not None and client.caps & self.notify_cap.bit:
@@ -329,6 +357,12 @@ class Pircan:
         self.account_arrived(account)
 
     async def _greet(self, client: Client, account: str) -> None:
+        marked = self.flush_marks()  # what was announced to the account's other connections counts
+        if marked is not None:
+            try:
+                await marked
+            except Exception:  # logged by the store; the count may then miss them
+                pass
         told = await self.database.read(db.unread_announced, account)
         if client.account_folded != account:
             return  # logged out meanwhile
@@ -341,7 +375,7 @@ class Pircan:
         mode does not answer it again; ``write`` False: the caller marked it). NOTIFY still counts
         it for the connections present now; with none, a later login does not hear of it again."""
         if write:
-            self.database.write_nowait(db.MARK_NOTIFIED, ([event_id], self.now_ms()))
+            self._mark([event_id], self.now_ms())
         pending = self.pending.get(account)
         events = pending.events.get(kind) if pending is not None else None
         if events and not self.api.is_visible(account):

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
-from ircd.api import Batched, Conn, dialect_of, insert_rows, padded_in
+from ircd.api import Batched, Conn, dialect_of, insert_rows, padded_in, shape
 from ircd.proto.msgid import EPOCH_MS
 
 from ext.pircan.store_schema import MIGRATIONS, SEARCH_CONFIG, TRACK  # noqa: F401 (store.TRACK, store.MIGRATIONS)
@@ -169,25 +170,44 @@ def mark_notified(conn: Conn, ids: list[int], at: int) -> int:
     return changed
 
 
-def _mark_notified_batch(conn: Conn, items: list[tuple[list[int], int]]) -> list[None]:
-    """The (ids, at) of the NOTIFYs queued for one group commit: one UPDATE for each run of
-    items with the same ``at`` (mostly all of them: the same millisecond), instead of a
-    savepoint and an UPDATE each. An event marked twice keeps the first ``at``, as one by one.
-    The NOTIFY was sent before the write was queued, and the events were committed
-    before that: the UPDATE can run first in its transaction (``first``), and so
-    does not split the run of SENDs queued around it into several batches."""
-    ids: list[int] = []
-    at = items[0][1]
-    for item_ids, item_at in items:
-        if item_at != at:
-            mark_notified(conn, ids, at)
-            ids, at = [], item_at
-        ids.extend(item_ids)
-    mark_notified(conn, ids, at)
+def mark_notified_pairs(conn: Conn, pairs: list[tuple[int, int]]) -> None:
+    """(event id, when announced) pairs, each time its own: one UPDATE per 500 pairs (a join with
+    the pairs as a table: SQLite's VALUES, padded to a few sizes; PostgreSQL's arrays)."""
+    if dialect_of(conn) == "postgresql":
+        conn.execute(
+            "UPDATE pircan_events SET notified_at = v.at FROM unnest(?::bigint[], ?::bigint[]) AS v(id, at) "
+            "WHERE pircan_events.id = v.id AND pircan_events.notified_at IS NULL",
+            ([ident for ident, _ in pairs], [at for _, at in pairs]),
+        )
+        return
+    for start in range(0, len(pairs), 500):
+        chunk = pairs[start : start + 500]
+        size = shape(len(chunk), 500)
+        values = [v for pair in chunk for v in pair] + [None, 0] * (size - len(chunk))  # padding matches no id
+        conn.execute(_marks_update(size), values)
+
+
+@lru_cache(maxsize=32)
+def _marks_update(size: int) -> str:
+    values = ",".join(["(?,?)"] * size)
+    return ("UPDATE pircan_events SET notified_at = v.column2 FROM (VALUES " + values + ") AS v "
+            "WHERE pircan_events.id = v.column1 AND pircan_events.notified_at IS NULL")
+
+
+def _mark_notified_batch(conn: Conn, items: list[list[tuple[int, int]]]) -> list[None]:
+    """The (event id, when announced) pairs queued for one group commit, in one statement (an
+    event announced twice keeps its first time). The NOTIFY was sent before the write was
+    queued, and the events were committed before that: the UPDATE can run first in its
+    transaction (``first``), and so does not split the run of SENDs queued around it."""
+    first: dict[int, int] = {}
+    for pairs in items:
+        for ident, at in pairs:
+            first.setdefault(ident, at)
+    mark_notified_pairs(conn, list(first.items()))
     return [None] * len(items)
 
 
-MARK_NOTIFIED = Batched(_mark_notified_batch, first=True)  # write_nowait(MARK_NOTIFIED, (ids, at))
+MARK_NOTIFIED = Batched(_mark_notified_batch, first=True)  # write_nowait(MARK_NOTIFIED, [(id, at), ...])
 
 
 def unread_announced(conn: Conn, account: str) -> int:

@@ -192,6 +192,7 @@ async def _first_look(state: Pircan, waiter: Waiter, why: str | None) -> None:
     """What is there already, oldest first: a message, a task change, an event not yet announced."""
     while not waiter.done:
         waiter.recheck = False
+        state.flush_marks()  # queued first: what NOTIFY announced is no longer news to this look
         item = await state.database.write(_take_first, waiter, state.now_ms())
         if waiter.done:
             if item is not None and not isinstance(item, WaitEvent):  # the wait ended meanwhile
