@@ -10,12 +10,11 @@ its audit rows are committed together or not at all. Ids are the server's time-o
 from __future__ import annotations
 
 import re
-import sqlite3
-from functools import lru_cache
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-from ircd.api import Batched, Conn, dialect_of, insert_rows, padded_in, shape
+from ircd.api import Batched, Conn, IntegrityError, dialect_of, insert_rows, padded_in, shape
 from ircd.proto.msgid import EPOCH_MS
 
 from ext.pircan.store_schema import MIGRATIONS, SEARCH_CONFIG, TRACK  # noqa: F401 (store.TRACK, store.MIGRATIONS)
@@ -456,7 +455,7 @@ def insert_sends(conn: Conn, rows: list[SendRow]) -> bool:
     if dialect_of(conn) == "sqlite":
         try:
             insert_rows(conn, _SEND_ROWS, 13, rows)
-        except sqlite3.IntegrityError as exc:
+        except IntegrityError as exc:
             if str(exc) == _NO_AGREEMENT:
                 return False
             raise
