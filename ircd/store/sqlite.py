@@ -104,11 +104,13 @@ class Checkpointer:
 
     SQLite checkpoints by default inside the COMMIT that takes the log past 1,000 pages, in the
     committing connection: for the server's writer that is a group commit whose writers all wait
-    the extra milliseconds (with PIRCAN SENDs, every third commit or so), which made up most of
-    the slowest receipts. The writer's connection checkpoints itself only past ``BACKSTOP_PAGES``
-    now (if this thread ever stops keeping up); this thread runs a PASSIVE checkpoint, which never
-    blocks the writer, whenever something was committed since the last one, at most every
-    ``PAUSE_S``. With nothing written it sleeps. The last connection to close checkpoints
+    the extra milliseconds (with PIRCAN SENDs, every third commit or so), among the slowest
+    receipts. This thread runs a PASSIVE checkpoint, which never blocks the writer, whenever
+    something was committed since the last one, at most every ``PAUSE_S``; with nothing written it
+    sleeps. The writer's connection checkpoints itself only past ``BACKSTOP_PAGES``: SQLite starts
+    the log again only at a commit that finds all of it copied, which commits without pause seldom
+    find, so under sustained writes the writer copies the rest and restarts the log there (and it
+    bounds the log should this thread fall behind). The last connection to close checkpoints
     everything, as before."""
 
     BACKSTOP_PAGES = 10_000  # 40 MiB of log with 4 KiB pages
