@@ -105,6 +105,7 @@ def fill(directory: Path, endpoints: int, per_endpoint: int, url: str) -> None:
     """Accounts h0.. with a webhook to ``url`` each, and ``per_endpoint`` message events for each,
     written through the store functions (the trigger queues the deliveries). The accounts exist
     (without a password): the server drops the webhooks of accounts that do not."""
+    from bench.search import insert_messages
     from ext.pircan import store as pstore
     from ext.pircan.store import StoredMessage
     from ext.pircan.webhooks import rules
@@ -113,6 +114,7 @@ def fill(directory: Path, endpoints: int, per_endpoint: int, url: str) -> None:
     from ircd.store.accounts import insert_account
     from ircd.store.db import connect_sync, migrate, transaction
     from ircd.store.schema import CORE_MIGRATIONS, CORE_TRACK
+    from ircd.store.writes import insert_rows
 
     conn = connect_sync(str(directory / "pircd.db"), "normal")
     try:
@@ -133,8 +135,8 @@ def fill(directory: Path, endpoints: int, per_endpoint: int, url: str) -> None:
                     messages.append((StoredMessage(mid, "sender", f"h{e}", 1, mid, None, 0, now,
                                                    f"benchmark message {i} for h{e}", None), None))
                     events.append((ids.next_int(), f"h{e}", "message", mid, now))
-                pstore.insert_messages(conn, messages)
-                pstore.queue_events(conn, events)
+                insert_messages(conn, messages)
+                insert_rows(conn, "INSERT INTO pircan_events (id, recipient, type, ref_id, created_at)", 5, events)
     finally:
         conn.close()
 
