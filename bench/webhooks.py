@@ -103,7 +103,7 @@ class Receiver(asyncio.Protocol):
 
 def fill(directory: Path, endpoints: int, per_endpoint: int, url: str) -> None:
     """Accounts h0.. with a webhook to ``url`` each, and ``per_endpoint`` message events for each,
-    written through the store functions (the trigger queues the deliveries). The accounts exist
+    written as bare rows (the trigger on the events queues the deliveries). The accounts exist
     (without a password): the server drops the webhooks of accounts that do not."""
     from bench.search import insert_messages
     from ext.pircan import store as pstore
