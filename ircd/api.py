@@ -56,7 +56,7 @@ from ircd.store.errors import (
     missing_table,
     unique_violation,
 )
-from ircd.store.writes import Conn, insert_rows, padded_in, shape, transaction
+from ircd.store.writes import Conn, insert_rows, padded_in, padded_rows, transaction
 from ircd.tokens import TokenRefused, TokenThrottled
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ __all__ = [
     "Batched",
     "insert_rows",
     "padded_in",
-    "shape",
+    "padded_rows",
     # the database, either of them (ircd.store.dialect, ircd.store.errors)
     "Conn",
     "transaction",

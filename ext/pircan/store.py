@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ircd.api import Batched, Conn, IntegrityError, dialect_of, insert_rows, padded_in, shape
+from ircd.api import Batched, Conn, IntegrityError, dialect_of, insert_rows, padded_in, padded_rows
 from ircd.proto.msgid import EPOCH_MS
 
 from ext.pircan.store_schema import MIGRATIONS, SEARCH_CONFIG, TRACK  # noqa: F401 (store.TRACK, store.MIGRATIONS)
@@ -158,18 +158,7 @@ def pending_events(conn: Conn, since: int) -> list[tuple[int, str, str, int]]:
     ).fetchall()
 
 
-def mark_notified(conn: Conn, ids: list[int], at: int) -> int:
-    changed = 0
-    for start in range(0, len(ids), 500):
-        marks, chunk = padded_in(ids[start : start + 500], 500)
-        changed += conn.execute(
-            f"UPDATE pircan_events SET notified_at = ? WHERE notified_at IS NULL AND id IN {marks}",
-            (at, *chunk),
-        ).rowcount
-    return changed
-
-
-def mark_notified_pairs(conn: Conn, pairs: list[tuple[int, int]]) -> None:
+def mark_notified(conn: Conn, pairs: list[tuple[int, int]]) -> None:
     """(event id, when announced) pairs, each time its own: one UPDATE per 500 pairs (a join with
     the pairs as a table: SQLite's VALUES, padded to a few sizes; PostgreSQL's arrays)."""
     if dialect_of(conn) == "postgresql":
@@ -180,16 +169,13 @@ def mark_notified_pairs(conn: Conn, pairs: list[tuple[int, int]]) -> None:
         )
         return
     for start in range(0, len(pairs), 500):
-        chunk = pairs[start : start + 500]
-        size = shape(len(chunk), 500)
-        values = [v for pair in chunk for v in pair] + [None, 0] * (size - len(chunk))  # padding matches no id
-        conn.execute(_marks_update(size), values)
+        marks, values = padded_rows(pairs[start : start + 500], 2, 500)
+        conn.execute(_marks_update(marks), values)
 
 
 @lru_cache(maxsize=32)
-def _marks_update(size: int) -> str:
-    values = ",".join(["(?,?)"] * size)
-    return ("UPDATE pircan_events SET notified_at = v.column2 FROM (VALUES " + values + ") AS v "
+def _marks_update(marks: str) -> str:
+    return (f"UPDATE pircan_events SET notified_at = v.column2 FROM (VALUES {marks}) AS v "
             "WHERE pircan_events.id = v.column1 AND pircan_events.notified_at IS NULL")
 
 
@@ -202,7 +188,7 @@ def _mark_notified_batch(conn: Conn, items: list[list[tuple[int, int]]]) -> list
     for pairs in items:
         for ident, at in pairs:
             first.setdefault(ident, at)
-    mark_notified_pairs(conn, list(first.items()))
+    mark_notified(conn, list(first.items()))
     return [None] * len(items)
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Callable, Protocol, Sequence
 
-__all__ = ["SHAPES", "Batched", "Conn", "insert_rows", "padded_in", "run_batch", "shape", "transaction"]
+__all__ = ["SHAPES", "Batched", "Conn", "insert_rows", "padded_in", "padded_rows", "run_batch", "shape",
+           "transaction"]
 
 
 class Conn(Protocol):
@@ -59,22 +60,34 @@ def insert_rows(conn: Conn, head: str, width: int, rows: Sequence[tuple], per_st
         return int(pg.insert_many(head, rows, tail))
     inserted = 0
     for start in range(0, len(rows), per_statement):
-        chunk = rows[start : start + per_statement]
-        size = shape(len(chunk), per_statement)
-        values = [v for row in chunk for v in row]
-        if size > len(chunk):  # a padding row: NULL first (filtered out), zeros after (bound
-            # without the sqlite3 module's adapter lookup, which a NULL goes through)
-            values += ([None] + [0] * (width - 1)) * (size - len(chunk))
-        inserted += conn.execute(_padded_insert(head, width, size, tail), values).rowcount
+        marks, values = padded_rows(rows[start : start + per_statement], width, per_statement)
+        inserted += conn.execute(_padded_insert(head, marks, tail), values).rowcount
     return inserted
 
 
 @lru_cache(maxsize=256)
-def _padded_insert(head: str, width: int, size: int, tail: str) -> str:
+def _padded_insert(head: str, marks: str, tail: str) -> str:
     """One text per size, padded or not (the filter costs nothing measurable; the WHERE also
     keeps an upsert ``tail`` unambiguous after a SELECT)."""
-    values = ",".join(["(" + ",".join("?" * width) + ")"] * size)
-    return f"{head} SELECT * FROM (VALUES {values}) WHERE column1 IS NOT NULL{tail}"
+    return f"{head} SELECT * FROM (VALUES {marks}) WHERE column1 IS NOT NULL{tail}"
+
+
+def padded_rows(rows: Sequence[Sequence[Any]], width: int, most: int) -> tuple[str, list[Any]]:
+    """``(?,?),(?,?)...`` and its values for a ``VALUES`` list of ``rows`` (1 to ``most``, each of
+    ``width`` values whose first is never NULL), padded up to the next of ``SHAPES``: a few
+    statement texts for any count. A padding row is NULL first (it matches no id, and
+    ``insert_rows`` filters it out), zeros after (bound without the sqlite3 module's adapter
+    lookup, which a NULL goes through)."""
+    size = shape(len(rows), most)
+    values = [v for row in rows for v in row]
+    if size > len(rows):
+        values += ([None] + [0] * (width - 1)) * (size - len(rows))
+    return _values_marks(width, size), values
+
+
+@lru_cache(maxsize=256)
+def _values_marks(width: int, size: int) -> str:
+    return ",".join(["(" + ",".join("?" * width) + ")"] * size)
 
 
 def padded_in(values: Sequence[Any], most: int = 512) -> tuple[str, list[Any]]:

@@ -238,9 +238,9 @@ def _unannounced(conn: Conn, waiter: Waiter, now: int) -> WaitEvent | None:
     for event_id, kind, ref, _ in db.unannounced_events(conn, waiter.account, kinds, since, _CATCH_UP):
         event, peer = _document(conn, waiter.account, event_id, kind, ref, now)
         if kind == "request" and event.data.get("state") != "pending":
-            db.mark_notified(conn, [event_id], now)
+            db.mark_notified(conn, [(event_id, now)])
         elif waiter.from_ok(peer):
-            db.mark_notified(conn, [event_id], now)
+            db.mark_notified(conn, [(event_id, now)])
             return event
     return None
 
