@@ -45,11 +45,15 @@ class Visibility:
         else:
             self._may_hide.append(may_hide)
 
-    def may_hide(self) -> set[Channel] | None:
+    def may_hide(self) -> Iterable[Channel] | None:
         """The channels some filter might hide from someone, each once; None when a filter does
-        not name them (then any channel might be hidden)."""
+        not name them (then any channel might be hidden). With one filter, its own list as it is
+        (LUSERS asks on every registration: a set is not copied)."""
         if self._unnamed:
             return None
+        if len(self._may_hide) == 1:
+            named = self._may_hide[0]()
+            return named if isinstance(named, (set, frozenset)) else set(named)
         found: set[Channel] = set()
         for names in self._may_hide:
             found.update(names())
