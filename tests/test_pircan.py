@@ -11,7 +11,9 @@ dave is paul's.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import threading
 
 import pytest
 
@@ -685,6 +687,63 @@ def test_a_send_batch_stores_all_three_rows_or_nothing_when_one_agreement_is_gon
         (111, "bob", "message", 11, at, None), (113, "bob", "message", 13, at, None)]
     assert p.rows("SELECT id, at, actor, subject, action, detail FROM pircan_audit WHERE id IN (211, 213) ORDER BY id") == [
         (211, at, "alice", "bob", "message.send", "detail 11"), (213, at, "alice", "bob", "message.send", "detail 13")]
+
+
+def test_a_send_batch_with_a_gone_agreement_stores_the_others_and_refuses_that_one(p):
+    """The writer's SEND batch (service.messages): on SQLite, SENDs without keys are one statement
+    without a transaction around it. One agreement revoked behind the server's back fails that
+    statement whole; the batch then runs again in a transaction, SEND by SEND: the others are
+    stored once, the one refused NO_AGREEMENT."""
+    from ext.pircan.service import messages
+    from ext.pircan.service.refusals import Refused
+
+    p.login("alice")
+    p.login("bob")
+    p.login("carol")
+    live = int(agree(p, "alice", "bob"), 16)
+    gone = int(agree(p, "alice", "carol"), 16)
+    conn = dbs.connect(p.path)
+    try:
+        conn.execute("UPDATE pircan_agreements SET revoked_at = ?, revoked_by = 'carol' WHERE id = ?",
+                     (p.now_ms(), gone))
+    finally:
+        conn.close()
+    at = p.now_ms()
+    items = []
+    for ident, to, agreement in ((21, "bob", live), (22, "carol", gone), (23, "bob", live)):
+        msg = StoredMessage(ident, "alice", to, agreement, ident, None, 0, at, f"text {ident}", None)
+        items.append((msg, None, pstore.send_row(msg, None, ident + 100, ident + 200, f"detail {ident}")))
+    asked: list[bool] = []
+    alone = messages._SEND_WRITE.alone
+    assert alone is not None
+    store = p.h.server.store
+    hold, holding = threading.Event(), threading.Event()
+
+    def blocker(conn):
+        holding.set()
+        hold.wait(30)
+
+    async def main():
+        blocked = store.write(blocker)  # the three SENDs queue behind it: one batch
+        assert await asyncio.to_thread(holding.wait, 30)
+        sends = [store.write_batched(messages._SEND_WRITE, item) for item in items]
+        hold.set()
+        results = await asyncio.gather(*sends, return_exceptions=True)
+        await blocked
+        return results
+
+    messages._SEND_WRITE.alone = lambda conn, batch: asked.append(alone(conn, batch)) or asked[-1]
+    try:
+        results = p.h.run(main())
+    finally:
+        messages._SEND_WRITE.alone = alone
+    assert asked == [dbs.BACKEND == "sqlite"]
+    assert results[0] == (items[0][0], True) and results[2] == (items[2][0], True)
+    assert isinstance(results[1], Refused) and results[1].code == "NO_AGREEMENT"
+    assert p.rows("SELECT id, recipient FROM pircan_messages WHERE id BETWEEN 21 AND 23 ORDER BY id") == [
+        (21, "bob"), (23, "bob")]
+    assert p.rows("SELECT id FROM pircan_events WHERE id BETWEEN 121 AND 123 ORDER BY id") == [(121,), (123,)]
+    assert p.rows("SELECT id FROM pircan_audit WHERE id BETWEEN 221 AND 223 ORDER BY id") == [(221,), (223,)]
 
 
 def test_revoke_refusals(p):

@@ -8,6 +8,7 @@ separate connection.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from ircd.store import db as dbm
 from ircd.store.db import Batched, Database
 from ircd.store.errors import IntegrityError, PgOperationalError
+from ircd.store.writes import insert_rows, run_batch
 from tests import dbs
 
 
@@ -161,6 +163,44 @@ def test_a_batch_of_batched_writes_runs_without_savepoints_until_one_fails(tmp_p
     # first unguarded (the NOTIFY-like run first), then guarded, then item by item
     assert calls == [[4], [3, 3, 5], [4], [3, 3, 5], [3], [3], [5]]
     assert _rows(path) == [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")]
+
+
+def test_a_batch_one_statement_writes_runs_without_begin_and_commit(tmp_path):
+    """Batched(alone=...): a batch of nothing but that function, written by one statement, is
+    that statement alone, its own transaction. When it fails, nothing of it is kept and the
+    batch runs again in a transaction: the good items are stored once, the bad one fails alone.
+    Items the function would not write with one statement, or other writes with them: as before."""
+    conn = sqlite3.connect(tmp_path / "d.db", isolation_level=None)
+    _table(conn)
+    said: list[str] = []
+    conn.set_trace_callback(said.append)
+
+    def put_rows(conn: Any, items: list[tuple[int, str]]) -> list[int]:
+        insert_rows(conn, "INSERT INTO t (id, v)", 2, items)
+        return [ident for ident, _ in items]
+
+    many = Batched(put_rows, alone=lambda conn, items: len(items) <= 3)
+    results = run_batch(conn, [(many, ((1, "a"),)), (many, ((2, "b"),))])
+    assert results == [(True, 1), (True, 2)]
+    assert said == ["INSERT INTO t (id, v) SELECT * FROM (VALUES (1,'a'),(2,'b')) WHERE column1 IS NOT NULL"]
+
+    said.clear()
+    results = run_batch(conn, [(many, ((3, "c"),)), (many, ((1, "again"),)), (many, ((4, "d"),))])
+    assert [ok for ok, _ in results] == [True, False, True]
+    assert isinstance(results[1][1], sqlite3.IntegrityError)
+    tried = "INSERT INTO t (id, v) SELECT * FROM (VALUES (3,'c'),(1,'again'),(4,'d')) WHERE column1 IS NOT NULL"
+    assert said[:3] == [tried, "BEGIN IMMEDIATE", tried] and said[-1] == "COMMIT"
+
+    said.clear()  # four items: more than one statement says it writes
+    assert run_batch(conn, [(many, ((i, "e"),)) for i in (5, 6, 7, 8)]) == [(True, i) for i in (5, 6, 7, 8)]
+    assert said[0] == "BEGIN IMMEDIATE" and said[-1] == "COMMIT"
+    said.clear()  # another write queued with them
+    assert run_batch(conn, [(many, ((9, "f"),)), (_put, (10, "g"))]) == [(True, 9), (True, 10)]
+    assert said[0] == "BEGIN IMMEDIATE" and said[-1] == "COMMIT"
+    conn.set_trace_callback(None)
+    assert conn.execute("SELECT id, v FROM t ORDER BY id").fetchall() == [
+        (1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e"), (6, "e"), (7, "e"), (8, "e"), (9, "f"), (10, "g")]
+    conn.close()
 
 
 def test_a_batched_write_that_swallows_a_failed_statement(tmp_path):

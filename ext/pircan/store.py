@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 from ircd.api import Batched, Conn, IntegrityError, dialect_of, insert_rows, padded_in, padded_rows
 from ircd.proto.msgid import EPOCH_MS
@@ -422,6 +422,7 @@ SendRow = tuple[int, str, str, int, int, "int | None", int, int, str, "str | Non
 _SEND_ROWS = ("INSERT INTO pircan_send_rows (id, sender, recipient, agreement_id, conversation_id, in_reply_to, "
               "hop_count, created_at, body, idempotency_key, event_id, audit_id, audit_detail)")
 _NO_AGREEMENT = "NO_AGREEMENT"  # what the view's trigger raises (store_schema step 9)
+SEND_ROWS_PER_STATEMENT: Final = 100
 
 
 def send_row(m: StoredMessage, key: str | None, event_id: int, audit_id: int, detail: str) -> SendRow:
@@ -429,6 +430,11 @@ def send_row(m: StoredMessage, key: str | None, event_id: int, audit_id: int, de
     write, so that the writer thread has only the statement to run)."""
     return (m.id, m.sender, m.recipient, m.agreement_id, m.conversation_id, m.in_reply_to, m.hop_count,
             m.created_at, m.body, key, event_id, audit_id, detail)
+
+
+def sends_in_one_statement(conn: Conn, count: int) -> bool:
+    """``insert_sends`` writes ``count`` rows with one statement (SQLite, up to a statement's rows)."""
+    return count <= SEND_ROWS_PER_STATEMENT and dialect_of(conn) == "sqlite"
 
 
 def insert_sends(conn: Conn, rows: list[SendRow]) -> bool:
@@ -440,7 +446,7 @@ def insert_sends(conn: Conn, rows: list[SendRow]) -> bool:
     the three rows. PostgreSQL: one COUNT for the agreements, then one statement per table."""
     if dialect_of(conn) == "sqlite":
         try:
-            insert_rows(conn, _SEND_ROWS, 13, rows)
+            insert_rows(conn, _SEND_ROWS, 13, rows, SEND_ROWS_PER_STATEMENT)
         except IntegrityError as exc:
             if str(exc) == _NO_AGREEMENT:
                 return False

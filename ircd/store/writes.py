@@ -134,13 +134,21 @@ class Batched:
     something already done when they were queued (a NOTIFY sent): they run at the
     start of their transaction, as if queued before the other writes of the
     batch, and never break up another function's run.
+
+    ``alone(conn, items)``: True when the call writes ``items`` with one statement on
+    ``conn``. A batch of nothing else then runs without BEGIN and COMMIT: the statement is
+    its own transaction, just as durable, and two statements fewer, each a wait for the
+    interpreter lock while the event loop is busy. If it fails, nothing of it was kept, and
+    the batch runs again in a transaction of its own, as any other.
     """
 
-    __slots__ = ("fn", "first")
+    __slots__ = ("fn", "first", "alone")
 
-    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]], first: bool = False) -> None:
+    def __init__(self, fn: Callable[[Any, list[Any]], list[Any]], first: bool = False,
+                 alone: Callable[[Any, list[Any]], bool] | None = None) -> None:
         self.fn = fn
         self.first = first
+        self.alone = alone
 
 
 def _savepoint(conn: Conn, fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
@@ -174,6 +182,10 @@ def run_batch(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]
     items run before the others; none when all are Batched, until one fails).
     Results are in the order of ``batch``."""
     runs = _runs(batch)
+    if len(runs) == 1:
+        results = _alone(conn, batch, runs[0][0])
+        if results is not None:
+            return results
     try:
         conn.execute("BEGIN IMMEDIATE")  # may fail too (PostgreSQL gone): the batch's writes fail with it
         results = _unguarded(conn, batch, runs) if all(isinstance(fn, Batched) for fn, _ in runs) else None
@@ -202,6 +214,22 @@ def _guarded(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]]
         else:
             results[run[0]] = _savepoint(conn, fn, *batch[run[0]][1])
     return results
+
+
+def _alone(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]], fn: Callable[..., Any] | Batched
+           ) -> list[tuple[bool, Any]] | None:
+    """The results of a batch of one Batched function that writes it with one statement
+    (``Batched.alone``), run without a transaction around it; None when it cannot be, or failed."""
+    if not isinstance(fn, Batched) or fn.alone is None:
+        return None
+    items = [args[0] for _, args in batch]
+    if not fn.alone(conn, items):
+        return None
+    try:
+        values = fn.fn(conn, items)
+    except Exception:  # the statement's own transaction was rolled back: again in one of ours
+        return None
+    return [(True, value) for value in values]
 
 
 def _unguarded(conn: Conn, batch: list[tuple[Callable[..., Any] | Batched, tuple]], runs: list[Run]

@@ -81,7 +81,13 @@ def _send_batch(conn: Conn, items: list[SendItem]) -> list[tuple[StoredMessage, 
     return results  # type: ignore[return-value]
 
 
-_SEND_WRITE = Batched(_send_batch)
+def _one_statement(conn: Conn, items: list[SendItem]) -> bool:
+    """New messages without keys (no lookup, no key to release) are one statement of
+    ``insert_sends``, where the store makes them one."""
+    return db.sends_in_one_statement(conn, len(items)) and all(item[1] is None for item in items)
+
+
+_SEND_WRITE = Batched(_send_batch, alone=_one_statement)
 
 
 def body_refusal(body: str, max_chars: int | None) -> str | None:
