@@ -1669,6 +1669,34 @@ def test_notify_marks_wait_a_tenth_of_a_second_and_go_in_one_write(p):
     assert dbs.rows(p.path, events) == [("bob", start + 250), ("carol", start + 300)]
 
 
+def test_notify_marks_go_at_once_when_many_are_held(p):
+    """At MARKS_MOST held marks, the one that reaches it queues them all, without waiting for
+    the tenth of a second: a busy server writes its marks in pieces of that size."""
+    from ext.pircan.state import MARKS_MOST
+
+    state = next(fn.__self__ for fn in p.h.server.message_checks if type(fn.__self__).__name__ == "Pircan")
+    assert state.marks_most == MARKS_MOST == 256
+    state.marks_most = 3
+    p.login("alice")
+    for name in ("bob", "carol", "dave"):
+        p.login(name, caps=(LOBBY,))
+        agree(p, "alice", name)
+    start = p.now_ms()
+    for name in ("bob", "carol"):
+        sent_id(send(p, "alice", name, "1"))
+    p.advance(0.05)
+    sent_id(send(p, "alice", "dave", "1"))
+    p.advance(0.2)  # bob's and carol's NOTIFYs: two marks held, to be written 100 ms later
+    assert [p.lines(name) for name in ("bob", "carol")] == [[f"{S} NOTIFY bob message 1"], [f"{S} NOTIFY carol message 1"]]
+    events = "SELECT recipient, notified_at FROM pircan_events WHERE type = 'message' ORDER BY id"
+    p.h.run(p.h.server.store.db.flush())
+    assert dbs.rows(p.path, events) == [("bob", None), ("carol", None), ("dave", None)]
+    p.advance(0.05)  # dave's NOTIFY is the third: all three queued at once
+    assert p.lines("dave") == [f"{S} NOTIFY dave message 1"]
+    p.h.run(p.h.server.store.db.flush())
+    assert dbs.rows(p.path, events) == [("bob", start + 250), ("carol", start + 250), ("dave", start + 300)]
+
+
 def test_notify_coalesces_bursts_while_online(p):
     p.login("alice")
     p.login("bob", caps=(LOBBY,))

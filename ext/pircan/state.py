@@ -58,6 +58,7 @@ class PendingNotify:
 
 _K = TypeVar("_K")
 MARKS_FLUSH_S: Final = 0.1  # how long an announced event waits to be marked so in the database
+MARKS_MOST: Final = 256  # marks held at most: more are written at once (a write of a few tenths of a ms)
 
 
 def _drop_idle(table: dict[_K, SlidingWindow], now: int) -> None:
@@ -110,9 +111,11 @@ class Pircan:
         self.pushers: list[Callable[[str], bool]] = []
         self.stats = Stats()  # counters for /metrics (ext/pircan/metrics.py)
         # events announced (NOTIFY, a wait) and not yet marked so in the database: event id -> when
-        # (the first time); written together every MARKS_FLUSH_S, and before anything reads them
+        # (the first time); written together every MARKS_FLUSH_S or MARKS_MOST, and before anything
+        # reads them
         self._marks: dict[int, int] = {}
         self._marks_timer: Any = None
+        self.marks_most = MARKS_MOST
         # the other nodes of a cluster (ext/pircan/cluster.py, set once the state is loaded); None alone
         self.cluster: Any = None
 
@@ -322,11 +325,15 @@ class Pircan:
     def _mark(self, ids: list[int], at: int) -> None:
         """Events announced at ``at``: marked in the database within MARKS_FLUSH_S. One write for
         the marks of many NOTIFYs, instead of an UPDATE in nearly every group commit of a busy
-        server; a crash in between announces them once more after the restart."""
+        server; a crash in between announces them once more after the restart. Past MARKS_MOST
+        held they are written at once: a tenth of a second of a busy server's marks (1,700 at
+        16,000 SENDs a second) was a group commit 4 ms longer than the others."""
         marks = self._marks
         for ident in ids:
             marks.setdefault(ident, at)
-        if self._marks_timer is None:
+        if len(marks) >= self.marks_most:
+            self.flush_marks()
+        elif self._marks_timer is None:
             self._marks_timer = self.api.call_later(MARKS_FLUSH_S, self.flush_marks)
 
     def flush_marks(self) -> Any:
