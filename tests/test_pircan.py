@@ -651,10 +651,8 @@ def test_send_is_refused_when_the_stored_agreement_was_revoked_behind_the_server
     assert p.h.run(p.h.server.store.read(pstore.agreements_live, {int(aid, 16)}, p.now_ms())) is False
 
 
-def test_a_send_batch_stores_all_three_rows_or_nothing_when_one_agreement_is_gone(p):
-    """store.insert_sends, the writer's SEND statement(s): every message with its event and its
-    audit entry, or (one agreement revoked behind the server's back) no row at all and False,
-    so that the group commit can retry the SENDs one by one."""
+def _one_agreement_gone_behind_the_servers_back(p) -> tuple[int, int]:
+    """alice agreed with bob and with carol; carol's agreement revoked in the database only."""
     p.login("alice")
     p.login("bob")
     p.login("carol")
@@ -666,6 +664,14 @@ def test_a_send_batch_stores_all_three_rows_or_nothing_when_one_agreement_is_gon
                      (p.now_ms(), gone))
     finally:
         conn.close()
+    return live, gone
+
+
+def test_a_send_batch_stores_all_three_rows_or_nothing_when_one_agreement_is_gone(p):
+    """store.insert_sends, the writer's SEND statement(s): every message with its event and its
+    audit entry, or (one agreement revoked behind the server's back) no row at all and False,
+    so that the group commit can retry the SENDs one by one."""
+    live, gone = _one_agreement_gone_behind_the_servers_back(p)
     at = p.now_ms()
 
     def row(ident, to, agreement, key):
@@ -697,17 +703,7 @@ def test_a_send_batch_with_a_gone_agreement_stores_the_others_and_refuses_that_o
     from ext.pircan.service import messages
     from ext.pircan.service.refusals import Refused
 
-    p.login("alice")
-    p.login("bob")
-    p.login("carol")
-    live = int(agree(p, "alice", "bob"), 16)
-    gone = int(agree(p, "alice", "carol"), 16)
-    conn = dbs.connect(p.path)
-    try:
-        conn.execute("UPDATE pircan_agreements SET revoked_at = ?, revoked_by = 'carol' WHERE id = ?",
-                     (p.now_ms(), gone))
-    finally:
-        conn.close()
+    live, gone = _one_agreement_gone_behind_the_servers_back(p)
     at = p.now_ms()
     items = []
     for ident, to, agreement in ((21, "bob", live), (22, "carol", gone), (23, "bob", live)):
