@@ -325,9 +325,9 @@ class Pircan:
     def _mark(self, ids: list[int], at: int) -> None:
         """Events announced at ``at``: marked in the database within MARKS_FLUSH_S. One write for
         the marks of many NOTIFYs, instead of an UPDATE in nearly every group commit of a busy
-        server; a crash in between announces them once more after the restart. Past MARKS_MOST
-        held they are written at once: a tenth of a second of a busy server's marks (1,700 at
-        16,000 SENDs a second) was a group commit 4 ms longer than the others."""
+        server; a crash in between announces them once more after the restart. Once
+        ``marks_most`` (MARKS_MOST) are held they are written at once: a tenth of a second of a
+        busy server's marks (1,700 at 16,000 SENDs a second) made one group commit 4 ms longer."""
         marks = self._marks
         for ident in ids:
             marks.setdefault(ident, at)
