@@ -82,6 +82,48 @@ def test_batched_items_share_one_call(tmp_path):
     assert _rows(path) == [(i, f"v{i}") for i in range(5)]
 
 
+def test_a_group_commit_takes_at_most_group_commit_most_writes_in_order(tmp_path):
+    """More writes queued than one group commit takes: the first ``group_commit_most`` commit
+    together, the rest in the next commits, in the order they were queued."""
+    path = tmp_path / "d.db"
+    hold, holding = threading.Event(), threading.Event()
+    sizes: list[int] = []
+
+    def blocker(conn: Any) -> None:
+        holding.set()
+        hold.wait(30)
+
+    def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
+        sizes.append(len(items))
+        conn.executemany("INSERT INTO t (id, v) VALUES (?, ?)", items)
+        return [ident for ident, _ in items]
+
+    many = Batched(put_many)
+
+    async def main():
+        database = Database(dbs.database(path), durability="off")
+        assert database.group_commit_most == dbm.GROUP_COMMIT_MOST == 50
+        database.group_commit_most = 4  # read by the writer when it starts
+        await database.open()
+        await database.write(_table)
+        blocked = database.write(blocker)
+        assert holding.wait(30)
+        futures = [database.write_batched(many, (ident, f"v{ident}")) for ident in range(1, 11)]
+        before = database.batches
+        hold.set()
+        results = await asyncio.gather(*futures)
+        await blocked
+        batches = database.batches - before
+        await database.close()
+        return results, batches
+
+    results, batches = asyncio.run(main())
+    assert results == list(range(1, 11))
+    assert sizes == [4, 4, 2]
+    assert batches == 4  # the blocker's, then three for the ten writes
+    assert _rows(path) == [(ident, f"v{ident}") for ident in range(1, 11)]
+
+
 def test_first_items_run_before_the_writes_queued_with_them_and_keep_their_results(tmp_path):
     """Batched(first=True) items run at the start of their transaction, all in one call,
     even when other writes were queued before and between them; every write still gets

@@ -8,12 +8,12 @@ event loop:
 * ``read(fn, ...)`` runs ``fn`` on a reading connection (SQLite: aiosqlite's worker thread,
   WAL lets it read while the writer writes; PostgreSQL: a few reader threads, each with its
   own connection) and returns its result.
-* ``write(fn, ...)`` queues ``fn`` for the writer thread, which runs every queued
-  function in ONE transaction (each inside its own SAVEPOINT, so one failing
-  function does not undo the others) and commits once. The awaiting caller
-  resumes only after that commit: a reply sent after ``await write(...)``
-  never promises something a crash could lose. Concurrent writers therefore
-  share one commit (group commit): one fsync on SQLite, one WAL flush on PostgreSQL.
+* ``write(fn, ...)`` queues ``fn`` for the writer thread, which runs the queued
+  functions, up to ``GROUP_COMMIT_MOST`` of them, in ONE transaction (each inside its
+  own SAVEPOINT, so one failing function does not undo the others) and commits once.
+  The awaiting caller resumes only after that commit: a reply sent after
+  ``await write(...)`` never promises something a crash could lose. Concurrent writers
+  therefore share one commit (group commit): one fsync on SQLite, one WAL flush on PostgreSQL.
 
 The same functions work from the CLI with a plain connection (``connect_sync``), also while
 the server runs: SQLite's locking (PostgreSQL: an advisory lock every writer takes, see
@@ -54,6 +54,11 @@ DURABILITY = lite.DURABILITY
 READERS = 4  # PostgreSQL reading connections (threads)
 RETRY_MIN_S = 0.1
 RETRY_MAX_S = 2.0
+# Writes per group commit. Past a few dozen the commit's fixed cost is shared out, and taking
+# everything queued would make the writers of a burst one wave: the event loop idles while the
+# writer commits them all, then the writer while the loop turns their receipts into the next
+# writes. Leaving the rest for the next commit lets the two overlap.
+GROUP_COMMIT_MOST = 50
 
 
 def describe(target: str) -> str:
@@ -107,7 +112,8 @@ class Database:
         self._local = threading.local()
         self._reader_conns: list[Any] = []
         self._loop: asyncio.AbstractEventLoop | None = None
-        # queued writes and when they were queued; the writer thread takes them all at once (one transaction)
+        # queued writes and when they were queued; the writer thread takes up to group_commit_most
+        # of them at once (one transaction)
         self._pending: list[tuple[Callable[..., Any] | Batched, tuple, asyncio.Future[Any], float]] = []
         # the lock of _pending; the writer sleeps on _wakeup (this lock's condition) while _sleeping
         self._lock = threading.Lock()
@@ -122,6 +128,7 @@ class Database:
         self._pause = RETRY_MIN_S
         self._generation = 0
         self.batches = 0  # committed write transactions (for tests and benchmarks)
+        self.group_commit_most = GROUP_COMMIT_MOST
         # for /metrics: each group commit (BEGIN to COMMIT), and each write from queued to committed
         self.commit_timings = Timings(DB_BOUNDS)
         self.write_timings = Timings(DB_BOUNDS)
@@ -327,7 +334,7 @@ class Database:
             loop.call_soon_threadsafe(_settle, self._stopped, None)
             return
         loop.call_soon_threadsafe(_settle, ready, None)
-        wakeup, batch, checkpointer = self._wakeup, [], self.checkpointer
+        wakeup, batch, checkpointer, most = self._wakeup, [], self.checkpointer, self.group_commit_most
         try:
             while True:
                 with wakeup:
@@ -337,7 +344,10 @@ class Database:
                         self._sleeping = False
                     if not self._pending and self._stop:
                         break  # closing, and everything is committed
-                    batch, self._pending = self._pending, []
+                    if len(self._pending) <= most:
+                        batch, self._pending = self._pending, []
+                    else:
+                        batch, self._pending = self._pending[:most], self._pending[most:]
                 if conn is not None and self._stale(conn):  # a reader saw the database go away
                     conn.close()
                     conn = None
