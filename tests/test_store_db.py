@@ -60,16 +60,20 @@ def test_writes_queued_together_commit_together_and_a_failure_stays_alone(tmp_pa
     assert _rows(path) == [(1, "a"), (2, "b")]
 
 
-def test_batched_items_share_one_call(tmp_path):
-    path = tmp_path / "d.db"
-    calls: list[int] = []
-
+def _put_many(calls: list[int]) -> Batched:
+    """A Batched insert into t that notes how many items each of its calls got."""
     def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
         calls.append(len(items))
         conn.executemany("INSERT INTO t (id, v) VALUES (?, ?)", items)
         return [ident for ident, _ in items]
 
-    many = Batched(put_many)
+    return Batched(put_many)
+
+
+def test_batched_items_share_one_call(tmp_path):
+    path = tmp_path / "d.db"
+    calls: list[int] = []
+    many = _put_many(calls)
 
     async def main():
         database = await _opened(path)
@@ -89,16 +93,11 @@ def test_a_group_commit_takes_at_most_group_commit_most_writes_in_order(tmp_path
     hold, holding = threading.Event(), threading.Event()
     sizes: list[int] = []
 
+    many = _put_many(sizes)
+
     def blocker(conn: Any) -> None:
         holding.set()
         hold.wait(30)
-
-    def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
-        sizes.append(len(items))
-        conn.executemany("INSERT INTO t (id, v) VALUES (?, ?)", items)
-        return [ident for ident, _ in items]
-
-    many = Batched(put_many)
 
     async def main():
         database = Database(dbs.database(path), durability="off")
