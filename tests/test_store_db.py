@@ -92,7 +92,6 @@ def test_a_group_commit_takes_at_most_group_commit_most_writes_in_order(tmp_path
     path = tmp_path / "d.db"
     hold, holding = threading.Event(), threading.Event()
     sizes: list[int] = []
-
     many = _put_many(sizes)
 
     def blocker(conn: Any) -> None:

@@ -320,7 +320,8 @@ class Database:
         return await self.write(_data_version)
 
     def _writer(self, ready: asyncio.Future[None]) -> None:
-        """The writer thread: its own connection; every write queued meanwhile in one transaction.
+        """The writer thread: its own connection; the writes queued meanwhile (at most
+        ``group_commit_most``) in one transaction.
 
         It takes the next batch as soon as a commit is done, without a trip through
         the event loop (which may be busy for milliseconds with the lines of many
