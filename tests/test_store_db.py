@@ -34,6 +34,17 @@ def _rows(path) -> list[tuple[int, str]]:
     return dbs.rows(path, "SELECT id, v FROM t ORDER BY id")
 
 
+class _Hold:
+    """A write that keeps the writer busy until released: what is queued meanwhile is one batch."""
+
+    def __init__(self) -> None:
+        self.holding, self.released = threading.Event(), threading.Event()
+
+    def __call__(self, conn: Any) -> None:
+        self.holding.set()
+        self.released.wait(30)
+
+
 async def _opened(path) -> Database:
     database = Database(dbs.database(path), durability="off")
     await database.open()
@@ -90,13 +101,9 @@ def test_a_group_commit_takes_at_most_group_commit_most_writes_in_order(tmp_path
     """More writes queued than one group commit takes: the first ``group_commit_most`` commit
     together, the rest in the next commits, in the order they were queued."""
     path = tmp_path / "d.db"
-    hold, holding = threading.Event(), threading.Event()
+    hold = _Hold()
     sizes: list[int] = []
     many = _put_many(sizes)
-
-    def blocker(conn: Any) -> None:
-        holding.set()
-        hold.wait(30)
 
     async def main():
         database = Database(dbs.database(path), durability="off")
@@ -104,11 +111,11 @@ def test_a_group_commit_takes_at_most_group_commit_most_writes_in_order(tmp_path
         database.group_commit_most = 4  # read by the writer when it starts
         await database.open()
         await database.write(_table)
-        blocked = database.write(blocker)
-        assert holding.wait(30)
+        blocked = database.write(hold)
+        assert hold.holding.wait(30)
         futures = [database.write_batched(many, (ident, f"v{ident}")) for ident in range(1, 11)]
         before = database.batches
-        hold.set()
+        hold.released.set()
         results = await asyncio.gather(*futures)
         await blocked
         batches = database.batches - before
@@ -128,11 +135,7 @@ def test_first_items_run_before_the_writes_queued_with_them_and_keep_their_resul
     its own result, and the others keep their order."""
     path = tmp_path / "d.db"
     ran: list[str] = []
-    hold, holding = threading.Event(), threading.Event()
-
-    def blocker(conn: Any) -> None:
-        holding.set()
-        hold.wait(30)
+    hold = _Hold()
 
     def plain(conn: Any, name: str) -> str:
         ran.append(name)
@@ -146,12 +149,12 @@ def test_first_items_run_before_the_writes_queued_with_them_and_keep_their_resul
 
     async def main():
         database = await _opened(path)
-        blocked = database.write(blocker)
-        assert holding.wait(30)
+        blocked = database.write(hold)
+        assert hold.holding.wait(30)
         # queued while the writer is busy: all of these share the next transaction
         futures = [database.write(plain, "a"), database.write_batched(early, "x"), database.write(plain, "b"),
                    database.write_batched(early, "y")]
-        hold.set()
+        hold.released.set()
         results = await asyncio.gather(*futures)
         await blocked
         await database.close()
@@ -168,11 +171,7 @@ def test_a_batch_of_batched_writes_runs_without_savepoints_until_one_fails(tmp_p
     of the run that had succeeded are stored once."""
     path = tmp_path / "d.db"
     calls: list[list[int]] = []
-    hold, holding = threading.Event(), threading.Event()
-
-    def blocker(conn: Any) -> None:
-        holding.set()
-        hold.wait(30)
+    hold = _Hold()
 
     def put_many(conn: Any, items: list[tuple[int, str]]) -> list[int]:
         calls.append([ident for ident, _ in items])
@@ -186,11 +185,11 @@ def test_a_batch_of_batched_writes_runs_without_savepoints_until_one_fails(tmp_p
         database = await _opened(path)
         good = await asyncio.gather(database.write_batched(many, (1, "a")), database.write_batched(early, (2, "b")))
         calls.clear()
-        blocked = database.write(blocker)
-        assert holding.wait(30)
+        blocked = database.write(hold)
+        assert hold.holding.wait(30)
         futures = [database.write_batched(many, (3, "c")), database.write_batched(many, (3, "again")),
                    database.write_batched(early, (4, "d")), database.write_batched(many, (5, "e"))]
-        hold.set()
+        hold.released.set()
         results = await asyncio.gather(*futures, return_exceptions=True)
         await blocked
         await database.close()
