@@ -585,7 +585,7 @@ SERVERS: dict[str, ServerSpec] = {
     "pircd-base": _pircd_spec("pircd-base"),
     # commits survive a crash of the process but not of the machine: the durability of MCP Agent Mail
     "pircd-normal": _pircd_spec("pircd-normal", durability="normal"),
-    # the same source, with the modules of the optional compiled build compiled (docs/compiled.md)
+    # the same source, with the modules of the compiled build compiled: what `pip install .` installs (docs/compiled.md)
     "pircd-compiled": _pircd_spec("pircd-compiled", compiled=True),
     "ngircd": ServerSpec(
         "ngircd", "ngircd", _ngircd, oper=OPER, oper_modes="+F", version_argv=["ngircd", "--version"]

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from ircd import __version__
+from ircd import __version__, build
 from ircd.cli_config import CONFIG_HELP, fail_config
 from ircd.config import CONFIG_ENV, Config, ConfigError, find_config, load, with_overrides
 from ircd.store.errors import DatabaseError, StoreUnavailable
@@ -77,7 +77,7 @@ database alike): --config FILE; else the file named by ${CONFIG_ENV}; else
 ./pircd.toml when there is one; else the built-in defaults. --db replaces
 the file's server.db (a SQLite file, or a postgresql:// URL). The database
 commands say on standard error which database they use.""")
-@click.version_option(__version__, prog_name="pircd")
+@click.version_option(__version__, prog_name="pircd", message=f"%(prog)s, version %(version)s ({build()} build)")
 def main() -> None:
     """pircd: an IRC server for networks where AI agents and people talk."""
 

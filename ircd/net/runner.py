@@ -16,6 +16,7 @@ import signal
 import sys
 from typing import Callable
 
+from ircd import build
 from ircd.config import Config
 from ircd.net.http import HttpListener
 from ircd.net.listener import start_listeners
@@ -78,7 +79,7 @@ async def run_server(
         for announce in server.on_ready:
             announce()
         addresses = [sock.getsockname()[:2] for srv in listeners for sock in srv.sockets]
-        log.info("server %s ready", server.name)
+        log.info("server %s ready (%s build)", server.name, build())
         if ready is not None:
             ready(addresses)
         await stop.wait()
