@@ -189,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     size = {"dm": (args.pairs, args.round_trips), "fanout": (args.receivers, args.lines),
             "churn": (args.cycles, args.workers), "connections": (args.clients, args.concurrency),
             "mcp": (args.agents, args.calls), "pircan": (args.senders, args.sends)}[args.scenario]
+    build = "compiled" if any(tree.glob("ircd/*.so")) else "pure"  # before the copy is removed
     try:
         got = count(tree, args.scenario, size, http=not args.no_http)
     finally:
         if args.compiled:
             shutil.rmtree(tree, ignore_errors=True)
-    build = "compiled" if any(tree.glob("ircd/*.so")) else "pure"
     build += ", HTTP off" if args.no_http else ""
     print(f"{args.scenario} ({build}, {' x '.join(map(str, size))}): {got['per_unit']:,.0f} instructions "
           f"per {got['unit']} ({got['instructions']:,} for {got['units']:,})")

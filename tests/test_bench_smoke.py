@@ -333,6 +333,36 @@ def test_instructions_counts_the_measured_phase(tmp_path, monkeypatch, capsys):
     )
 
 
+def test_instructions_names_the_compiled_build_it_counted(tmp_path, monkeypatch, capsys):
+    """--compiled counts a built copy and removes it afterwards; the printed build is the copy's
+    (it used to be read after the copy was gone, and said "pure")."""
+    import sys
+
+    from bench import instructions
+
+    record = tmp_path / "control.log"
+    for name, text in (("valgrind", _FAKE_VALGRIND), ("callgrind_control", _FAKE_CONTROL)):
+        path = tmp_path / name
+        path.write_text(text.format(python=sys.executable, record=str(record)))
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    tree = tmp_path / "built"  # the checkout by links, with a compiled module's file beside them
+    tree.mkdir()
+    for entry in instructions._REPO.iterdir():
+        if entry.name != "ircd":
+            (tree / entry.name).symlink_to(entry)
+    (tree / "ircd").mkdir()
+    for entry in (instructions._REPO / "ircd").iterdir():
+        if entry.suffix != ".so":
+            (tree / "ircd" / entry.name).symlink_to(entry)
+    (tree / "ircd" / "unused.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    monkeypatch.setattr(instructions, "compiled_tree", lambda src: tree)
+    assert instructions.main(["--pairs", "2", "--round-trips", "3", "--compiled"]) == 0
+    assert capsys.readouterr().out == "dm (compiled, 2 x 3): 10,288 instructions per relayed message (123,456 for 12)\n"
+    assert not tree.exists()
+    assert (instructions._REPO / "ircd" / "server.py").is_file()  # removing the copy left the links' targets
+
+
 def test_instructions_says_what_it_needs(monkeypatch, capsys):
     from bench import instructions
 
