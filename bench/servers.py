@@ -108,8 +108,10 @@ class ServerSpec:
             return f"{self.native.name}, built with cc -O2"
         if not self.version_argv or self.missing():
             return ""
-        try:
-            out = subprocess.run(self.version_argv, capture_output=True, text=True, timeout=10, check=False)
+        try:  # in the environment the server runs in, and not in this checkout: `python -m` puts the
+            # working directory first on the path, so pircd's would name this checkout's build
+            out = subprocess.run(self.version_argv, capture_output=True, text=True, timeout=10, check=False,
+                                 env={**os.environ, **self.env}, cwd=tempfile.gettempdir())
         except (OSError, subprocess.TimeoutExpired):
             return ""
         text = (out.stdout or out.stderr).strip().splitlines()

@@ -363,6 +363,19 @@ def test_instructions_names_the_compiled_build_it_counted(tmp_path, monkeypatch,
     assert (instructions._REPO / "ircd" / "server.py").is_file()  # removing the copy left the links' targets
 
 
+def test_a_pircd_servers_version_is_read_from_the_source_it_runs(tmp_path):
+    """--pircd-src and the compiled build run pircd from another tree (PYTHONPATH); the version
+    line of the results names that tree's build, not the checkout's the runner was started in."""
+    from bench import servers
+
+    (tmp_path / "ircd").mkdir()
+    (tmp_path / "ircd" / "__init__.py").write_text("")
+    (tmp_path / "ircd" / "__main__.py").write_text("print('pircd, version 9 (compiled build)')\n")
+    spec = servers._pircd_spec("pircd-elsewhere")
+    spec.env["PYTHONPATH"] = str(tmp_path)
+    assert spec.version() == "pircd, version 9 (compiled build)"
+
+
 def test_instructions_says_what_it_needs(monkeypatch, capsys):
     from bench import instructions
 
