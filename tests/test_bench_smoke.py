@@ -312,12 +312,9 @@ with open({record!r}, "a") as f:
 """
 
 
-def test_instructions_counts_the_measured_phase(tmp_path, monkeypatch, capsys):
-    """bench.instructions with stand-ins for valgrind and callgrind_control: counting is switched
-    on and off once around the measured phase, and the count is divided by the relayed messages."""
+def _stand_ins(tmp_path, monkeypatch):
+    """valgrind and callgrind_control stand-ins first on PATH; the file that records the calls."""
     import sys
-
-    from bench import instructions
 
     record = tmp_path / "control.log"
     for name, text in (("valgrind", _FAKE_VALGRIND), ("callgrind_control", _FAKE_CONTROL)):
@@ -325,6 +322,15 @@ def test_instructions_counts_the_measured_phase(tmp_path, monkeypatch, capsys):
         path.write_text(text.format(python=sys.executable, record=str(record)))
         path.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    return record
+
+
+def test_instructions_counts_the_measured_phase(tmp_path, monkeypatch, capsys):
+    """bench.instructions with stand-ins for valgrind and callgrind_control: counting is switched
+    on and off once around the measured phase, and the count is divided by the relayed messages."""
+    from bench import instructions
+
+    record = _stand_ins(tmp_path, monkeypatch)
     assert instructions.main(["--pairs", "2", "--round-trips", "3"]) == 0
     assert record.read_text() == "-i on\n-i off\n"
     build = "compiled" if any(instructions._REPO.glob("ircd/*.so")) else "pure"  # the CI's second pass
@@ -336,16 +342,9 @@ def test_instructions_counts_the_measured_phase(tmp_path, monkeypatch, capsys):
 def test_instructions_names_the_compiled_build_it_counted(tmp_path, monkeypatch, capsys):
     """--compiled counts a built copy and removes it afterwards; the printed build is the copy's
     (it used to be read after the copy was gone, and said "pure")."""
-    import sys
-
     from bench import instructions
 
-    record = tmp_path / "control.log"
-    for name, text in (("valgrind", _FAKE_VALGRIND), ("callgrind_control", _FAKE_CONTROL)):
-        path = tmp_path / name
-        path.write_text(text.format(python=sys.executable, record=str(record)))
-        path.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    _stand_ins(tmp_path, monkeypatch)
     tree = tmp_path / "built"  # the checkout by links, with a compiled module's file beside them
     tree.mkdir()
     for entry in instructions._REPO.iterdir():
