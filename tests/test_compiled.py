@@ -2,15 +2,17 @@
 
 ``pip install .`` compiles the modules named in pyproject.toml (``[tool.pircd] compiled``)
 where it can, and installs them as plain Python where it cannot (setup.py). The suite runs
-on the checkout's source, plain ``.py`` files; CI runs it a second time on a copy built in
-place with ``PIRCD_COMPILE=1`` and sets ``PIRCD_EXPECT_COMPILED=1`` there, so that a build
-that silently fell back to Python cannot pass as compiled, and a stale compiled module left
-beside an edited source cannot shadow it here.
+on the checkout's source, plain ``.py`` files; CI runs it once more on a copy with the
+compiled libraries of the wheel that ``PIRCD_COMPILE=1 pip wheel .`` builds and sets
+``PIRCD_EXPECT_COMPILED=1`` there, so that a build that silently fell back to Python cannot
+pass as compiled, and a stale compiled module left beside an edited source cannot shadow it
+here.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
