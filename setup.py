@@ -84,17 +84,15 @@ def extensions(mode: str, argv: list[str]) -> tuple[list, list[str]]:
     """(ext_modules, setup_requires) for this build."""
     if mode == "off":
         return [], []
+    if "egg_info" in argv or "dist_info" in argv:  # pip asks for the build requirements first (it
+        return [], [MYPY]  # installs mypy for the build itself): metadata only, nothing to compile yet
     try:
         from mypyc.build import mypycify
     except ImportError:
-        if "egg_info" in argv or "dist_info" in argv:  # pip asks for the build requirements first:
-            return [], [MYPY]  # it installs mypy for the build itself
         if mode == "required":
             raise SystemExit(f"{ENV}=1 needs {MYPY} in the build environment") from None
         _say(f"{MYPY} is not installed here; installing plain Python")
         return [], []
-    if "egg_info" in argv or "dist_info" in argv:  # metadata only: nothing to compile yet
-        return [], [MYPY]
     try:
         return mypycify(compiled_modules(), opt_level="3"), [MYPY]
     except (Exception, SystemExit) as exc:  # mypy rejected the source: it exits

@@ -48,7 +48,8 @@ def test_modules_are_built_as_expected(name):
 def test_the_server_says_which_build_runs():
     expected = "compiled" if EXPECT_COMPILED else "pure"
     assert ircd.build() == expected
-    done = subprocess.run([sys.executable, "-m", "ircd", "--version"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "ircd", "--version"], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"pircd, version {ircd.__version__} ({expected} build)\n"
 
@@ -98,6 +99,17 @@ def test_pip_install_compiles_unless_told_otherwise_or_editable(value, argv, mod
     setup = _setup_module()
     environ = {} if value is None else {"PIRCD_COMPILE": value}
     assert setup.build_mode(environ, argv) == mode
+
+
+@pytest.mark.parametrize(("mode", "argv", "requires"), [
+    ("auto", ["setup.py", "egg_info"], ["mypy>=1.8"]),  # pip's question for the build requirements
+    ("required", ["setup.py", "dist_info", "--output-dir", "d"], ["mypy>=1.8"]),
+    ("off", ["setup.py", "egg_info"], []),
+    ("off", ["setup.py", "bdist_wheel"], []),
+])
+def test_the_metadata_steps_ask_for_mypy_and_compile_nothing(mode, argv, requires):
+    setup = _setup_module()
+    assert setup.extensions(mode, argv) == ([], requires)
 
 
 def test_an_unknown_compile_setting_is_refused():
