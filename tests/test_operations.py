@@ -10,6 +10,7 @@ its health check command, run as written, passes against a live server and fails
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ircd.config import load, parse_hostport
-from ircd.log import fields_of
+from ircd.log import PlainFormatter, fields_of, setup_logging
 from tests.harness import config
 from tests.live import IRCClient, LiveServer
 from tests.proc import ServerProcess, write_config
@@ -38,6 +39,41 @@ def test_the_key_value_pairs_of_a_message_become_fields():
         "url": "https://h.example/a?b=c"}  # the b=c inside a value is not a pair
     assert fields_of("listening on 127.0.0.1:6667 (HTTP)") == {}
     assert fields_of("odd msg=x level=y time=z n=-4") == {"n": -4}  # the object's own keys stay its own
+
+
+def test_a_plain_line_stamps_each_record_with_its_own_second_and_milliseconds():
+    formatter = PlainFormatter()
+
+    def line(second: int, msecs: int) -> str:
+        record = logging.LogRecord("pircd", logging.INFO, __file__, 1, "connect id=%d", (7,), None)
+        record.created, record.msecs = second + msecs / 1000, msecs
+        return formatter.format(record)
+
+    # 2026-12-06T19:41:27Z, twice within its second, then the next second and an earlier one
+    assert line(1796586087, 123) == "2026-12-06T19:41:27.123Z INFO    pircd: connect id=7"
+    assert line(1796586087, 999) == "2026-12-06T19:41:27.999Z INFO    pircd: connect id=7"
+    assert line(1796586088, 0) == "2026-12-06T19:41:28.000Z INFO    pircd: connect id=7"
+    assert line(1796586000, 500) == "2026-12-06T19:40:00.500Z INFO    pircd: connect id=7"
+
+
+def test_setup_logging_makes_records_without_the_callers_line_or_the_threads_name(monkeypatch):
+    for name in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
+        monkeypatch.setattr(logging, name, getattr(logging, name))  # restored after the test
+    root = logging.getLogger("pircd")
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", root.level)
+    monkeypatch.setattr(root, "propagate", root.propagate)
+    setup_logging("plain", "info")
+    records: list[logging.LogRecord] = []
+    seen = logging.Handler()
+    seen.emit = records.append  # type: ignore[method-assign]
+    root.addHandler(seen)
+    logging.getLogger("pircd.test").info("connect id=%d", 1)
+    (record,) = records
+    # what the formatters print is there; what the logging module looks up per record only for
+    # formats that print it is not (the caller's file and line are a walk of the stack)
+    assert (record.name, record.getMessage()) == ("pircd.test", "connect id=1")
+    assert (record.lineno, record.funcName, record.threadName, record.processName) == (0, "(unknown function)", None, None)
 
 
 def test_serve_log_format_json_writes_one_object_per_line_with_the_fields(tmp_path):
