@@ -9,6 +9,7 @@ no lost lines, no errors.
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 import pytest
 
@@ -141,6 +142,34 @@ def test_the_http_listener_can_be_off():
             _run(server, lambda t: mcp_send(t, 2, 1))
     finally:
         server.stop()
+
+
+def test_pircd_logged_writes_the_default_levels_three_lines_per_connection():
+    """pircd-logged (the compiled build at log level "info"; run from source here) logs each
+    churn cycle's connect, registration and disconnect; pircd, at "warning", none of them."""
+    import dataclasses
+    import re
+    from collections import Counter
+
+    def lines(spec) -> list[str]:
+        server = RunningServer(spec, keep_dir=True).start()
+        try:
+            result = _run(server, lambda t: loadgen.churn(t, total=3, workers=1, timeout=10))
+            assert (result["cycles"], result["errors"]) == (3, 0)
+        finally:
+            server.stop()
+        try:
+            text = (server.dir / "server.log").read_text()
+        finally:
+            shutil.rmtree(server.dir, ignore_errors=True)
+        return re.findall(r"pircd: (connect|registered|disconnect) id=", text)
+
+    logged = SERVERS["pircd-logged"]
+    assert logged.compiled
+    # one connection more than the cycles: RunningServer.start's probe of the port
+    assert Counter(lines(dataclasses.replace(logged, compiled=False, env=dict(logged.env)))) == {
+        "connect": 4, "registered": 3, "disconnect": 4}
+    assert lines(SERVERS["pircd"]) == []
 
 
 def test_mcp_mail_runs_pircd_at_the_durability_of_mcp_agent_mail():
