@@ -61,19 +61,23 @@ def test_setup_logging_makes_records_without_the_callers_line_or_the_threads_nam
         monkeypatch.setattr(logging, name, getattr(logging, name))  # restored after the test
     root = logging.getLogger("pircd")
     monkeypatch.setattr(root, "handlers", [])
-    monkeypatch.setattr(root, "level", root.level)
     monkeypatch.setattr(root, "propagate", root.propagate)
-    setup_logging("plain", "info")
+    level = root.level
     records: list[logging.LogRecord] = []
-    seen = logging.Handler()
-    seen.emit = records.append  # type: ignore[method-assign]
-    root.addHandler(seen)
-    logging.getLogger("pircd.test").info("connect id=%d", 1)
+    try:
+        setup_logging("plain", "info")
+        seen = logging.Handler()
+        seen.emit = records.append  # type: ignore[method-assign]
+        root.addHandler(seen)
+        logging.getLogger("pircd.test").info("connect id=%d", 1)
+    finally:
+        root.setLevel(level)  # and the loggers' cached levels with it
     (record,) = records
     # what the formatters print is there; what the logging module looks up per record only for
     # formats that print it is not (the caller's file and line are a walk of the stack)
     assert (record.name, record.getMessage()) == ("pircd.test", "connect id=1")
-    assert (record.lineno, record.funcName, record.threadName, record.processName) == (0, "(unknown function)", None, None)
+    assert (record.lineno, record.funcName) == (0, "(unknown function)")
+    assert (record.threadName, record.processName) == (None, None)
 
 
 def test_serve_log_format_json_writes_one_object_per_line_with_the_fields(tmp_path):
