@@ -62,10 +62,11 @@ def client_address(peer: str, headers: list[tuple[bytes, bytes]], trusted: list[
     return chain[0] if chain else peer
 
 
-# A declared body over the limit but at most this long is read (and dropped) before the 413: a
-# connection closed with a request's bytes unread is reset by the kernel, and a client still
-# sending its body then loses the answer. A longer one is answered at once (its sender may see
-# the reset); the body's deadline (http.body_timeout) bounds the reading.
+# A body over the limit but at most this long (declared, or counted as a chunked one arrives) is
+# read to its end and dropped before the 413: a connection closed with a request's bytes unread is
+# reset by the kernel, and a client still sending its body then loses the answer. A longer one is
+# answered at once (its sender may see the reset); the body's deadline (http.body_timeout) bounds
+# the reading.
 _DRAINED = 1 << 20
 
 
@@ -135,7 +136,7 @@ class Front:
       closed with 1008);
     * a WebSocket to ``websocket``'s path is an IRC connection (``ircd/net/websocket.py``);
     * a request body over ``limit`` bytes: 413, a declared length at once, a chunked body when its
-      bytes pass the limit (``_limited``);
+      bytes pass the limit (``_limited``); either read to its end first, up to ``_DRAINED`` bytes;
     * an exact path of ``direct`` goes to its app (``Direct``), the rest to ``app`` (Starlette)."""
 
     def __init__(self, app: Any, policy: HostPolicy, limit: int, trusted: list[Any],
@@ -227,6 +228,8 @@ async def _limited(app: Any, limit: int, scope: dict, receive: Any, send: Any) -
             if seen > limit:
                 refused = True
                 if not started:
+                    if message.get("more_body", False):
+                        await _drain(receive, seen)  # the rest, before the answer, as for a declared length
                     await _too_large(send)
                 return {"type": "http.disconnect"}
         return message
@@ -246,11 +249,13 @@ async def _limited(app: Any, limit: int, scope: dict, receive: Any, send: Any) -
         # the application's reaction to the disconnect (Starlette: ClientDisconnect): answered
 
 
-async def _drain(receive: Any) -> None:
-    while True:
+async def _drain(receive: Any, seen: int = 0) -> None:
+    """Read what is left of a request's body, until its end or ``_DRAINED`` bytes in all."""
+    while seen <= _DRAINED:
         message = await receive()
         if message["type"] != "http.request" or not message.get("more_body", False):
             return
+        seen += len(message.get("body", b""))
 
 
 class Unavailable:
