@@ -369,10 +369,10 @@ def test_a_wait_watching_a_channel_is_told_of_others_posts(p):
     for conn in ("alice", "bob"):
         p.cmd(conn, "JOIN #room")
     p.h.take("alice")
-    assert p.cmd("bob", "INBOX WAIT 5000 channels=#room mode=new") == []
+    assert p.cmd("bob", "INBOX WAIT 5000 channels=#ROOM mode=new") == []  # any case names the channel
     p.cmd("bob", "PRIVMSG #room :my own words")  # one's own post is not news
     assert [ln for ln in p.lines("bob") if " INBOX " in ln] == []
-    p.h.send("alice", "PRIVMSG #room :standup in five")
+    p.h.send("alice", "PRIVMSG #Room :standup in five")
     told = [ln for ln in p.lines("bob") if " INBOX " in ln]
     stored = p.rows("SELECT printf('%016x', id) FROM history WHERE text = 'standup in five'")
     assert told == [f"{S} INBOX bob EVENT channel {stored[0][0]} #room alice alice :standup in five"]

@@ -150,7 +150,7 @@ def _channels(state: Pircan, account: str, channels: list[str] | None) -> frozen
             raise Refused("NO_SUCH_CHANNEL", name, text="No such channel")
         if not state.api.account_in_channel(account, found):
             raise Refused("NOT_MEMBER", name, text="You are not a member of this channel")
-        rooms.add(state.api.casefold(found.name))
+        rooms.add(found.folded)
     return frozenset(rooms)
 
 
@@ -432,7 +432,7 @@ async def _tell_event(state: Pircan, recipient: str, kind: str, event_id: int, w
 
 def channel_posted(state: Pircan, event: ChannelMessage) -> None:
     """A channel message was relayed: the waits watching that channel are told (none consumes it)."""
-    watching = state.channel_waiters.get(state.api.casefold(event.channel.name))
+    watching = state.channel_waiters.get(event.channel.folded) if state.channel_waiters else None
     if not watching:
         return
     poster = event.client.account_folded
@@ -448,5 +448,5 @@ def channel_posted(state: Pircan, event: ChannelMessage) -> None:
 def install(state: Pircan) -> None:
     """Waits hear of the events and channel messages that commit."""
     state.event_hooks.append(functools.partial(event_committed, state))  # no frame of its own per event
-    state.api.subscribe(ChannelMessage, lambda event: channel_posted(state, event))
+    state.api.subscribe(ChannelMessage, functools.partial(channel_posted, state))
 
