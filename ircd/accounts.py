@@ -92,7 +92,7 @@ class AccountService:
         server.sweep_hooks.append(self.verifications.sweep)
 
     @property
-    def cfg(self):
+    def cfg(self) -> AccountsSection:
         return self.server.config.accounts
 
     # cache -----------------------------------------------------------------
