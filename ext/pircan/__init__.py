@@ -110,17 +110,14 @@ def setup(api: ExtensionAPI) -> Pircan:
     api.isupport("PIRCANTASKLEN", Limits.send_chars)
 
     api.message_check(state.privmsg_check)
-    api.subscribe(LoggedIn, lambda ev: state.account_visible(ev.client))
-    api.subscribe(Registered, lambda ev: state.account_visible(ev.client))
-    def quit(event: Quit) -> None:
-        state.client_gone(event.client)
-        state.client_left(event.client, event.client.account_folded)
+    api.subscribe(LoggedIn, state.on_account_seen)
+    api.subscribe(Registered, state.on_account_seen)
+    api.subscribe(Quit, state.on_quit)
 
     def logged_out(event: LoggedOut) -> None:
         state.client_gone(event.client, "You logged out")
         state.client_left(event.client, event.account)
 
-    api.subscribe(Quit, quit)
     api.subscribe(LoggedOut, logged_out)
 
     def rehashed(event: Rehashed) -> None:  # REHASH / SIGHUP: take the new [pircan] section

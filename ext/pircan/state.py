@@ -14,7 +14,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Final, Protocol, TypeVar
 
-from ircd.api import Channel, Client, CommandContext, ExtensionAPI
+from ircd.api import Channel, Client, CommandContext, ExtensionAPI, LoggedIn, Quit, Registered
 
 from ext.pircan import store as db
 from ext.pircan import store_tasks as tdb
@@ -516,6 +516,16 @@ class Pircan:
             for waiter in list(waiting):
                 if waiter.senders is not None and account in waiter.senders:
                     self.check_departed(waiter)
+
+    # the listeners of the server's events (subscribed by ext/pircan/__init__.py): methods, which
+    # the compiled build calls without a Python frame
+
+    def on_account_seen(self, event: Registered | LoggedIn) -> None:
+        self.account_visible(event.client)
+
+    def on_quit(self, event: Quit) -> None:
+        self.client_gone(event.client)
+        self.client_left(event.client, event.client.account_folded)
 
     def client_gone(self, client: Client, reason: str | None = None) -> None:
         """An IRC connection quit (``reason`` None) or logged out while it may have been waiting."""

@@ -6,7 +6,7 @@ configuration (``WelcomeTemplates``): a registration only fills in the values.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final
 
 from ircd import __version__
 from ircd.delivery.replies import ReplyBuffer
@@ -76,18 +76,23 @@ def send_isupport(server: "Server", reply: ReplyBuffer) -> None:
         reply.numeric(N.RPL_ISUPPORT, *group, "are supported by this server")
 
 
-class Lusers(NamedTuple):
-    """What LUSERS shows one client."""
+class Lusers:
+    """What LUSERS shows one client. A plain class: in the compiled build it is made without a
+    Python frame, where a named tuple's ``__new__`` is a Python function (one per registration)."""
 
-    users: int  # on the network (every node's)
-    invisible: int
-    opers: int
-    unknown: int  # connections not registered (yet)
-    channels: int
-    most: int  # most users seen on the network at once
-    servers: int  # the nodes of the network up, this one too (1 without a cluster)
-    local: int  # this node's users
-    most_local: int
+    __slots__ = ("users", "invisible", "opers", "unknown", "channels", "most", "servers", "local", "most_local")
+
+    def __init__(self, users: int, invisible: int, opers: int, unknown: int, channels: int, most: int,
+                 servers: int, local: int, most_local: int) -> None:
+        self.users = users  # on the network (every node's)
+        self.invisible = invisible
+        self.opers = opers
+        self.unknown = unknown  # connections not registered (yet)
+        self.channels = channels
+        self.most = most  # most users seen on the network at once
+        self.servers = servers  # the nodes of the network up, this one too (1 without a cluster)
+        self.local = local  # this node's users
+        self.most_local = most_local
 
 
 def lusers_counts(server: "Server", viewer: "Client") -> Lusers:

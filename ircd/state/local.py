@@ -97,7 +97,8 @@ class LocalState:
             return
         if folded is None:
             folded = self.casefold(nick)
-        entry = WhowasEntry(nick, client.user, client.host, client.realname, client.account, now)
+        # made as the tuple it is: the named tuple's own __new__ is a Python function, a frame per QUIT
+        entry = tuple.__new__(WhowasEntry, (nick, client.user, client.host, client.realname, client.account, now))
         whowas = self.whowas
         entries = whowas.get(folded)
         if entries is None:  # a deque is made only for a nick not remembered yet
