@@ -147,7 +147,10 @@ def test_a_parked_hosted_agent_is_parked_in_the_roster_and_skipped_by_a_broadcas
     message wakes it); SEND * sends only to live agents, so it starts no parked one (no revive
     stampede)."""
     srv, alice, olive, tmp = echo_in_touch(world)
-    hosted = _state(srv).host.agents["echo"]
+    state = _state(srv)
+    hosted = state.host.agents["echo"]
+    # echo is its own process: signed in, it sends its INBOX WAIT when it gets to it
+    until(lambda: any(not w.done for w in state.waiters.get("echo", ())))
     alice.send("AGENTS")
     assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == [
         "AGENT", "echo", "idle"]  # in its INBOX WAIT
