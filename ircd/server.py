@@ -150,13 +150,15 @@ class Server:
         self.channel_flags: dict[str, Callable[[Client, Channel, bool], str | None]] = {}
         self.message_checks: list[Callable[[CommandContext, Client | None, Channel | None], bool]] = []
         self._apply_config(config)
-        from ircd import commands
-        from ircd.commands import metadata
+        # functions, not modules, are imported here: with ircd.commands.metadata compiled as well, the
+        # compiled build's ``from ircd import commands`` here gave None
+        from ircd.commands import load as load_commands
+        from ircd.commands.metadata import install as install_metadata
 
-        commands.load()
+        load_commands()
         for spec in CORE_COMMANDS:
             self.commands.add(spec)
-        metadata.install(self)
+        install_metadata(self)
         self.intake = Intake(self)  # received lines: parsing, flood control, the command gate
 
     # configuration -------------------------------------------------------

@@ -188,14 +188,14 @@ def test_a_client_gone_while_its_account_is_made_is_not_logged_in(eh, tmp_path):
     eh.send("bar", "REGISTER * bar@example.org password123")
     code = code_in(email.message_from_bytes((tmp_path / "mail.txt").read_bytes(),
                                             policy=email.policy.default).get_content())
-    accounts = eh.server.accounts
-    create = accounts.create_hashed
+    store = eh.server.accounts.store  # the store's method: the account service may be compiled
+    create = store.create_account
 
     async def create_as_the_client_leaves(*args, **kwargs):
         eh.server.disconnect(eh.clients["bar"], "gone")
         return await create(*args, **kwargs)
 
-    accounts.create_hashed = create_as_the_client_leaves
+    store.create_account = create_as_the_client_leaves
     eh.send("bar", f"VERIFY bar {code}")
     eh.settle()
     assert accounts_in(str(tmp_path / "e.db")) == [("bar", "bar@example.org")]

@@ -112,11 +112,13 @@ def _subs(client: Client) -> set[str]:
 # the command ---------------------------------------------------------------
 
 
-@command("METADATA", min_params=2, pre_registration=True, requires_cap=C.METADATA)
-def handle_metadata(ctx: CommandContext, msg: Message) -> None:
-    """METADATA <target> <GET|LIST|SET|CLEAR|SUB|UNSUB|SUBS|SYNC> [<key>...] [:<value>]
+@command(
+    "METADATA", min_params=2, pre_registration=True, requires_cap=C.METADATA,
+    doc="""METADATA <target> <GET|LIST|SET|CLEAR|SUB|UNSUB|SUBS|SYNC> [<key>...] [:<value>]
     Reads and sets key/value data on users and channels, and chooses which keys you hear about
-    (IRCv3 draft/metadata-2 and draft/metadata-3). Your own target is *."""
+    (IRCv3 draft/metadata-2 and draft/metadata-3). Your own target is *.""",
+)
+def handle_metadata(ctx: CommandContext, msg: Message) -> None:
     sub = msg.params[1].upper()
     params = msg.params[2:]
     if sub in ("SUB", "UNSUB", "SET", "GET") and not params:
