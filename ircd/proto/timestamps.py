@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Final
 
 from ircd.proto.msgid import EPOCH_MS, SEQ_BITS
 
@@ -34,13 +35,15 @@ def parse_timestamp(text: str) -> int | None:
 
 
 _last_second: tuple[int, str] = (-1, "")  # the second formatted last, and its "YYYY-MM-DDThh:mm:ss."
+_MILLIS: Final = [f"{ms:03d}Z" for ms in range(1000)]  # "000Z" to "999Z": 1,000 short strings, 57 KiB
 
 
 def format_ms(ms: int) -> str:
     """The server-time string of Unix milliseconds (integer arithmetic, no float rounding).
 
     Every message is stamped, so the date and time of day are formatted once per
-    second (strftime costs about 40 times the rest) and reused for its milliseconds.
+    second (strftime costs about 40 times the rest) and reused for its milliseconds,
+    whose text is looked up rather than formatted.
     """
     global _last_second
     second, millis = divmod(ms, 1000)
@@ -48,7 +51,7 @@ def format_ms(ms: int) -> str:
     if cached_second != second:
         prefix = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         _last_second = (second, prefix)
-    return prefix + "%03dZ" % millis
+    return prefix + _MILLIS[millis]
 
 
 def first_id_at(ms: int) -> int:
