@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import socket
@@ -265,8 +266,9 @@ async def start_listeners(server: Server) -> list[Listener | asyncio.Server]:
             for address in addresses:
                 host, port = parse_hostport(address)
                 if ctx is None and native:
+                    # a partial, not a lambda: the compiled Connection is made without a Python frame
                     srv = await loop.create_server(
-                        lambda port=port: Connection(server, port), host or None, port,
+                        functools.partial(Connection, server, port), host or None, port,
                         reuse_address=True, backlog=4096,
                     )
                     listeners.append(srv)
