@@ -474,3 +474,17 @@ def test_kick_several_and_errors(ab):
         ":irc.test 403 bob #nope :No such channel",
         ":irc.test 461 bob KICK :Not enough parameters",
     ]
+
+
+@pytest.mark.parametrize(("name", "valid"), [
+    ("#a", True), ("#", False), ("a", False), ("#" + "x" * 63, True), ("#" + "x" * 64, False),
+    ("#a b", False), ("#a,b", False), ("#a\x07b", False), ("#a\tb", True), ("#ünï", True), ("#ü b", False),
+    ("#ü,b", False), ("#ü\x07", False), ("#ü\x00", False), ("#a\r", False), ("#ü\n", False),
+])
+def test_a_channel_name_is_refused_for_a_space_comma_bell_nul_or_line_break(h, name, valid):
+    """RFC 2812 1.3: "Channels names are strings ... [that] SHALL NOT contain any spaces (' '), a
+    control G (^G or ASCII 7), a comma (',')"; NUL, CR and LF cannot be in a line. The same answer
+    whether the name is ASCII (checked printable first) or not."""
+    from ircd.commands.channel import valid_channel_name
+
+    assert valid_channel_name(h.server, name) is valid

@@ -21,11 +21,11 @@ _BAD_CHANNEL_CHARS = frozenset(" ,\x07\x00\r\n")
 
 
 def valid_channel_name(server: "Server", name: str) -> bool:
-    return (
-        1 < len(name) <= server.channellen
-        and name[0] in CHANNEL_TYPES
-        and not _BAD_CHANNEL_CHARS.intersection(name)
-    )
+    if not (1 < len(name) <= server.channellen and name[0] in CHANNEL_TYPES):
+        return False
+    if name.isascii() and name.isprintable():  # no control character: only a space or comma can be wrong
+        return " " not in name and "," not in name
+    return not _BAD_CHANNEL_CHARS.intersection(name)
 
 
 def no_such_channel(reply: ReplyBuffer, name: str) -> None:
