@@ -31,7 +31,7 @@ from ircd.proto.casemap import get_casefold
 from ircd.proto.lines import format_line
 from ircd.proto.msgid import EPOCH_MS, SEQ_BITS, IdGenerator, format_id
 from ircd.proto.timestamps import format_ms
-from ircd.state import LocalState, NetworkState
+from ircd.state import LocalState
 from ircd.state.channel import Channel
 from ircd.state.client import Client, Conn
 from ircd.store.errors import StoreUnavailable
@@ -40,6 +40,7 @@ from ircd.visibility import Visibility
 
 if TYPE_CHECKING:
     from ircd.accounts import AccountService, Refusal
+    from ircd.commands.welcome import WelcomeTemplates
     from ircd.history import History
     from ircd.store import Store
 
@@ -55,8 +56,11 @@ class Server:
         self.clock = clock
         self.config = config
         self.casefold = get_casefold(config.server.casemapping)
-        # the network: nicks, channels, accounts logged in, MONITOR, WHOWAS, LUSERS counts
-        self.state: NetworkState = LocalState(self.casefold, config.limits.whowas)
+        # the network: nicks, channels, accounts logged in, MONITOR, WHOWAS, LUSERS counts. Its one
+        # implementation (a cluster node wraps it, ircd.state.cluster), named as such: in the compiled
+        # build a call through the NetworkState interface is a method looked up by name, a call on
+        # LocalState a direct one, and every command makes several
+        self.state: LocalState = LocalState(self.casefold, config.limits.whowas)
         # this process's connections' outboxes: writes, fan-out, the SendQ
         self.delivery = Delivery(config.limits.sendq)
         self.delivery.on_dropped = self._forget_dropped
@@ -187,7 +191,7 @@ class Server:
         self._isupport_cache: list[str] | None = None
         self._isupport_lines: list[list[str]] | None = None
         # the welcome burst formatted once (ircd.commands.welcome.WelcomeTemplates)
-        self.welcome_templates: Any = None
+        self.welcome_templates: "WelcomeTemplates | None" = None
 
     def rehash(self, config: Config) -> None:
         """Swap in a new config (REHASH, SIGHUP). Keys that clients or the database
