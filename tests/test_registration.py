@@ -458,3 +458,38 @@ def test_welcome_burst_with_a_motd_of_percent_signs_and_control_characters(make_
             f":irc.test 372 alice :- {motd}",
             ":irc.test 376 alice :End of /MOTD command",
         ]
+
+
+def test_the_welcome_templates_give_the_bytes_of_the_burst_formatted_line_by_line():
+    """The burst's values are put with ``%`` into text formatted once per configuration
+    (welcome.WelcomeTemplates); with no templates it is formatted line by line. Both must give the
+    same lines, numbers and percent signs in the configured text included."""
+    from ircd.commands.welcome import WelcomeTemplates
+
+    from tests.harness import Harness, config
+
+    def burst_of(templated: bool) -> list[str]:
+        h = Harness(config(server={"network": "Net%s%d100%", "motd": "50% off\n%(x)s %%"}))
+        try:
+            for name in ("one", "two", "three"):
+                h.register(name)
+            h.send("two", "MODE two +i")
+            h.connect("pending")
+            if not templated:
+                h.server.welcome_templates = WelcomeTemplates(None, None)
+            h.connect("new")
+            h.send("new", "NICK new")
+            h.send("new", "USER new 0 * :New")
+            return h.lines("new")
+        finally:
+            h.close()
+
+    templated, by_line = burst_of(True), burst_of(False)
+    assert templated == by_line
+    assert ":irc.test 001 new :Welcome to the Net%s%d100% IRC Network new!new@127.0.0.1" in templated
+    assert ":irc.test 251 new :There are 3 users and 1 invisible on 1 servers" in templated
+    assert ":irc.test 253 new 1 :unknown connection(s)" in templated
+    assert ":irc.test 255 new :I have 4 clients and 0 servers" in templated
+    assert ":irc.test 265 new 4 4 :Current local users 4, max 4" in templated
+    assert ":irc.test 372 new :- 50% off" in templated
+    assert ":irc.test 372 new :- %(x)s %%" in templated
