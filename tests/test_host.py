@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import pytest
 
+from ext.pircan.service import roster
 from tests import dbs
 from tests.live import IRCClient, LiveServer, pircan_server
 from tests.proc import cli
@@ -149,8 +150,9 @@ def test_a_parked_hosted_agent_is_parked_in_the_roster_and_skipped_by_a_broadcas
     srv, alice, olive, tmp = echo_in_touch(world)
     state = _state(srv)
     hosted = state.host.agents["echo"]
-    # echo is its own process: signed in, it sends its INBOX WAIT when it gets to it
-    until(lambda: any(not w.done for w in state.waiters.get("echo", ())))
+    # echo is its own process: signed in, it sends its INBOX WAIT when it gets to it (the roster's
+    # idle, which the AGENTS line below must show)
+    until(lambda: roster.status(state, "echo") == "idle")
     alice.send("AGENTS")
     assert [m.params[1:4] for m in alice.sync() if m.command == "AGENTS"][0] == [
         "AGENT", "echo", "idle"]  # in its INBOX WAIT
