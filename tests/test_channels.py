@@ -488,3 +488,12 @@ def test_a_channel_name_is_refused_for_a_space_comma_bell_nul_or_line_break(h, n
     from ircd.commands.channel import valid_channel_name
 
     assert valid_channel_name(h.server, name) is valid
+
+
+def test_every_character_the_channel_name_rule_forbids_is_refused_in_an_ascii_name_too(h):
+    """valid_channel_name checks a printable ASCII name for a space and a comma only: every other
+    character of the rule's set must be one that is not printable, so the short path cannot miss it."""
+    from ircd.commands.channel import _BAD_CHANNEL_CHARS, valid_channel_name
+
+    for char in _BAD_CHANNEL_CHARS:
+        assert valid_channel_name(h.server, f"#a{char}b") is False, repr(char)
